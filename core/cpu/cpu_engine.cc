@@ -1,0 +1,253 @@
+// CPU engine. Numeric keys-only sorts run vqsort on the keys themselves
+// (after moving NaNs aside for floats, so that their payloads and input order
+// survive); sorts that need the permutation sort packed (ordered key, index)
+// words, which makes vqsort stable. Byte strings use std::stable_sort on
+// indices. Large arrays are split across threads and merged.
+#include "core/cpu/cpu_engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/cpu/parallel.h"
+#include "core/key_transform.h"
+#include "hwy/contrib/sort/vqsort.h"
+
+namespace sortd {
+namespace {
+
+// vqsort on one contiguous chunk, in the requested direction.
+// A Sorter owns vqsort's small scratch buffer; one per thread is reused.
+template <typename T>
+void VqSortChunk(T* data, size_t n, bool descending) {
+  thread_local hwy::Sorter sorter;
+  if (descending) {
+    sorter(data, n, hwy::SortDescending());
+  } else {
+    sorter(data, n, hwy::SortAscending());
+  }
+}
+
+class CpuEngine final : public SortEngine {
+ public:
+  explicit CpuEngine(const CpuEngineOptions& options) : options_(options) {
+    if (options_.max_threads <= 0) {
+      options_.max_threads =
+          std::max(1u, std::thread::hardware_concurrency());
+    }
+  }
+
+  EngineKind kind() const override { return EngineKind::kCpu; }
+
+  absl::Status SortNumeric(NumericSpan keys, SortOrder order,
+                           absl::Span<uint64_t> indices) override {
+    if (keys.type == DataType::kBytes) {
+      return absl::InvalidArgumentError("keys: bytes keys are not numeric");
+    }
+    if (keys.size > 0 && keys.data == nullptr) {
+      return absl::InvalidArgumentError("keys: null data");
+    }
+    if (!indices.empty() && indices.size() != keys.size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("indices: size ", indices.size(), " != keys size ",
+                       keys.size));
+    }
+    const bool descending = order == SortOrder::kDescending;
+    const bool want_indices = !indices.empty();
+    switch (keys.type) {
+      case DataType::kUint32:
+        return Dispatch(static_cast<uint32_t*>(keys.data), keys.size, descending, want_indices, indices);
+      case DataType::kInt32:
+        return Dispatch(static_cast<int32_t*>(keys.data), keys.size, descending, want_indices, indices);
+      case DataType::kFloat32:
+        return Dispatch(static_cast<float*>(keys.data), keys.size, descending, want_indices, indices);
+      case DataType::kUint64:
+        return Dispatch(static_cast<uint64_t*>(keys.data), keys.size, descending, want_indices, indices);
+      case DataType::kInt64:
+        return Dispatch(static_cast<int64_t*>(keys.data), keys.size, descending, want_indices, indices);
+      case DataType::kFloat64:
+        return Dispatch(static_cast<double*>(keys.data), keys.size, descending, want_indices, indices);
+      case DataType::kBytes:
+        break;
+    }
+    return absl::InvalidArgumentError("keys: unknown key type");
+  }
+
+  absl::Status ArgsortBytes(absl::Span<const std::string_view> keys,
+                            SortOrder order,
+                            absl::Span<uint64_t> indices) override {
+    if (indices.size() != keys.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("indices: size ", indices.size(), " != keys size ",
+                       keys.size()));
+    }
+    std::iota(indices.begin(), indices.end(), uint64_t{0});
+    const std::string_view* k = keys.data();
+    auto less = [k](uint64_t a, uint64_t b) { return LessBytes(k[a], k[b]); };
+    auto greater = [k](uint64_t a, uint64_t b) { return LessBytes(k[b], k[a]); };
+    if (order == SortOrder::kDescending) {
+      SortStable(indices.data(), indices.size(), greater);
+    } else {
+      SortStable(indices.data(), indices.size(), less);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Unsigned lexicographic comparison, shorter prefix first.
+  static bool LessBytes(std::string_view a, std::string_view b) {
+    const size_t n = std::min(a.size(), b.size());
+    const int c = n == 0 ? 0 : std::memcmp(a.data(), b.data(), n);
+    return c < 0 || (c == 0 && a.size() < b.size());
+  }
+
+  int ThreadsFor(size_t n) const {
+    return n >= options_.parallel_threshold ? options_.max_threads : 1;
+  }
+
+  template <typename T, typename Less>
+  void SortStable(T* data, size_t n, Less less) {
+    cpu::ParallelSort(data, n, ThreadsFor(n), less, [&](T* p, size_t len) {
+      std::stable_sort(p, p + len, less);
+    });
+  }
+
+  // Sorts words with vqsort (single chunk or split across threads). Used
+  // for keys and for packed (key, index) words, which are all distinct.
+  template <typename W>
+  void SortWords(W* data, size_t n, bool descending) {
+    const int threads = ThreadsFor(n);
+    if (threads <= 1) {
+      VqSortChunk(data, n, descending);
+      return;
+    }
+    auto chunk = [descending](W* p, size_t len) {
+      VqSortChunk(p, len, descending);
+    };
+    if (descending) {
+      cpu::ParallelSort(data, n, threads,
+                        [](const W& a, const W& b) { return b < a; }, chunk);
+    } else {
+      cpu::ParallelSort(data, n, threads,
+                        [](const W& a, const W& b) { return a < b; }, chunk);
+    }
+  }
+
+  template <typename T>
+  absl::Status Dispatch(T* keys, size_t n, bool descending, bool want_indices,
+                        absl::Span<uint64_t> indices) {
+    if (want_indices) {
+      if (sizeof(T) == 4 && n <= (size_t{1} << 32)) {
+        ArgsortPacked32(keys, n, descending, indices.data());
+      } else {
+        ArgsortPacked128(keys, n, descending, indices.data());
+      }
+    } else if constexpr (std::is_floating_point_v<T>) {
+      SortFloatKeys(keys, n, descending);
+    } else {
+      SortWords(keys, n, descending);
+    }
+    return absl::OkStatus();
+  }
+
+  // Keys-only float sort. NaNs are moved, in input order, to the end
+  // (ascending) or the front (descending); the rest are mapped to ordered
+  // unsigned words, sorted, and mapped back. Non-NaN floats are equal only
+  // when bit-identical, so stability needs no index there.
+  template <typename T>
+  void SortFloatKeys(T* keys, size_t n, bool descending) {
+    using Bits = OrderedBits<T>;
+    using Word = typename Bits::Word;
+    static_assert(sizeof(Word) == sizeof(T));
+    std::vector<T> nans;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      T k = keys[i];
+      if (k != k) {
+        nans.push_back(k);
+      } else {
+        keys[kept++] = k;
+      }
+    }
+    T* numbers = keys;
+    if (descending && !nans.empty()) {
+      std::memmove(keys + nans.size(), keys, kept * sizeof(T));
+      std::memcpy(keys, nans.data(), nans.size() * sizeof(T));
+      numbers = keys + nans.size();
+    } else if (!nans.empty()) {
+      std::memcpy(keys + kept, nans.data(), nans.size() * sizeof(T));
+    }
+    Word* words = reinterpret_cast<Word*>(numbers);
+    for (size_t i = 0; i < kept; ++i) {
+      words[i] = Bits::Encode(numbers[i]);
+    }
+    SortWords(words, kept, descending);
+    for (size_t i = 0; i < kept; ++i) {
+      numbers[i] = Bits::Decode(words[i]);
+    }
+  }
+
+  // Stable argsort of 32-bit keys: sort (ordered key << 32 | index) words
+  // ascending; descending flips the key bits so that equal keys still keep
+  // ascending indices.
+  template <typename T>
+  void ArgsortPacked32(T* keys, size_t n, bool descending, uint64_t* indices) {
+    using Bits = OrderedBits<T>;
+    const uint32_t flip = descending ? ~uint32_t{0} : 0;
+    std::vector<uint64_t> packed(n);
+    bool has_nan = false;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t word = static_cast<uint32_t>(Bits::Encode(keys[i]));
+      has_nan |= keys[i] != keys[i];
+      packed[i] = (uint64_t{word ^ flip} << 32) | i;
+    }
+    std::vector<T> originals;
+    if (has_nan) originals.assign(keys, keys + n);
+    SortWords(packed.data(), n, /*descending=*/false);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t index = packed[i] & 0xffffffffu;
+      indices[i] = index;
+      keys[i] = has_nan ? originals[index]
+                        : Bits::Decode(static_cast<uint32_t>(packed[i] >> 32) ^ flip);
+    }
+  }
+
+  // Same for 64-bit keys (or more than 2^32 keys): 128-bit words, index in
+  // the low half.
+  template <typename T>
+  void ArgsortPacked128(T* keys, size_t n, bool descending, uint64_t* indices) {
+    using Bits = OrderedBits<T>;
+    using Word = typename Bits::Word;
+    const Word flip = descending ? ~Word{0} : 0;
+    std::vector<hwy::uint128_t> packed(n);
+    bool has_nan = false;
+    for (size_t i = 0; i < n; ++i) {
+      has_nan |= keys[i] != keys[i];
+      packed[i].hi = static_cast<uint64_t>(Bits::Encode(keys[i]) ^ flip);
+      packed[i].lo = i;
+    }
+    std::vector<T> originals;
+    if (has_nan) originals.assign(keys, keys + n);
+    SortWords(packed.data(), n, /*descending=*/false);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t index = packed[i].lo;
+      indices[i] = index;
+      keys[i] = has_nan ? originals[index]
+                        : Bits::Decode(static_cast<Word>(packed[i].hi) ^ flip);
+    }
+  }
+
+  CpuEngineOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<SortEngine> CreateCpuEngine(const CpuEngineOptions& options) {
+  return std::make_unique<CpuEngine>(options);
+}
+
+}  // namespace sortd

@@ -1,0 +1,32 @@
+// Permutation gather for numeric value arrays (pairs sorts).
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/engine.h"
+
+namespace sortd {
+namespace {
+
+template <typename T>
+void Gather(const T* src, absl::Span<const uint64_t> indices, T* dst) {
+  for (size_t i = 0; i < indices.size(); ++i) dst[i] = src[indices[i]];
+}
+
+}  // namespace
+
+absl::Status GatherByIndex(const void* src, size_t element_size,
+                           absl::Span<const uint64_t> indices, void* dst) {
+  switch (element_size) {
+    case 4:
+      Gather(static_cast<const uint32_t*>(src), indices, static_cast<uint32_t*>(dst));
+      return absl::OkStatus();
+    case 8:
+      Gather(static_cast<const uint64_t*>(src), indices, static_cast<uint64_t*>(dst));
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("values: unsupported element size ", element_size));
+  }
+}
+
+}  // namespace sortd

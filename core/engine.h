@@ -1,0 +1,43 @@
+// The interface every sorting engine (CPU, GPU) implements. The server talks
+// to engines only through this header.
+#ifndef SORTD_CORE_ENGINE_H_
+#define SORTD_CORE_ENGINE_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/types.h"
+
+namespace sortd {
+
+class SortEngine {
+ public:
+  virtual ~SortEngine() = default;
+
+  // Which engine this is (reported to clients and in metrics).
+  virtual EngineKind kind() const = 0;
+
+  // Sorts `keys` in place, stably, in `order`. If `indices` is non-empty it
+  // must have keys.size elements and receives the permutation: indices[i] is
+  // the input position of the i-th sorted key.
+  virtual absl::Status SortNumeric(NumericSpan keys, SortOrder order,
+                                   absl::Span<uint64_t> indices) = 0;
+
+  // Stable argsort of byte strings (unsigned lexicographic, shorter prefix
+  // first): fills `indices` (same size as `keys`) with the permutation.
+  virtual absl::Status ArgsortBytes(absl::Span<const std::string_view> keys,
+                                    SortOrder order,
+                                    absl::Span<uint64_t> indices) = 0;
+};
+
+// dst[i] = src[indices[i]] for numeric arrays of `element_size` 4 or 8 bytes.
+// `dst` must not alias `src`. Indices must be < the length of src (checked by
+// the caller, which produced them).
+absl::Status GatherByIndex(const void* src, size_t element_size,
+                           absl::Span<const uint64_t> indices, void* dst);
+
+}  // namespace sortd
+
+#endif  // SORTD_CORE_ENGINE_H_

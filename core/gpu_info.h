@@ -1,0 +1,31 @@
+// What GPUs this process can use. Implemented by core/cuda/device_query.cu
+// when CUDA is built, and by gpu_info_none.cc (no GPUs) otherwise.
+#ifndef SORTD_CORE_GPU_INFO_H_
+#define SORTD_CORE_GPU_INFO_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace sortd {
+
+struct GpuDevice {
+  int ordinal = 0;
+  std::string name;
+  size_t memory_bytes = 0;
+  int multiprocessors = 0;
+  int compute_major = 0;
+  int compute_minor = 0;
+};
+
+// Whether this binary was built with the CUDA engine.
+bool CudaBuilt();
+
+// The visible GPUs; empty when none is present, the driver is missing, or
+// CUDA was not built. `error` (optional) receives the CUDA error text when
+// the query itself failed.
+std::vector<GpuDevice> ListGpus(std::string* error = nullptr);
+
+}  // namespace sortd
+
+#endif  // SORTD_CORE_GPU_INFO_H_

@@ -1,0 +1,13 @@
+// GPU discovery for builds without CUDA: there are no GPUs.
+#include "core/gpu_info.h"
+
+namespace sortd {
+
+bool CudaBuilt() { return false; }
+
+std::vector<GpuDevice> ListGpus(std::string* error) {
+  if (error != nullptr) error->clear();
+  return {};
+}
+
+}  // namespace sortd
