@@ -9,7 +9,7 @@
 
 namespace sortd {
 
-absl::StatusOr<EngineChoice> ParseEngineChoice(std::string_view text) {
+absl::StatusOr<EngineChoice> ParseEngineChoice(absl::string_view text) {
   if (text == "auto") return EngineChoice::kAuto;
   if (text == "cpu") return EngineChoice::kCpu;
   if (text == "gpu") return EngineChoice::kGpu;

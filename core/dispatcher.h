@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/cpu/cpu_engine.h"
 #include "core/engine.h"
 
@@ -20,7 +21,7 @@ enum class EngineChoice {
 };
 
 // Parses "auto" | "cpu" | "gpu".
-absl::StatusOr<EngineChoice> ParseEngineChoice(std::string_view text);
+absl::StatusOr<EngineChoice> ParseEngineChoice(absl::string_view text);
 
 struct DispatcherOptions {
   EngineChoice engine = EngineChoice::kAuto;

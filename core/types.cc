@@ -3,7 +3,7 @@
 
 namespace sortd {
 
-std::string_view DataTypeName(DataType type) {
+const char* DataTypeName(DataType type) {
   switch (type) {
     case DataType::kUint32: return "uint32";
     case DataType::kInt32: return "int32";
@@ -16,7 +16,7 @@ std::string_view DataTypeName(DataType type) {
   return "unknown";
 }
 
-std::string_view EngineKindName(EngineKind kind) {
+const char* EngineKindName(EngineKind kind) {
   switch (kind) {
     case EngineKind::kCpu: return "cpu";
     case EngineKind::kGpuRadix: return "gpu_radix";

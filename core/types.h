@@ -43,8 +43,8 @@ constexpr size_t ElementSize(DataType type) {
 }
 
 // Short lowercase name ("uint32", ..., "bytes"); used in messages and labels.
-std::string_view DataTypeName(DataType type);
-std::string_view EngineKindName(EngineKind kind);
+const char* DataTypeName(DataType type);
+const char* EngineKindName(EngineKind kind);
 
 template <typename T>
 struct DataTypeOf;

@@ -1,0 +1,11 @@
+"""Python client for sortd, the gRPC array-sorting service.
+
+Needs the generated stubs (`sortd.v1.sort_pb2`) on PYTHONPATH: they are
+built into <build>/python by the CMake target sortd_python_stubs.
+"""
+
+from .client import Client, SortResult, DEFAULT_CHUNK_BYTES, HEADROOM
+from .errors import ProtocolError, RequestError, SortdError
+
+__all__ = ["Client", "SortResult", "SortdError", "RequestError", "ProtocolError",
+           "DEFAULT_CHUNK_BYTES", "HEADROOM"]

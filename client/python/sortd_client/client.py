@@ -1,0 +1,324 @@
+"""The sortd client: Sort, SortPairs, SortStream, SortChunked and health."""
+
+import collections
+import collections.abc
+
+import grpc
+import numpy as np
+
+from sortd.v1 import sort_pb2
+
+from . import wire
+from .arrays import TypedInput, finish_indices, indices_from
+from .errors import ProtocolError, RequestError, SortdError
+from .health import HealthChecker
+
+_SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
+# Room left under max_message_bytes for what the server adds to a response
+# (engine, echoed ids, headers). Our own request sizes are computed exactly.
+HEADROOM = 4096
+DEFAULT_CHUNK_BYTES = 2 << 20
+_DEFAULT = object()  # "use the client's timeout"
+
+SortResult = collections.namedtuple(
+    "SortResult", ["keys", "values", "indices", "request_id", "engine"])
+SortResult.__doc__ = """Everything a sort returns. values / indices are None
+when not requested; engine is the Engine enum name (e.g. "ENGINE_CPU")."""
+
+
+def _engine_name(value):
+    try:
+        return sort_pb2.Engine.Name(value)
+    except ValueError:
+        return str(value)
+
+
+def _check_count(what, got, want):
+    if got != want:
+        raise ProtocolError("%s: got %d elements, expected %d" % (what, got, want))
+
+
+def _chunk_bounds(n, sizes, limit):
+    """[start, stop) ranges whose encoded elements take about `limit` bytes."""
+    if isinstance(sizes, int):
+        step = max(1, limit // sizes)
+        return [(i, min(i + step, n)) for i in range(0, n, step)]
+    cum = np.cumsum(sizes)
+    bounds, start = [], 0
+    while start < n:
+        base = int(cum[start - 1]) if start else 0
+        stop = int(np.searchsorted(cum, base + limit, side="right"))
+        stop = min(n, max(stop, start + 1))
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+class Client:
+    """A connection to a sortd server.
+
+    Client(target, max_message_bytes=64 << 20, timeout=None) opens an insecure
+    channel (pass `credentials` for TLS). `timeout` is the default deadline in
+    seconds for every call (None: no deadline); each method also takes
+    `timeout=`. Arrays whose request or response would not fit in
+    max_message_bytes go through SortChunked in pieces of about chunk_bytes.
+    The client is thread-safe; use it as a context manager or call close().
+    """
+
+    def __init__(self, target, max_message_bytes=64 << 20, timeout=None,
+                 chunk_bytes=DEFAULT_CHUNK_BYTES, credentials=None, options=()):
+        if max_message_bytes < 4 * HEADROOM:
+            raise ValueError("max_message_bytes must be at least %d" % (4 * HEADROOM))
+        # gRPC and protobuf cap one message at 2 GiB.
+        self.max_message_bytes = int(min(max_message_bytes, (1 << 31) - 1))
+        self.timeout = timeout
+        self.chunk_bytes = int(min(chunk_bytes, self.max_message_bytes - HEADROOM))
+        opts = [("grpc.max_send_message_length", self.max_message_bytes),
+                ("grpc.max_receive_message_length", self.max_message_bytes)]
+        opts += list(options)
+        if credentials is None:
+            self._channel = grpc.insecure_channel(target, options=opts)
+        else:
+            self._channel = grpc.secure_channel(target, credentials, options=opts)
+        # Requests are serialized by hand: no request serializer (raw bytes).
+        path = "/%s/" % _SERVICE
+        self._sort = self._channel.unary_unary(
+            path + "Sort", response_deserializer=sort_pb2.SortResponse.FromString)
+        self._sort_pairs = self._channel.unary_unary(
+            path + "SortPairs", response_deserializer=sort_pb2.SortPairsResponse.FromString)
+        self._sort_stream = self._channel.stream_stream(
+            path + "SortStream", response_deserializer=sort_pb2.SortResponse.FromString)
+        self._sort_chunked = self._channel.stream_stream(
+            path + "SortChunked", response_deserializer=sort_pb2.SortChunkedResponse.FromString)
+        self._health = HealthChecker(self._channel)
+
+    # ---- lifecycle -----------------------------------------------------
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _deadline(self, timeout):
+        return self.timeout if timeout is _DEFAULT else timeout
+
+    # ---- health --------------------------------------------------------
+    def health(self, service="", timeout=_DEFAULT):
+        """grpc.health.v1 status name: "SERVING", "NOT_SERVING", ..."""
+        try:
+            return self._health.check(service, timeout=self._deadline(timeout))
+        except grpc.RpcError as err:
+            raise SortdError.from_rpc_error(err) from None
+
+    # ---- single sorts --------------------------------------------------
+    def sort(self, keys, descending=False, return_indices=False, request_id="",
+             chunked=None, timeout=_DEFAULT):
+        """Sorted keys, or (sorted keys, uint64 indices) with return_indices."""
+        res = self.sort_full(keys, None, descending, return_indices, request_id,
+                             chunked, timeout)
+        return (res.keys, res.indices) if return_indices else res.keys
+
+    def sort_pairs(self, keys, values, descending=False, request_id="",
+                   chunked=None, timeout=_DEFAULT):
+        """(sorted keys, values permuted along with them)."""
+        res = self.sort_full(keys, values, descending, False, request_id,
+                             chunked, timeout)
+        return res.keys, res.values
+
+    def sort_full(self, keys, values=None, descending=False, return_indices=False,
+                  request_id="", chunked=None, timeout=_DEFAULT):
+        """Sort or SortPairs returning a SortResult (with engine and id).
+
+        chunked: None picks SortChunked only when the request or response
+        would exceed max_message_bytes - HEADROOM; True/False force it.
+        """
+        k = TypedInput(keys, "keys")
+        v = None if values is None else TypedInput(values, "values")
+        if v is not None:
+            if v.n != k.n:
+                raise ValueError("keys and values differ in length (%d vs %d)" % (k.n, v.n))
+            if return_indices and not chunked:
+                raise ValueError("return_indices with values needs chunked=True "
+                                 "(SortPairs has no indices)")
+        order = sort_pb2.SORT_ORDER_DESCENDING if descending else sort_pb2.SORT_ORDER_ASCENDING
+        if chunked is None:
+            size = _ld_size_of(k.encoded_size()) + len(request_id.encode()) + 16
+            if v is not None:
+                size += _ld_size_of(v.encoded_size())
+            if return_indices:
+                size += 16 + 8 * k.n  # the response is larger than the request
+            chunked = size > self.max_message_bytes - HEADROOM
+        deadline = self._deadline(timeout)
+        try:
+            if chunked:
+                return self._chunked(k, v, order, return_indices, request_id, deadline)
+            if v is None:
+                return self._unary_sort(k, order, return_indices, request_id, deadline)
+            return self._unary_pairs(k, v, order, request_id, deadline)
+        except grpc.RpcError as err:
+            raise SortdError.from_rpc_error(err) from None
+
+    def _unary_sort(self, k, order, return_indices, request_id, deadline):
+        resp = self._sort(_sort_request(k, order, return_indices, request_id),
+                          timeout=deadline)
+        keys = k.finish([k.decode(resp.keys)])
+        _check_count("keys", len(keys), k.n)
+        indices = None
+        if return_indices:
+            indices = finish_indices([indices_from(resp, 2, clear="keys")])
+            _check_count("indices", len(indices), k.n)
+        return SortResult(keys, None, indices, resp.request_id, _engine_name(resp.engine))
+
+    def _unary_pairs(self, k, v, order, request_id, deadline):
+        parts = (wire.len_field(1, k.parts()) + wire.len_field(2, v.parts())
+                 + wire.varint_field(3, order) + wire.string_field(4, request_id))
+        resp = self._sort_pairs(wire.join(parts), timeout=deadline)
+        keys = k.finish([k.decode(resp.keys)])
+        values = v.finish([v.decode(resp.values)])
+        _check_count("keys", len(keys), k.n)
+        _check_count("values", len(values), k.n)
+        return SortResult(keys, values, None, resp.request_id, _engine_name(resp.engine))
+
+    # ---- SortChunked -----------------------------------------------------
+    def _chunked(self, k, v, order, return_indices, request_id, deadline):
+        sizes = k.element_sizes()
+        if v is not None:
+            sizes = sizes + v.element_sizes()
+        bounds = _chunk_bounds(k.n, sizes, self.chunk_bytes - 64)
+
+        def requests():
+            header = (wire.varint_field(1, order) + wire.varint_field(2, return_indices)
+                      + wire.varint_field(3, v is not None) + wire.varint_field(4, k.n)
+                      + wire.string_field(5, request_id))
+            yield wire.join(wire.len_field(1, header))
+            for start, stop in bounds:
+                chunk = wire.len_field(1, k.parts(start, stop))
+                if v is not None:
+                    chunk += wire.len_field(2, v.parts(start, stop))
+                yield wire.join(wire.len_field(2, chunk))
+
+        call = self._sort_chunked(requests(), timeout=deadline)
+        key_pieces, value_pieces, index_pieces = [], [], []
+        got, rid, engine = 0, request_id, 0
+        try:
+            for i, resp in enumerate(call):
+                if i == 0:
+                    _check_count("SortChunked total_keys", resp.total_keys, k.n)
+                    rid, engine = resp.request_id, resp.engine
+                if resp.offset != got:
+                    raise ProtocolError("chunk at offset %d, expected %d" % (resp.offset, got))
+                piece = k.decode(resp.chunk.keys)
+                key_pieces.append(piece)
+                if v is not None:
+                    value_pieces.append(v.decode(resp.chunk.values))
+                    _check_count("chunk values", len(value_pieces[-1]), len(piece))
+                if return_indices:
+                    index_pieces.append(indices_from(resp, 2, clear="chunk"))
+                    _check_count("chunk indices", len(index_pieces[-1]), len(piece))
+                got += len(piece)
+        finally:
+            call.cancel()  # no-op when the call completed
+        _check_count("SortChunked keys", got, k.n)
+        return SortResult(k.finish(key_pieces),
+                          v.finish(value_pieces) if v is not None else None,
+                          finish_indices(index_pieces) if return_indices else None,
+                          rid, _engine_name(engine))
+
+    # ---- SortStream ------------------------------------------------------
+    def sort_stream(self, arrays, descending=False, return_indices=False,
+                    raise_errors=True, timeout=_DEFAULT):
+        """Sorts many arrays over one SortStream; yields (request_id, result).
+
+        Items of `arrays` are arrays (request_id = str(position)) or
+        (request_id, array) tuples; ids must be unique among requests in
+        flight. Results come in completion order; a result is the sorted
+        array, or (sorted, indices) with return_indices. A request the server
+        rejects raises RequestError (ending the stream) or, with
+        raise_errors=False, is yielded as (request_id, RequestError instance).
+        Each request must fit in max_message_bytes (use sort() for larger).
+        The arrays are read lazily while the stream runs.
+        """
+        order = sort_pb2.SORT_ORDER_DESCENDING if descending else sort_pb2.SORT_ORDER_ASCENDING
+        pending = {}
+        failure = []  # an exception raised while producing requests
+        calls = []
+
+        def requests():
+            try:
+                for pos, item in enumerate(arrays):
+                    if (isinstance(item, tuple) and len(item) == 2
+                            and isinstance(item[0], str)):
+                        rid, keys = item
+                    else:
+                        rid, keys = str(pos), item
+                    if rid in pending:
+                        raise ValueError("request_id %r is already in flight" % rid)
+                    k = TypedInput(keys, "keys")
+                    data = _sort_request(k, order, return_indices, rid)
+                    if len(data) > self.max_message_bytes - HEADROOM:
+                        raise ValueError("request %r is %d bytes, over max_message_bytes; "
+                                         "use sort()" % (rid, len(data)))
+                    pending[rid] = k
+                    yield data
+            except Exception as exc:  # reported by the response side
+                failure.append(exc)
+                if calls:
+                    calls[0].cancel()
+
+        call = self._sort_stream(requests(), timeout=self._deadline(timeout))
+        calls.append(call)
+        try:
+            for resp in call:
+                rid = resp.request_id
+                k = pending.pop(rid, None)
+                if k is None:
+                    raise ProtocolError("response for unknown request_id %r" % rid)
+                if resp.HasField("error"):
+                    err = RequestError(resp.error.code, resp.error.message, rid)
+                    if raise_errors:
+                        raise err
+                    yield rid, err
+                    continue
+                keys = k.finish([k.decode(resp.keys)])
+                _check_count("keys of %r" % rid, len(keys), k.n)
+                if return_indices:
+                    indices = finish_indices([indices_from(resp, 2, clear="keys")])
+                    _check_count("indices of %r" % rid, len(indices), k.n)
+                    yield rid, (keys, indices)
+                else:
+                    yield rid, keys
+        except grpc.RpcError as err:
+            if failure:
+                raise failure[0] from None
+            raise SortdError.from_rpc_error(err) from None
+        finally:
+            call.cancel()
+        if failure:
+            raise failure[0]
+        if pending:
+            raise ProtocolError("stream ended without responses for %s" % sorted(pending))
+
+    def sort_many(self, arrays, descending=False, return_indices=False,
+                  raise_errors=True, timeout=_DEFAULT):
+        """sort_stream() collected into a dict request_id -> result.
+
+        `arrays` may also be a mapping request_id -> array.
+        """
+        if isinstance(arrays, collections.abc.Mapping):
+            arrays = list(arrays.items())
+        return dict(self.sort_stream(arrays, descending, return_indices,
+                                     raise_errors, timeout))
+
+
+def _ld_size_of(inner):
+    return 1 + len(wire.varint(inner)) + inner
+
+
+def _sort_request(k, order, return_indices, request_id):
+    """Serialized SortRequest (one join: the payload is copied once)."""
+    return wire.join(wire.len_field(1, k.parts()) + wire.varint_field(2, order)
+                     + wire.varint_field(3, return_indices)
+                     + wire.string_field(4, request_id))

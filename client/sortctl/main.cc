@@ -1,0 +1,198 @@
+// sortctl: command-line client for sortd.
+//   sortctl sort   --in=FILE --out=FILE [--type=T] [--format=auto] [--order=asc|desc] [--indices_out=FILE]
+//   sortctl health [--service=NAME]
+//   sortctl bench  --concurrency=8 --type=uint32 --keys=1024 --duration=10s [--method=sort|pairs|stream]
+//   sortctl gen    --type=T --count=N --out=FILE [--format=auto] [--seed=S]
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "client/sortctl/array_file.h"
+#include "client/sortctl/load_generator.h"
+#include "client/sortd_client.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "sortd address host:port");
+ABSL_FLAG(std::string, in, "", "sort: input file");
+ABSL_FLAG(std::string, out, "", "sort/gen: output file");
+ABSL_FLAG(std::string, indices_out, "", "sort: also write the permutation (uint64) here");
+ABSL_FLAG(std::string, type, "", "element type: uint32 int32 float32 uint64 int64 float64 bytes");
+ABSL_FLAG(std::string, format, "auto", "file format: auto bin text npy");
+ABSL_FLAG(std::string, out_format, "", "output format (default: same as input)");
+ABSL_FLAG(std::string, order, "asc", "asc or desc");
+ABSL_FLAG(std::string, service, "", "health: service name (empty = whole server)");
+ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest message; bigger arrays use SortChunked");
+ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(), "per-call deadline");
+ABSL_FLAG(std::string, tls_root_certs, "", "PEM root certificates; enables TLS");
+ABSL_FLAG(std::string, method, "sort", "bench: sort, pairs or stream");
+ABSL_FLAG(int, concurrency, 8, "bench: concurrent workers (one connection each)");
+ABSL_FLAG(int, stream_window, 16, "bench: outstanding requests per stream");
+ABSL_FLAG(uint64_t, keys, 1024, "bench: keys per request");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "bench: how long to run");
+ABSL_FLAG(uint64_t, count, 0, "gen: number of elements");
+ABSL_FLAG(uint64_t, seed, 1, "gen: random seed");
+
+namespace sortd::sortctl {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::cerr << "sortctl: " << status << "\n";
+  return 1;
+}
+
+absl::StatusOr<std::unique_ptr<client::SortClient>> MakeClient() {
+  client::ClientOptions options;
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.timeout = absl::GetFlag(FLAGS_timeout);
+  options.tls_root_certs_file = absl::GetFlag(FLAGS_tls_root_certs);
+  return client::SortClient::Connect(absl::GetFlag(FLAGS_target), options);
+}
+
+template <typename T>
+absl::Status SortTyped(client::SortClient& c, HostArray& array, v1::SortOrder order,
+                       bool want_indices, std::vector<uint64_t>* indices) {
+  absl::Span<const T> keys;
+  std::vector<T> typed;
+  if constexpr (std::is_same_v<T, std::string>) {
+    keys = array.strings;
+  } else {
+    typed.resize(array.raw.size() / sizeof(T));
+    if (!typed.empty()) std::memcpy(typed.data(), array.raw.data(), array.raw.size());
+    keys = typed;
+  }
+  auto result = c.Sort<T>(keys, order, want_indices);
+  if (!result.ok()) return result.status();
+  if constexpr (std::is_same_v<T, std::string>) {
+    array.strings = std::move(result->keys);
+  } else {
+    std::memcpy(array.raw.data(), result->keys.data(), array.raw.size());
+  }
+  *indices = std::move(result->indices);
+  std::cerr << "sorted " << keys.size() << " keys on "
+            << v1::Engine_Name(result->engine) << "\n";
+  return absl::OkStatus();
+}
+
+int RunSort() {
+  const std::string in = absl::GetFlag(FLAGS_in);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (in.empty() || out.empty()) return Fail(absl::InvalidArgumentError("sort: --in and --out are required"));
+  auto in_format = ParseFormat(absl::GetFlag(FLAGS_format), in);
+  if (!in_format.ok()) return Fail(in_format.status());
+  const std::string out_format_name = absl::GetFlag(FLAGS_out_format);
+  auto out_format = out_format_name.empty() ? in_format : ParseFormat(out_format_name, out);
+  if (!out_format.ok()) return Fail(out_format.status());
+  const std::string order_name = absl::GetFlag(FLAGS_order);
+  if (order_name != "asc" && order_name != "desc") {
+    return Fail(absl::InvalidArgumentError("order: expected asc or desc"));
+  }
+  const v1::SortOrder order = order_name == "desc" ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING;
+  auto array = ReadArray(in, *in_format, absl::GetFlag(FLAGS_type));
+  if (!array.ok()) return Fail(array.status());
+  auto c = MakeClient();
+  if (!c.ok()) return Fail(c.status());
+  const bool want_indices = !absl::GetFlag(FLAGS_indices_out).empty();
+  std::vector<uint64_t> indices;
+  absl::Status status;
+  const std::string& t = array->type;
+  if (t == "uint32") status = SortTyped<uint32_t>(**c, *array, order, want_indices, &indices);
+  else if (t == "int32") status = SortTyped<int32_t>(**c, *array, order, want_indices, &indices);
+  else if (t == "float32") status = SortTyped<float>(**c, *array, order, want_indices, &indices);
+  else if (t == "uint64") status = SortTyped<uint64_t>(**c, *array, order, want_indices, &indices);
+  else if (t == "int64") status = SortTyped<int64_t>(**c, *array, order, want_indices, &indices);
+  else if (t == "float64") status = SortTyped<double>(**c, *array, order, want_indices, &indices);
+  else status = SortTyped<std::string>(**c, *array, order, want_indices, &indices);
+  if (!status.ok()) return Fail(status);
+  status = WriteArray(out, *out_format, *array);
+  if (!status.ok()) return Fail(status);
+  if (want_indices) {
+    const std::string path = absl::GetFlag(FLAGS_indices_out);
+    HostArray idx{"uint64", {}, {}};
+    idx.raw.resize(indices.size() * 8);
+    if (!indices.empty()) std::memcpy(idx.raw.data(), indices.data(), idx.raw.size());
+    auto idx_format = ParseFormat("auto", path);
+    status = WriteArray(path, *idx_format, idx);
+    if (!status.ok()) return Fail(status);
+  }
+  return 0;
+}
+
+int RunHealth() {
+  auto c = MakeClient();
+  if (!c.ok()) return Fail(c.status());
+  auto status = (*c)->Health(absl::GetFlag(FLAGS_service));
+  if (!status.ok()) return Fail(status.status());
+  std::cout << *status << "\n";
+  return *status == "SERVING" ? 0 : 3;
+}
+
+int RunBench() {
+  LoadOptions options;
+  options.target = absl::GetFlag(FLAGS_target);
+  options.method = absl::GetFlag(FLAGS_method);
+  options.type = absl::GetFlag(FLAGS_type).empty() ? "uint32" : absl::GetFlag(FLAGS_type);
+  options.keys_per_request = absl::GetFlag(FLAGS_keys);
+  options.concurrency = absl::GetFlag(FLAGS_concurrency);
+  options.stream_window = absl::GetFlag(FLAGS_stream_window);
+  options.duration = absl::GetFlag(FLAGS_duration);
+  options.descending = absl::GetFlag(FLAGS_order) == "desc";
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  auto report = RunLoad(options);
+  if (!report.ok()) return Fail(report.status());
+  std::cout << FormatReport(options, *report);
+  return report->ok > 0 ? 0 : 1;
+}
+
+int RunGen() {
+  const std::string type = absl::GetFlag(FLAGS_type);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  const int width = TypeWidth(type);
+  if (width <= 0 || out.empty()) {
+    return Fail(absl::InvalidArgumentError("gen: --out and a numeric --type are required"));
+  }
+  auto format = ParseFormat(absl::GetFlag(FLAGS_format), out);
+  if (!format.ok()) return Fail(format.status());
+  HostArray array{type, {}, {}};
+  const uint64_t n = absl::GetFlag(FLAGS_count);
+  array.raw.resize(n * width);
+  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t bits = rng();
+    if (type == "float32") {
+      float f = static_cast<float>(static_cast<int64_t>(bits)) * 1e-12f;
+      std::memcpy(array.raw.data() + i * 4, &f, 4);
+    } else if (type == "float64") {
+      double d = static_cast<double>(static_cast<int64_t>(bits)) * 1e-12;
+      std::memcpy(array.raw.data() + i * 8, &d, 8);
+    } else {
+      std::memcpy(array.raw.data() + i * width, &bits, width);
+    }
+  }
+  absl::Status status = WriteArray(out, *format, array);
+  return status.ok() ? 0 : Fail(status);
+}
+
+}  // namespace
+}  // namespace sortd::sortctl
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "sortctl <sort|health|bench|gen> [flags]: command-line client for sortd");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::cerr << "usage: sortctl <sort|health|bench|gen> [flags]  (--help for flags)\n";
+    return 2;
+  }
+  const std::string command = args[1];
+  if (command == "sort") return sortd::sortctl::RunSort();
+  if (command == "health") return sortd::sortctl::RunHealth();
+  if (command == "bench") return sortd::sortctl::RunBench();
+  if (command == "gen") return sortd::sortctl::RunGen();
+  std::cerr << "sortctl: unknown command \"" << command << "\"\n";
+  return 2;
+}

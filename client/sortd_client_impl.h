@@ -1,0 +1,148 @@
+// Template definitions for sortd_client.h (include that header, not this).
+#ifndef SORTD_CLIENT_SORTD_CLIENT_IMPL_H_
+#define SORTD_CLIENT_SORTD_CLIENT_IMPL_H_
+
+#include <type_traits>
+
+#include "client/typed_codec.h"
+
+namespace sortd::client {
+
+template <typename T>
+absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
+                                               v1::SortOrder order,
+                                               bool return_indices) {
+  SortResult<T> result;
+  if (NeedsChunking(PayloadBytes(keys))) {
+    absl::Status status = SortChunked<T, NoValues>(
+        keys, nullptr, order, return_indices, &result.keys, nullptr,
+        return_indices ? &result.indices : nullptr, &result.engine);
+    if (!status.ok()) return status;
+    return result;
+  }
+  v1::SortRequest request;
+  EncodeTo(keys, request.mutable_keys());
+  request.set_order(order);
+  request.set_return_indices(return_indices);
+  v1::SortResponse response;
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx);
+  grpc::Status rpc = stub_->Sort(&ctx, request, &response);
+  if (!rpc.ok()) return FromGrpcStatus(rpc);
+  result.keys.reserve(keys.size());
+  absl::Status status = AppendDecoded(response.keys(), &result.keys, "keys");
+  if (!status.ok()) return status;
+  result.indices.assign(response.indices().begin(), response.indices().end());
+  result.engine = response.engine();
+  return result;
+}
+
+template <typename K, typename V>
+absl::StatusOr<PairsResult<K, V>> SortClient::SortPairs(absl::Span<const K> keys,
+                                                        absl::Span<const V> values,
+                                                        v1::SortOrder order) {
+  if (keys.size() != values.size()) {
+    return absl::InvalidArgumentError("values: length does not match keys");
+  }
+  PairsResult<K, V> result;
+  if (NeedsChunking(PayloadBytes(keys) + PayloadBytes(values))) {
+    absl::Status status = SortChunked<K, V>(keys, &values, order, false, &result.keys,
+                                            &result.values, nullptr, &result.engine);
+    if (!status.ok()) return status;
+    return result;
+  }
+  v1::SortPairsRequest request;
+  EncodeTo(keys, request.mutable_keys());
+  EncodeTo(values, request.mutable_values());
+  request.set_order(order);
+  v1::SortPairsResponse response;
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx);
+  grpc::Status rpc = stub_->SortPairs(&ctx, request, &response);
+  if (!rpc.ok()) return FromGrpcStatus(rpc);
+  absl::Status status = AppendDecoded(response.keys(), &result.keys, "keys");
+  if (status.ok()) status = AppendDecoded(response.values(), &result.values, "values");
+  if (!status.ok()) return status;
+  result.engine = response.engine();
+  return result;
+}
+
+// Upload: header, then chunks of about chunk_bytes; download: chunks in
+// order until the server closes the stream.
+template <typename K, typename V>
+absl::Status SortClient::SortChunked(absl::Span<const K> keys,
+                                     const absl::Span<const V>* values,
+                                     v1::SortOrder order, bool return_indices,
+                                     std::vector<K>* out_keys,
+                                     std::vector<V>* out_values,
+                                     std::vector<uint64_t>* out_indices,
+                                     v1::Engine* engine) {
+  constexpr bool kPairs = !std::is_same_v<V, NoValues>;
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx);
+  auto stream = stub_->SortChunked(&ctx);
+  v1::SortChunkedRequest request;
+  auto* header = request.mutable_header();
+  header->set_order(order);
+  header->set_return_indices(return_indices);
+  header->set_with_values(kPairs);
+  header->set_total_keys(keys.size());
+  bool sending = stream->Write(request);
+
+  const size_t n = keys.size();
+  // Elements per chunk from the average payload per element.
+  size_t bytes = PayloadBytes(keys);
+  if constexpr (kPairs) bytes += PayloadBytes(*values);
+  const size_t per_element = std::max<size_t>(1, bytes / std::max<size_t>(n, 1));
+  const size_t count = std::max<size_t>(1, options_.chunk_bytes / per_element);
+  size_t begin = 0;
+  while (sending && begin < n) {
+    const size_t end = std::min(n, begin + count);
+    request.Clear();
+    auto* chunk = request.mutable_chunk();
+    EncodeTo(keys.subspan(begin, end - begin), chunk->mutable_keys());
+    if constexpr (kPairs) EncodeTo(values->subspan(begin, end - begin), chunk->mutable_values());
+    sending = stream->Write(request);
+    begin = end;
+  }
+  if (sending) stream->WritesDone();
+
+  out_keys->clear();
+  out_keys->reserve(n);
+  if constexpr (kPairs) {
+    out_values->clear();
+    out_values->reserve(n);
+  }
+  if (out_indices != nullptr) {
+    out_indices->clear();
+    out_indices->reserve(n);
+  }
+  v1::SortChunkedResponse response;
+  absl::Status decoded;
+  while (stream->Read(&response)) {
+    if (response.request_id().size() > 0 || response.engine() != v1::ENGINE_UNSPECIFIED) {
+      *engine = response.engine();
+    }
+    if (!decoded.ok()) continue;
+    decoded = AppendDecoded(response.chunk().keys(), out_keys, "chunk.keys");
+    if constexpr (kPairs) {
+      if (decoded.ok()) decoded = AppendDecoded(response.chunk().values(), out_values, "chunk.values");
+    }
+    if (out_indices != nullptr) {
+      out_indices->insert(out_indices->end(), response.indices().begin(),
+                          response.indices().end());
+    }
+  }
+  grpc::Status rpc = stream->Finish();
+  if (!rpc.ok()) return FromGrpcStatus(rpc);
+  if (!decoded.ok()) return decoded;
+  if (out_keys->size() != n) {
+    return absl::DataLossError(absl::StrCat("SortChunked returned ", out_keys->size(),
+                                            " keys, expected ", n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sortd::client
+
+#endif  // SORTD_CLIENT_SORTD_CLIENT_IMPL_H_

@@ -1,0 +1,112 @@
+// sortd: the gRPC sorting server. Parses flags, starts the server, and
+// drains on SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/time.h"
+#include "server/sortd_server.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+          "host:port for gRPC; port 0 picks a free port");
+ABSL_FLAG(std::string, port_file, "",
+          "if set, write the bound gRPC port to this file once serving");
+ABSL_FLAG(std::string, engine, "auto",
+          "auto (GPU when present, else CPU), cpu, or gpu");
+ABSL_FLAG(int, max_message_bytes, 64 << 20,
+          "largest gRPC message received or sent (bytes)");
+ABSL_FLAG(int, worker_threads, 0, "threads running sorts; 0 = one per core");
+ABSL_FLAG(int, cpu_sort_threads, 0,
+          "threads one large CPU sort may use; 0 = one per core");
+ABSL_FLAG(uint64_t, cpu_parallel_threshold, uint64_t{1} << 18,
+          "arrays with at least this many elements use the multi-threaded CPU path");
+ABSL_FLAG(uint64_t, max_inflight_bytes, 0,
+          "payload bytes admitted at once; 0 = half of physical memory");
+ABSL_FLAG(uint64_t, max_queued_requests, 4096,
+          "requests queued or running before RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint64_t, max_chunked_bytes, uint64_t{8} << 30,
+          "largest total payload of one SortChunked upload (bytes)");
+ABSL_FLAG(uint64_t, chunk_response_bytes, uint64_t{4} << 20,
+          "payload bytes per SortChunked response message");
+ABSL_FLAG(int, max_stream_pending, 256,
+          "SortStream: pending requests per stream before reading pauses");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; enables TLS with --tls_key");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key");
+ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
+          "on SIGTERM: time between health NOT_SERVING and closing the listener");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "on SIGTERM: how long in-flight RPCs may take before they are cancelled");
+
+namespace {
+
+// Blocks SIGTERM/SIGINT in every thread (call before any thread starts) and
+// returns the set, so one thread can wait for them with sigwait.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("sortd: gRPC service that sorts arrays on GPUs and CPUs");
+  absl::ParseCommandLine(argc, argv);
+  const sigset_t signals = BlockShutdownSignals();
+
+  absl::StatusOr<sortd::EngineChoice> engine =
+      sortd::ParseEngineChoice(absl::GetFlag(FLAGS_engine));
+  if (!engine.ok()) {
+    std::cerr << "sortd: " << engine.status().message() << "\n";
+    return 2;
+  }
+  sortd::ServerOptions options;
+  options.listen_address = absl::GetFlag(FLAGS_listen);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.dispatcher.engine = *engine;
+  options.dispatcher.cpu.max_threads = absl::GetFlag(FLAGS_cpu_sort_threads);
+  options.dispatcher.cpu.parallel_threshold = absl::GetFlag(FLAGS_cpu_parallel_threshold);
+  options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
+  options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
+  options.limits.max_chunked_bytes = absl::GetFlag(FLAGS_max_chunked_bytes);
+  options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
+  options.limits.max_stream_pending = absl::GetFlag(FLAGS_max_stream_pending);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.drain_delay = absl::GetFlag(FLAGS_drain_delay);
+  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+
+  absl::StatusOr<std::unique_ptr<sortd::SortdServer>> server =
+      sortd::SortdServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << "sortd: " << server.status() << "\n";
+    return 1;
+  }
+  std::cout << "sortd listening on " << options.listen_address
+            << " (port " << (*server)->port() << "), "
+            << (*server)->engine_description() << std::endl;
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    std::ofstream(port_file + ".tmp") << (*server)->port() << "\n";
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::cout << "sortd: received signal " << signal_number
+            << ", draining (health NOT_SERVING, new work refused)" << std::endl;
+  (*server)->Shutdown();
+  server->reset();
+  std::cout << "sortd: drained, exiting" << std::endl;
+  return 0;
+}

@@ -1,0 +1,215 @@
+// SortChunked reactor: read header, read chunks into host columns, sort on
+// the worker pool, write the result back in chunks of bounded size.
+#include "server/service/chunked_reactor.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/sort_ops.h"
+#include "server/service/status_mapping.h"
+
+namespace sortd {
+
+SortChunkedReactor::SortChunkedReactor(ServiceContext* context,
+                                       grpc::CallbackServerContext* ctx)
+    : context_(context), ctx_(ctx) {
+  absl::Status status = context_->CheckNotDraining();
+  if (!status.ok()) {
+    Finish(ToGrpcStatus(status));
+    return;
+  }
+  StartRead(&read_buffer_);
+}
+
+void SortChunkedReactor::Fail(const absl::Status& status) {
+  Finish(ToGrpcStatus(status));
+}
+
+void SortChunkedReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    if (cancelled_) {
+      Fail(absl::CancelledError("SortChunked cancelled"));
+      return;
+    }
+    absl::Status status = FinishUpload();
+    if (!status.ok()) {
+      Fail(status);
+      return;
+    }
+    context_->pool->Submit([this] {
+      absl::Status result = cancelled_ || ctx_->IsCancelled()
+                                ? absl::CancelledError("SortChunked cancelled")
+                                : SortAll();
+      if (!result.ok()) {
+        Fail(result);
+        return;
+      }
+      WriteNext();
+    });
+    return;
+  }
+  absl::Status status = have_header_ ? AcceptChunk(read_buffer_)
+                                     : AcceptHeader(read_buffer_);
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  StartRead(&read_buffer_);
+}
+
+absl::Status SortChunkedReactor::AcceptHeader(const v1::SortChunkedRequest& request) {
+  if (!request.has_header()) {
+    return absl::InvalidArgumentError(
+        "header: the first SortChunked message must carry a header");
+  }
+  header_ = request.header();
+  absl::Status status = ValidateOrder(header_.order(), "header.order");
+  if (!status.ok()) return status;
+  status = context_->admission->Acquire(0);
+  if (!status.ok()) return status;
+  admitted_ = Admitted(context_->admission, 0);
+  have_header_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status SortChunkedReactor::AcceptChunk(const v1::SortChunkedRequest& request) {
+  if (!request.has_chunk()) {
+    return absl::InvalidArgumentError(
+        "chunk: every SortChunked message after the header must carry a chunk");
+  }
+  const v1::ArrayChunk& chunk = request.chunk();
+  if (!chunk.has_keys() || !TypeOf(chunk.keys())) {
+    return absl::InvalidArgumentError("chunk.keys: required");
+  }
+  const size_t n = LengthOf(chunk.keys());
+  if (header_.with_values()) {
+    if (!chunk.has_values() || !TypeOf(chunk.values())) {
+      return absl::InvalidArgumentError(
+          "chunk.values: required (header.with_values is set)");
+    }
+    if (LengthOf(chunk.values()) != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunk.values: length ", LengthOf(chunk.values()),
+          " does not match chunk.keys length ", n));
+    }
+  } else if (chunk.has_values() && TypeOf(chunk.values())) {
+    return absl::InvalidArgumentError(
+        "chunk.values: set but header.with_values is false");
+  }
+  if (header_.total_keys() > 0 && keys_.size() + n > header_.total_keys()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk.keys: more keys than header.total_keys (", header_.total_keys(), ")"));
+  }
+  const uint64_t bytes = PayloadBytes(chunk.keys()) +
+                         (header_.with_values() ? PayloadBytes(chunk.values()) : 0);
+  if (payload_bytes_ + bytes > context_->limits.max_chunked_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "SortChunked: upload exceeds the limit of ",
+        context_->limits.max_chunked_bytes, " bytes (--max_chunked_bytes)"));
+  }
+  // The column, its permuted copy and the permutation are held at once.
+  const uint64_t reserve = 2 * bytes + 8 * n;
+  absl::Status status = context_->admission->AcquireMoreBytes(reserve);
+  if (!status.ok()) return status;
+  admitted_.AddBytes(reserve);
+  payload_bytes_ += bytes;
+
+  if (keys_.empty_type() && header_.total_keys() > 0) {
+    keys_.Reserve(*TypeOf(chunk.keys()), header_.total_keys());
+  }
+  status = keys_.Append(chunk.keys(), "chunk.keys");
+  if (!status.ok()) return status;
+  if (header_.with_values()) {
+    if (values_.empty_type() && header_.total_keys() > 0) {
+      values_.Reserve(*TypeOf(chunk.values()), header_.total_keys());
+    }
+    status = values_.Append(chunk.values(), "chunk.values");
+  }
+  return status;
+}
+
+absl::Status SortChunkedReactor::FinishUpload() {
+  if (!have_header_) {
+    return absl::InvalidArgumentError(
+        "header: SortChunked stream closed without a header");
+  }
+  if (header_.total_keys() > 0 && keys_.size() != header_.total_keys()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "header.total_keys: ", header_.total_keys(), " announced but ",
+        keys_.size(), " keys received"));
+  }
+  // An upload accepted before draining began is completed, not refused.
+  return absl::OkStatus();
+}
+
+absl::Status SortChunkedReactor::SortAll() {
+  const size_t n = keys_.size();
+  const SortOrder order = ToCoreOrder(header_.order());
+  const bool need_indices = header_.return_indices() || header_.with_values();
+  if (keys_.empty_type() || n == 0) return absl::OkStatus();
+  if (need_indices) indices_.resize(n);
+  if (*keys_.type() == DataType::kBytes) {
+    SortEngine& engine = context_->dispatcher->ForBytes(n);
+    engine_ = engine.kind();
+    std::vector<std::string_view> views = keys_.StringViews();
+    indices_.resize(n);
+    absl::Status status = engine.ArgsortBytes(views, order, absl::MakeSpan(indices_));
+    views.clear();
+    if (status.ok()) status = keys_.Permute(indices_);
+    if (!status.ok()) return status;
+  } else {
+    SortEngine& engine = context_->dispatcher->ForNumeric(*keys_.type(), n);
+    engine_ = engine.kind();
+    absl::Status status =
+        engine.SortNumeric(keys_.numeric(), order, absl::MakeSpan(indices_));
+    if (!status.ok()) return status;
+  }
+  if (header_.with_values()) return values_.Permute(indices_);
+  return absl::OkStatus();
+}
+
+void SortChunkedReactor::WriteNext() {
+  const size_t n = keys_.size();
+  if (!first_write_ && next_offset_ >= n) {
+    Finish(grpc::Status::OK);
+    return;
+  }
+  // Take keys until the message reaches the configured payload size.
+  const size_t budget = context_->limits.chunk_response_bytes;
+  size_t end = next_offset_;
+  size_t bytes = 0;
+  while (end < n && (end == next_offset_ || bytes < budget)) {
+    bytes += keys_.ElementBytes(end) +
+             (header_.with_values() ? values_.ElementBytes(end) : 0) +
+             (header_.return_indices() ? 8 : 0);
+    ++end;
+  }
+  write_buffer_.Clear();
+  if (first_write_) {
+    write_buffer_.set_total_keys(n);
+    write_buffer_.set_request_id(header_.request_id());
+    write_buffer_.set_engine(ToProtoEngine(engine_));
+    first_write_ = false;
+  }
+  write_buffer_.set_offset(next_offset_);
+  keys_.CopySlice(next_offset_, end, write_buffer_.mutable_chunk()->mutable_keys());
+  if (header_.with_values()) {
+    values_.CopySlice(next_offset_, end, write_buffer_.mutable_chunk()->mutable_values());
+  }
+  if (header_.return_indices()) {
+    write_buffer_.mutable_indices()->Add(indices_.begin() + next_offset_,
+                                         indices_.begin() + end);
+  }
+  next_offset_ = end;
+  StartWrite(&write_buffer_);
+}
+
+void SortChunkedReactor::OnWriteDone(bool ok) {
+  if (!ok) {
+    Fail(absl::CancelledError("SortChunked: client stopped reading"));
+    return;
+  }
+  WriteNext();
+}
+
+}  // namespace sortd

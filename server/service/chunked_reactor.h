@@ -1,0 +1,58 @@
+// SortChunked: one array uploaded as a header plus chunks, sorted when the
+// client half-closes, and streamed back in order as chunks. Lets clients sort
+// more than the message limit and more than 2 GiB.
+#ifndef SORTD_SERVER_SERVICE_CHUNKED_REACTOR_H_
+#define SORTD_SERVER_SERVICE_CHUNKED_REACTOR_H_
+
+#include <atomic>
+#include <vector>
+
+#include "server/service/service_context.h"
+#include "server/service/typed_array.h"
+#include "sortd/v1/sort.grpc.pb.h"
+
+namespace sortd {
+
+class SortChunkedReactor final
+    : public grpc::ServerBidiReactor<v1::SortChunkedRequest,
+                                     v1::SortChunkedResponse> {
+ public:
+  SortChunkedReactor(ServiceContext* context, grpc::CallbackServerContext* ctx);
+
+  // Only one operation is outstanding at any time (reads, then the sort
+  // job, then writes), so the reactor needs no lock.
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override { cancelled_ = true; }
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status AcceptHeader(const v1::SortChunkedRequest& request);
+  absl::Status AcceptChunk(const v1::SortChunkedRequest& request);
+  absl::Status FinishUpload();
+  absl::Status SortAll();
+  void WriteNext();
+  void Fail(const absl::Status& status);
+
+  ServiceContext* const context_;
+  grpc::CallbackServerContext* const ctx_;
+  std::atomic<bool> cancelled_{false};
+
+  v1::SortChunkedRequest read_buffer_;
+  v1::SortChunkedResponse write_buffer_;
+  bool have_header_ = false;
+  v1::ChunkedSortHeader header_;
+  Admitted admitted_;
+  uint64_t payload_bytes_ = 0;
+
+  HostColumn keys_;
+  HostColumn values_;
+  std::vector<uint64_t> indices_;
+  EngineKind engine_ = EngineKind::kCpu;
+  size_t next_offset_ = 0;
+  bool first_write_ = true;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SERVICE_CHUNKED_REACTOR_H_

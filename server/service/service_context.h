@@ -1,0 +1,45 @@
+// What every handler and reactor of SortService shares: the engines, the
+// worker pool, admission control, limits and the draining flag.
+#ifndef SORTD_SERVER_SERVICE_SERVICE_CONTEXT_H_
+#define SORTD_SERVER_SERVICE_SERVICE_CONTEXT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/dispatcher.h"
+#include "server/runtime/admission.h"
+#include "server/runtime/work_pool.h"
+
+namespace sortd {
+
+struct ServiceLimits {
+  // Responses of SortChunked carry at most about this many payload bytes.
+  size_t chunk_response_bytes = size_t{4} << 20;
+  // SortStream: requests of one stream queued or running before the server
+  // stops reading from that stream (flow control, not an error).
+  int max_stream_pending = 256;
+  // SortChunked: largest total payload one sort may upload.
+  uint64_t max_chunked_bytes = uint64_t{8} << 30;
+};
+
+struct ServiceContext {
+  Dispatcher* dispatcher = nullptr;
+  WorkPool* pool = nullptr;
+  AdmissionControl* admission = nullptr;
+  ServiceLimits limits;
+  // Set at SIGTERM: new work is refused with UNAVAILABLE.
+  std::atomic<bool> draining{false};
+
+  absl::Status CheckNotDraining() const {
+    if (draining.load(std::memory_order_relaxed)) {
+      return absl::UnavailableError("server is shutting down (draining)");
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SERVICE_SERVICE_CONTEXT_H_

@@ -1,0 +1,141 @@
+// Sort/SortPairs execution. Numeric keys are copied once (memcpy) into the
+// response and sorted there in place; byte strings are argsorted and copied
+// into the response in sorted order; values are gathered by the permutation.
+#include "server/service/sort_ops.h"
+
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/service/typed_array.h"
+
+namespace sortd {
+namespace {
+
+constexpr absl::string_view kKeysRequired =
+    "keys: required (set one of uint32, int32, float32, uint64, int64, "
+    "float64, bytes)";
+
+// Sorts `keys` into `out_keys`; fills `indices` (when non-null) with the
+// permutation. Returns the engine that ran.
+absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
+                                    const v1::TypedArray& keys,
+                                    SortOrder order, v1::TypedArray* out_keys,
+                                    std::vector<uint64_t>* indices) {
+  const DataType type = *TypeOf(keys);
+  const size_t n = LengthOf(keys);
+  if (type == DataType::kBytes) {
+    SortEngine& engine = dispatcher.ForBytes(n);
+    std::vector<std::string_view> views(keys.bytes().values().begin(),
+                                        keys.bytes().values().end());
+    std::vector<uint64_t> local;
+    std::vector<uint64_t>& perm = indices != nullptr ? *indices : local;
+    perm.resize(n);
+    absl::Status status = engine.ArgsortBytes(views, order, absl::MakeSpan(perm));
+    if (!status.ok()) return status;
+    status = GatherTypedArray(keys, perm, out_keys);
+    if (!status.ok()) return status;
+    return engine.kind();
+  }
+  SortEngine& engine = dispatcher.ForNumeric(type, n);
+  absl::Status status;
+  VisitNumeric(type, [&](auto t) {
+    using T = decltype(t);
+    auto* field = MutableNumericField<T>(out_keys);
+    field->CopyFrom(NumericField<T>(keys));
+    absl::Span<uint64_t> perm;
+    if (indices != nullptr) {
+      indices->resize(n);
+      perm = absl::MakeSpan(*indices);
+    }
+    status = engine.SortNumeric(NumericSpan(field->mutable_data(), n), order, perm);
+  });
+  if (!status.ok()) return status;
+  return engine.kind();
+}
+
+}  // namespace
+
+absl::Status ValidateOrder(int order, absl::string_view field) {
+  if (!v1::SortOrder_IsValid(order)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": unknown value ", order,
+        " (expected SORT_ORDER_ASCENDING or SORT_ORDER_DESCENDING)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSortRequest(const v1::SortRequest& request) {
+  if (!request.has_keys() || !TypeOf(request.keys())) {
+    return absl::InvalidArgumentError(kKeysRequired);
+  }
+  return ValidateOrder(request.order());
+}
+
+absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request) {
+  if (!request.has_keys() || !TypeOf(request.keys())) {
+    return absl::InvalidArgumentError(kKeysRequired);
+  }
+  if (!request.has_values() || !TypeOf(request.values())) {
+    return absl::InvalidArgumentError(
+        "values: required (set one of uint32, int32, float32, uint64, int64, "
+        "float64, bytes)");
+  }
+  const size_t keys = LengthOf(request.keys());
+  const size_t values = LengthOf(request.values());
+  if (keys != values) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "values: length ", values, " does not match keys length ", keys));
+  }
+  return ValidateOrder(request.order());
+}
+
+SortOrder ToCoreOrder(v1::SortOrder order) {
+  return order == v1::SORT_ORDER_DESCENDING ? SortOrder::kDescending
+                                            : SortOrder::kAscending;
+}
+
+uint64_t InflightBytes(const v1::SortRequest& request) {
+  const uint64_t keys = PayloadBytes(request.keys());
+  const uint64_t indices = request.return_indices() ? LengthOf(request.keys()) * 8 : 0;
+  return 2 * keys + indices;
+}
+
+uint64_t InflightBytes(const v1::SortPairsRequest& request) {
+  return 2 * (PayloadBytes(request.keys()) + PayloadBytes(request.values())) +
+         LengthOf(request.keys()) * 8;
+}
+
+absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
+                     v1::SortResponse* response) {
+  response->set_request_id(request.request_id());
+  std::vector<uint64_t> indices;
+  absl::StatusOr<EngineKind> engine =
+      SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),
+               response->mutable_keys(),
+               request.return_indices() ? &indices : nullptr);
+  if (!engine.ok()) return engine.status();
+  if (request.return_indices()) {
+    response->mutable_indices()->Add(indices.begin(), indices.end());
+  }
+  response->set_engine(ToProtoEngine(*engine));
+  return absl::OkStatus();
+}
+
+absl::Status RunSortPairs(Dispatcher& dispatcher,
+                          const v1::SortPairsRequest& request,
+                          v1::SortPairsResponse* response) {
+  response->set_request_id(request.request_id());
+  std::vector<uint64_t> indices;
+  absl::StatusOr<EngineKind> engine =
+      SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),
+               response->mutable_keys(), &indices);
+  if (!engine.ok()) return engine.status();
+  absl::Status status =
+      GatherTypedArray(request.values(), indices, response->mutable_values());
+  if (!status.ok()) return status;
+  response->set_engine(ToProtoEngine(*engine));
+  return absl::OkStatus();
+}
+
+}  // namespace sortd

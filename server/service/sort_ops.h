@@ -1,0 +1,33 @@
+// Validation and execution of Sort/SortPairs requests: the translation
+// between protobuf messages and core engine calls. Runs on worker threads.
+#ifndef SORTD_SERVER_SERVICE_SORT_OPS_H_
+#define SORTD_SERVER_SERVICE_SORT_OPS_H_
+
+#include "absl/status/status.h"
+#include "core/dispatcher.h"
+#include "sortd/v1/sort.pb.h"
+
+namespace sortd {
+
+// INVALID_ARGUMENT naming the field when a request is malformed.
+absl::Status ValidateSortRequest(const v1::SortRequest& request);
+absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request);
+absl::Status ValidateOrder(int order, absl::string_view field = "order");
+
+SortOrder ToCoreOrder(v1::SortOrder order);
+
+// Bytes a request holds while it is in flight (request plus response), for
+// admission control.
+uint64_t InflightBytes(const v1::SortRequest& request);
+uint64_t InflightBytes(const v1::SortPairsRequest& request);
+
+// Run a validated request; fill `response` (request_id and engine included).
+absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
+                     v1::SortResponse* response);
+absl::Status RunSortPairs(Dispatcher& dispatcher,
+                          const v1::SortPairsRequest& request,
+                          v1::SortPairsResponse* response);
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SERVICE_SORT_OPS_H_

@@ -1,0 +1,74 @@
+// Unary handlers finish through the default reactor from a worker thread;
+// the streaming RPCs are reactor classes of their own.
+#include "server/service/sort_service.h"
+
+#include <memory>
+
+#include "server/service/chunked_reactor.h"
+#include "server/service/sort_ops.h"
+#include "server/service/status_mapping.h"
+#include "server/service/stream_reactor.h"
+
+namespace sortd {
+namespace {
+
+// Checks that a call may still run when a worker picks it up.
+absl::Status CheckCallAlive(grpc::CallbackServerContext* ctx) {
+  if (ctx->IsCancelled()) {
+    return absl::CancelledError("request cancelled or deadline exceeded before it ran");
+  }
+  return absl::OkStatus();
+}
+
+// Validate, admit, run on the pool, finish. Shared by Sort and SortPairs.
+template <typename Request, typename Response, typename Validate, typename Run>
+grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context,
+                                      grpc::CallbackServerContext* ctx,
+                                      const Request* request,
+                                      Response* response, Validate validate,
+                                      Run run) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::Status status = context->CheckNotDraining();
+  if (status.ok()) status = validate(*request);
+  const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
+  if (status.ok()) status = context->admission->Acquire(bytes);
+  if (!status.ok()) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  auto admitted = std::make_shared<Admitted>(context->admission, bytes);
+  context->pool->Submit([context, ctx, request, response, reactor, admitted, run] {
+    absl::Status result = CheckCallAlive(ctx);
+    if (result.ok()) result = run(*context->dispatcher, *request, response);
+    admitted->Reset();
+    reactor->Finish(ToGrpcStatus(result));
+  });
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* SortServiceImpl::Sort(grpc::CallbackServerContext* ctx,
+                                                const v1::SortRequest* request,
+                                                v1::SortResponse* response) {
+  return HandleUnary(context_, ctx, request, response, ValidateSortRequest, RunSort);
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(
+    grpc::CallbackServerContext* ctx, const v1::SortPairsRequest* request,
+    v1::SortPairsResponse* response) {
+  return HandleUnary(context_, ctx, request, response, ValidateSortPairsRequest,
+                     RunSortPairs);
+}
+
+grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>*
+SortServiceImpl::SortStream(grpc::CallbackServerContext* ctx) {
+  return new SortStreamReactor(context_, ctx);
+}
+
+grpc::ServerBidiReactor<v1::SortChunkedRequest, v1::SortChunkedResponse>*
+SortServiceImpl::SortChunked(grpc::CallbackServerContext* ctx) {
+  return new SortChunkedReactor(context_, ctx);
+}
+
+}  // namespace sortd

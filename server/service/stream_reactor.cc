@@ -1,0 +1,142 @@
+// SortStream reactor. Invariant: Finish is started only when no read, no
+// write and no job is outstanding, so OnDone (which deletes the reactor)
+// cannot race with a worker still holding `this`.
+#include "server/service/stream_reactor.h"
+
+#include "server/service/sort_ops.h"
+#include "server/service/status_mapping.h"
+
+namespace sortd {
+
+SortStreamReactor::SortStreamReactor(ServiceContext* context,
+                                     grpc::CallbackServerContext* ctx)
+    : context_(context), ctx_(ctx) {
+  read_in_flight_ = true;
+  StartRead(&read_buffer_);
+}
+
+void SortStreamReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    std::unique_lock<std::mutex> lock(mu_);
+    read_in_flight_ = false;
+    reads_done_ = true;
+    Next next = DecideLocked();
+    lock.unlock();
+    Start(next);
+    return;
+  }
+  auto request = std::make_unique<v1::SortRequest>();
+  request->Swap(&read_buffer_);
+  Submit(std::move(request));
+}
+
+void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
+  absl::Status status = context_->CheckNotDraining();
+  if (status.ok()) status = ValidateSortRequest(*request);
+  const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
+  if (status.ok()) status = context_->admission->Acquire(bytes);
+
+  std::unique_lock<std::mutex> lock(mu_);
+  read_in_flight_ = false;
+  if (!status.ok()) {
+    auto response = std::make_unique<v1::SortResponse>();
+    response->set_request_id(request->request_id());
+    response->mutable_error()->set_code(static_cast<int>(status.code()));
+    response->mutable_error()->set_message(std::string(status.message()));
+    if (!cancelled_ && !write_failed_) writes_.push_back(std::move(response));
+  } else {
+    ++jobs_;
+    lock.unlock();
+    auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
+    std::shared_ptr<v1::SortRequest> shared(std::move(request));
+    context_->pool->Submit([this, shared, admitted] {
+      auto response = std::make_unique<v1::SortResponse>();
+      absl::Status result;
+      if (ctx_->IsCancelled()) {
+        result = absl::CancelledError("stream cancelled");
+      } else {
+        result = RunSort(*context_->dispatcher, *shared, response.get());
+      }
+      admitted->Reset();
+      if (!result.ok()) {
+        response->Clear();
+        response->set_request_id(shared->request_id());
+        response->mutable_error()->set_code(static_cast<int>(result.code()));
+        response->mutable_error()->set_message(std::string(result.message()));
+      }
+      Complete(std::move(response));
+    });
+    lock.lock();
+  }
+  Next next = DecideLocked();
+  lock.unlock();
+  Start(next);
+}
+
+void SortStreamReactor::Complete(std::unique_ptr<v1::SortResponse> response) {
+  std::unique_lock<std::mutex> lock(mu_);
+  --jobs_;
+  if (!cancelled_ && !write_failed_) writes_.push_back(std::move(response));
+  Next next = DecideLocked();
+  lock.unlock();
+  Start(next);
+}
+
+void SortStreamReactor::OnWriteDone(bool ok) {
+  std::unique_lock<std::mutex> lock(mu_);
+  writing_ = false;
+  writes_.pop_front();
+  if (!ok) {
+    write_failed_ = true;
+    writes_.clear();
+  }
+  Next next = DecideLocked();
+  lock.unlock();
+  Start(next);
+}
+
+void SortStreamReactor::OnCancel() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cancelled_ = true;
+  // Nothing more can be delivered; keep only the message of a write in
+  // flight, which gRPC may still be reading until OnWriteDone.
+  std::unique_ptr<v1::SortResponse> in_flight;
+  if (writing_) in_flight = std::move(writes_.front());
+  writes_.clear();
+  if (in_flight) writes_.push_back(std::move(in_flight));
+  Next next = DecideLocked();
+  lock.unlock();
+  Start(next);
+}
+
+SortStreamReactor::Next SortStreamReactor::DecideLocked() {
+  Next next;
+  if (finished_) return next;
+  const bool stopped = cancelled_ || write_failed_;
+  if (!writing_ && !writes_.empty() && !stopped) {
+    writing_ = true;
+    next.write = writes_.front().get();
+  }
+  const int pending = jobs_ + static_cast<int>(writes_.size());
+  if (!read_in_flight_ && !reads_done_ && !stopped &&
+      pending < context_->limits.max_stream_pending) {
+    read_in_flight_ = true;
+    next.read = true;
+  }
+  const bool idle = !read_in_flight_ && !writing_ && jobs_ == 0;
+  if (idle && (stopped || (reads_done_ && writes_.empty()))) {
+    finished_ = true;
+    next.finish = true;
+    next.status = stopped ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
+                          : grpc::Status::OK;
+  }
+  return next;
+}
+
+void SortStreamReactor::Start(const Next& next) {
+  if (next.write != nullptr) StartWrite(next.write);
+  if (next.read) StartRead(&read_buffer_);
+  if (next.finish) Finish(next.status);  // last: `this` may be deleted after
+}
+
+}  // namespace sortd

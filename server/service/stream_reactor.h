@@ -1,0 +1,60 @@
+// SortStream: many independent requests over one bidirectional stream.
+// Each request is validated and run on the worker pool as it arrives;
+// responses are written in completion order. A failed request gets a
+// response with `error` set and the stream goes on. The reactor stops
+// reading while too many of its requests are pending (flow control).
+#ifndef SORTD_SERVER_SERVICE_STREAM_REACTOR_H_
+#define SORTD_SERVER_SERVICE_STREAM_REACTOR_H_
+
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "server/service/service_context.h"
+#include "sortd/v1/sort.grpc.pb.h"
+
+namespace sortd {
+
+class SortStreamReactor final
+    : public grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse> {
+ public:
+  SortStreamReactor(ServiceContext* context, grpc::CallbackServerContext* ctx);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override { delete this; }
+
+ private:
+  // gRPC operations decided under the lock and started after releasing it,
+  // so that no reaction can re-enter while the lock is held.
+  struct Next {
+    const v1::SortResponse* write = nullptr;
+    bool read = false;
+    bool finish = false;
+    grpc::Status status;
+  };
+
+  void Complete(std::unique_ptr<v1::SortResponse> response);
+  void Submit(std::unique_ptr<v1::SortRequest> request);
+  Next DecideLocked();
+  void Start(const Next& next);
+
+  ServiceContext* const context_;
+  grpc::CallbackServerContext* const ctx_;
+  v1::SortRequest read_buffer_;
+
+  std::mutex mu_;
+  std::deque<std::unique_ptr<v1::SortResponse>> writes_;  // front is in flight when writing_
+  int jobs_ = 0;  // submitted to the pool, not yet completed
+  bool read_in_flight_ = false;
+  bool reads_done_ = false;
+  bool writing_ = false;
+  bool cancelled_ = false;
+  bool write_failed_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SERVICE_STREAM_REACTOR_H_

@@ -1,0 +1,125 @@
+// Server assembly and the drain sequence.
+#include "server/sortd_server.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/service/sort_service.h"
+
+namespace sortd {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
+    const ServerOptions& options) {
+  if (options.tls_cert_file.empty() && options.tls_key_file.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("tls_cert and tls_key must be set together");
+  }
+  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file, "tls_cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(options.tls_key_file, "tls_key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
+    const ServerOptions& options) {
+  std::unique_ptr<SortdServer> s(new SortdServer());
+  s->options_ = options;
+  absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher =
+      Dispatcher::Create(options.dispatcher);
+  if (!dispatcher.ok()) return dispatcher.status();
+  s->dispatcher_ = std::move(*dispatcher);
+
+  int threads = options.worker_threads;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s->pool_ = std::make_unique<WorkPool>(threads);
+
+  uint64_t max_bytes = options.max_inflight_bytes;
+  if (max_bytes == 0) max_bytes = std::max<uint64_t>(PhysicalMemoryBytes() / 2, uint64_t{1} << 30);
+  s->admission_ = std::make_unique<AdmissionControl>(max_bytes, options.max_queued_requests);
+
+  s->context_ = std::make_unique<ServiceContext>();
+  s->context_->dispatcher = s->dispatcher_.get();
+  s->context_->pool = s->pool_.get();
+  s->context_->admission = s->admission_.get();
+  s->context_->limits = options.limits;
+  s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(options);
+  if (!creds.ok()) return creds.status();
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen_address, *creds, &s->port_);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("listen: cannot bind ", options.listen_address));
+  }
+  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  s->server_->GetHealthCheckService()->SetServingStatus("sortd.v1.SortService", true);
+  return s;
+}
+
+const std::string& SortdServer::engine_description() const {
+  return dispatcher_->description();
+}
+
+void SortdServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  context_->draining.store(true);
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  if (options_.drain_delay > absl::ZeroDuration()) absl::SleepFor(options_.drain_delay);
+  // Waits for in-flight RPCs (their work is on the pool and finishes them);
+  // past the deadline, remaining RPCs are cancelled.
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    absl::ToChronoNanoseconds(options_.drain_timeout));
+}
+
+void SortdServer::Wait() { server_->Wait(); }
+
+SortdServer::~SortdServer() {
+  Shutdown();
+  server_->Wait();
+  pool_.reset();  // runs any job still queued, then joins
+  server_.reset();
+}
+
+}  // namespace sortd

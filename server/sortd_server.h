@@ -1,0 +1,82 @@
+// The sortd server: builds the gRPC server with SortService, health and
+// reflection, owns the engines and worker pool, and drains on shutdown.
+#ifndef SORTD_SERVER_SORTD_SERVER_H_
+#define SORTD_SERVER_SORTD_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/dispatcher.h"
+#include "server/service/service_context.h"
+
+namespace sortd {
+
+class SortServiceImpl;
+
+struct ServerOptions {
+  // host:port to listen on; port 0 picks a free port (see port()).
+  std::string listen_address = "0.0.0.0:50051";
+  // Largest message received or sent; larger requests get RESOURCE_EXHAUSTED.
+  int max_message_bytes = 64 << 20;
+  // Engine choice and CPU engine tuning.
+  DispatcherOptions dispatcher;
+  // Worker threads running sorts; 0 means one per core.
+  int worker_threads = 0;
+  // Payload bytes admitted at once (requests plus responses); 0 means half
+  // of physical memory.
+  uint64_t max_inflight_bytes = 0;
+  // Requests admitted at once (queued or running) before RESOURCE_EXHAUSTED.
+  uint64_t max_queued_requests = 4096;
+  // Per-RPC limits (SortStream flow control, SortChunked sizes).
+  ServiceLimits limits;
+  // PEM files; both set enables TLS, neither means plaintext.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // After health goes NOT_SERVING, how long new work is refused with
+  // UNAVAILABLE before the listener closes (lets load balancers notice).
+  absl::Duration drain_delay = absl::ZeroDuration();
+  // How long Shutdown() waits for in-flight RPCs before cancelling them.
+  absl::Duration drain_timeout = absl::Seconds(30);
+};
+
+class SortdServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<SortdServer>> Start(
+      const ServerOptions& options);
+  ~SortdServer();
+
+  // The port actually bound (useful with port 0).
+  int port() const { return port_; }
+  const std::string& engine_description() const;
+
+  // Drains: health goes NOT_SERVING, new work is refused with UNAVAILABLE,
+  // in-flight work completes (up to drain_timeout), then the server stops.
+  void Shutdown();
+  // Blocks until the server has shut down.
+  void Wait();
+
+ private:
+  SortdServer() = default;
+
+  ServerOptions options_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<WorkPool> pool_;
+  std::unique_ptr<AdmissionControl> admission_;
+  std::unique_ptr<ServiceContext> context_;
+  std::unique_ptr<SortServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+// Physical memory of this machine in bytes (0 if unknown).
+uint64_t PhysicalMemoryBytes();
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SORTD_SERVER_H_

@@ -1,0 +1,531 @@
+// CPU engine against the product contract: every numeric type, both orders,
+// keys-only and with indices, many sizes and input patterns, single- and
+// multi-threaded; byte-string argsort; GatherByIndex; argument errors.
+#include "core/cpu/cpu_engine.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/engine.h"
+#include "core/types.h"
+#include "gtest/gtest.h"
+#include "tests/core/sort_test_util.h"
+
+namespace sortd {
+namespace {
+
+using ::sortd::testing::AllPatterns;
+using ::sortd::testing::FromBits;
+using ::sortd::testing::IsPermutation;
+using ::sortd::testing::KeysMatchIndices;
+using ::sortd::testing::MakeInput;
+using ::sortd::testing::NaNValues;
+using ::sortd::testing::Pattern;
+using ::sortd::testing::PatternName;
+using ::sortd::testing::RefResult;
+using ::sortd::testing::ReferenceSort;
+using ::sortd::testing::SameBits;
+using ::sortd::testing::SameIndices;
+using ::sortd::testing::ToBits;
+
+constexpr SortOrder kOrders[] = {SortOrder::kAscending, SortOrder::kDescending};
+
+const char* OrderName(SortOrder o) {
+  return o == SortOrder::kAscending ? "asc" : "desc";
+}
+
+std::unique_ptr<SortEngine> SingleThreadEngine() {
+  CpuEngineOptions o;
+  o.max_threads = 1;
+  return CreateCpuEngine(o);
+}
+
+std::unique_ptr<SortEngine> MultiThreadEngine(int threads, size_t threshold) {
+  CpuEngineOptions o;
+  o.max_threads = threads;
+  o.parallel_threshold = threshold;
+  return CreateCpuEngine(o);
+}
+
+template <typename T>
+struct Sorted {
+  std::vector<T> keys;
+  std::vector<uint64_t> indices;  // empty for keys-only sorts
+};
+
+template <typename T>
+Sorted<T> RunSort(SortEngine& engine, const std::vector<T>& input,
+                  SortOrder order, bool with_indices) {
+  Sorted<T> r;
+  r.keys = input;
+  if (with_indices) r.indices.assign(input.size(), ~uint64_t{0});
+  const absl::Status s = engine.SortNumeric(
+      NumericSpan(r.keys.data(), r.keys.size()), order,
+      absl::MakeSpan(r.indices));
+  EXPECT_TRUE(s.ok()) << s;
+  return r;
+}
+
+// Sorts `input` with `engine` and checks the result bit-for-bit against the
+// reference; with indices also checks the permutation directly.
+template <typename T>
+void ExpectSortMatches(SortEngine& engine, const std::vector<T>& input,
+                       const RefResult<T>& ref, SortOrder order,
+                       bool with_indices) {
+  SCOPED_TRACE(::testing::Message()
+               << "n=" << input.size() << " order=" << OrderName(order)
+               << (with_indices ? " with indices" : " keys only"));
+  const Sorted<T> got = RunSort(engine, input, order, with_indices);
+  ASSERT_TRUE(SameBits(got.keys, ref.keys));
+  if (with_indices && !input.empty()) {
+    ASSERT_TRUE(IsPermutation(got.indices));
+    ASSERT_TRUE(KeysMatchIndices(got.keys, input, got.indices));
+    ASSERT_TRUE(SameIndices(got.indices, ref.indices));
+  }
+}
+
+template <typename T>
+class CpuEngineTypedTest : public ::testing::Test {};
+
+using NumericTypes =
+    ::testing::Types<uint32_t, int32_t, float, uint64_t, int64_t, double>;
+TYPED_TEST_SUITE(CpuEngineTypedTest, NumericTypes);
+
+// Every pattern, both orders, both modes, small and odd sizes, on a
+// single-threaded engine and on a default-options engine.
+TYPED_TEST(CpuEngineTypedTest, MatchesReferenceSmallAndOddSizes) {
+  using T = TypeParam;
+  auto st = SingleThreadEngine();
+  auto def = CreateCpuEngine(CpuEngineOptions{});
+  const size_t sizes[] = {0,  1,   2,   3,   4,   5,   7,   8,   9,   15,  16,
+                          17, 31,  32,  33,  63,  64,  65,  127, 128, 129, 255,
+                          256, 257, 511, 1001, 4097, 16411};
+  uint64_t seed = 1;
+  for (Pattern pattern : AllPatterns()) {
+    for (size_t n : sizes) {
+      SCOPED_TRACE(::testing::Message() << "pattern=" << PatternName(pattern));
+      const std::vector<T> input = MakeInput<T>(pattern, n, seed++);
+      for (SortOrder order : kOrders) {
+        const RefResult<T> ref = ReferenceSort(input, order);
+        for (bool with_indices : {false, true}) {
+          ExpectSortMatches(*st, input, ref, order, with_indices);
+          ExpectSortMatches(*def, input, ref, order, with_indices);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// 2^20 + 7 keys: random for every type plus a duplicate-heavy pattern (the
+// special values for floats, few distinct values for integers). The
+// default-options engine takes its multi-threaded path at this size.
+TYPED_TEST(CpuEngineTypedTest, MatchesReferenceLarge) {
+  using T = TypeParam;
+  constexpr size_t kN = (size_t{1} << 20) + 7;
+  auto st = SingleThreadEngine();
+  auto def = CreateCpuEngine(CpuEngineOptions{});
+  const Pattern dup_heavy = std::is_floating_point_v<T> ? Pattern::kSpecials
+                                                        : Pattern::kFewDistinct;
+  uint64_t seed = 1000;
+  for (Pattern pattern : {Pattern::kRandom, dup_heavy}) {
+    SCOPED_TRACE(::testing::Message() << "pattern=" << PatternName(pattern));
+    const std::vector<T> input = MakeInput<T>(pattern, kN, seed++);
+    for (SortOrder order : kOrders) {
+      const RefResult<T> ref = ReferenceSort(input, order);
+      for (bool with_indices : {false, true}) {
+        ExpectSortMatches(*st, input, ref, order, with_indices);
+        ExpectSortMatches(*def, input, ref, order, with_indices);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// The multi-threaded path (low threshold, 2..7 threads, odd thread counts
+// leave an odd run over in the merge rounds) gives exactly the
+// single-threaded result, which is exactly the reference.
+TYPED_TEST(CpuEngineTypedTest, MultiThreadedMatchesSingleThreaded) {
+  using T = TypeParam;
+  auto st = SingleThreadEngine();
+  std::vector<std::unique_ptr<SortEngine>> mt;
+  for (int threads : {2, 3, 4, 7}) mt.push_back(MultiThreadEngine(threads, 1000));
+  const size_t sizes[] = {999, 1000, 1001, 1024, 4099, 65537, 100003};
+  std::vector<Pattern> patterns = {Pattern::kRandom, Pattern::kFewDistinct,
+                                   Pattern::kSorted};
+  if (std::is_floating_point_v<T>) patterns.push_back(Pattern::kSpecials);
+  uint64_t seed = 2000;
+  for (Pattern pattern : patterns) {
+    for (size_t n : sizes) {
+      SCOPED_TRACE(::testing::Message() << "pattern=" << PatternName(pattern));
+      const std::vector<T> input = MakeInput<T>(pattern, n, seed++);
+      for (SortOrder order : kOrders) {
+        const RefResult<T> ref = ReferenceSort(input, order);
+        for (bool with_indices : {false, true}) {
+          const Sorted<T> single = RunSort(*st, input, order, with_indices);
+          ASSERT_TRUE(SameBits(single.keys, ref.keys));
+          for (size_t e = 0; e < mt.size(); ++e) {
+            SCOPED_TRACE(::testing::Message() << "engine #" << e << " n=" << n
+                                              << " " << OrderName(order)
+                                              << (with_indices ? " indices" : ""));
+            const Sorted<T> multi = RunSort(*mt[e], input, order, with_indices);
+            ASSERT_TRUE(SameBits(multi.keys, single.keys));
+            ASSERT_TRUE(SameIndices(multi.indices, single.indices));
+            if (with_indices) {
+              ASSERT_TRUE(SameIndices(multi.indices, ref.indices));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Stability checked directly (not only through the reference): within every
+// run of equal keys the indices increase, in both orders.
+TYPED_TEST(CpuEngineTypedTest, EqualKeysKeepInputOrder) {
+  using T = TypeParam;
+  auto st = SingleThreadEngine();
+  auto mt = MultiThreadEngine(4, 1000);
+  for (size_t n : {size_t{50}, size_t{1001}, size_t{65537}}) {
+    const std::vector<T> input = MakeInput<T>(Pattern::kFewDistinct, n, 77 + n);
+    for (SortOrder order : kOrders) {
+      for (SortEngine* engine : {st.get(), mt.get()}) {
+        const Sorted<T> got = RunSort(*engine, input, order, true);
+        ASSERT_TRUE(IsPermutation(got.indices));
+        for (size_t i = 1; i < n; ++i) {
+          const T a = got.keys[i - 1];
+          const T b = got.keys[i];
+          const bool equal = !testing::RefLess(a, b) && !testing::RefLess(b, a);
+          if (equal) {
+            ASSERT_LT(got.indices[i - 1], got.indices[i])
+                << "unstable at " << i << " n=" << n << " " << OrderName(order);
+          } else if (order == SortOrder::kAscending) {
+            ASSERT_TRUE(testing::RefLess(a, b)) << "out of order at " << i;
+          } else {
+            ASSERT_TRUE(testing::RefLess(b, a)) << "out of order at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Descending is the exact reverse of ascending when the keys are distinct.
+TYPED_TEST(CpuEngineTypedTest, DescendingReversesAscendingForDistinctKeys) {
+  using T = TypeParam;
+  auto st = SingleThreadEngine();
+  std::vector<T> input = MakeInput<T>(Pattern::kRandom, 5000, 99);
+  // Make the keys distinct (and NaN-free, since NaNs are all equal).
+  std::sort(input.begin(), input.end(),
+            [](T a, T b) { return ToBits(a) < ToBits(b); });
+  input.erase(std::unique(input.begin(), input.end(),
+                          [](T a, T b) { return ToBits(a) == ToBits(b); }),
+              input.end());
+  input.erase(std::remove_if(input.begin(), input.end(),
+                             [](T x) { return x != x; }),
+              input.end());
+  std::shuffle(input.begin(), input.end(), std::mt19937_64(5));
+  for (bool with_indices : {false, true}) {
+    Sorted<T> asc = RunSort(*st, input, SortOrder::kAscending, with_indices);
+    const Sorted<T> desc = RunSort(*st, input, SortOrder::kDescending, with_indices);
+    std::reverse(asc.keys.begin(), asc.keys.end());
+    std::reverse(asc.indices.begin(), asc.indices.end());
+    EXPECT_TRUE(SameBits(desc.keys, asc.keys));
+    EXPECT_TRUE(SameIndices(desc.indices, asc.indices));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Floats: the documented order, spelled out.
+
+template <typename T>
+class CpuEngineFloatTest : public ::testing::Test {};
+using FloatTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(CpuEngineFloatTest, FloatTypes);
+
+TYPED_TEST(CpuEngineFloatTest, DocumentedOrderAndNaNPayloads) {
+  using T = TypeParam;
+  using L = std::numeric_limits<T>;
+  const std::vector<T> nans = NaNValues<T>();
+  ASSERT_GE(nans.size(), 6u);
+  const T nan_a = nans[0];  // +quiet
+  const T nan_b = nans[3];  // -quiet payload 1
+  const T nan_c = nans[4];  // +quiet payload 42
+  const T nan_d = nans[7];  // -signalling payload 1
+  ASSERT_TRUE(std::signbit(nan_b) && std::signbit(nan_d));
+  ASSERT_FALSE(std::signbit(nan_a) || std::signbit(nan_c));
+  const T dmin = L::denorm_min();
+  const std::vector<T> input = {
+      T(1),  nan_a,  -L::infinity(), -T(0),   L::infinity(), nan_b, dmin,
+      T(-1), T(0),   -dmin,          nan_c,   L::lowest(),   L::max(),
+      nan_d, T(-0.5), T(2)};
+  const std::vector<T> ascending = {
+      -L::infinity(), L::lowest(), T(-1), T(-0.5), -dmin, -T(0), T(0), dmin,
+      T(1), T(2), L::max(), L::infinity(), nan_a, nan_b, nan_c, nan_d};
+  const std::vector<T> descending = {
+      nan_a, nan_b, nan_c, nan_d, L::infinity(), L::max(), T(2), T(1), dmin,
+      T(0), -T(0), -dmin, T(-0.5), T(-1), L::lowest(), -L::infinity()};
+  for (const auto& engine : {SingleThreadEngine(), MultiThreadEngine(3, 4)}) {
+    for (bool with_indices : {false, true}) {
+      SCOPED_TRACE(with_indices ? "with indices" : "keys only");
+      const Sorted<T> asc =
+          RunSort(*engine, input, SortOrder::kAscending, with_indices);
+      EXPECT_TRUE(SameBits(asc.keys, ascending));
+      const Sorted<T> desc =
+          RunSort(*engine, input, SortOrder::kDescending, with_indices);
+      EXPECT_TRUE(SameBits(desc.keys, descending));
+      if (with_indices) {
+        EXPECT_EQ(asc.indices, (std::vector<uint64_t>{2, 11, 7, 14, 9, 3, 8, 6,
+                                                      0, 15, 12, 4, 1, 5, 10, 13}));
+        EXPECT_EQ(desc.indices, (std::vector<uint64_t>{1, 5, 10, 13, 4, 12, 15,
+                                                       0, 6, 8, 3, 9, 14, 7, 11, 2}));
+      }
+    }
+  }
+}
+
+// Many NaNs with distinct payloads among numbers: keys-only sorts must keep
+// every payload and their input order (NaNs last ascending, first
+// descending), for large arrays too.
+TYPED_TEST(CpuEngineFloatTest, NaNPayloadsKeepInputOrder) {
+  using T = TypeParam;
+  using B = testing::BitsOf<T>;
+  const std::vector<T> nan_seeds = NaNValues<T>();
+  std::mt19937_64 rng(11);
+  for (size_t n : {size_t{100}, size_t{5003}, (size_t{1} << 18) + 3}) {
+    std::vector<T> input(n);
+    std::vector<B> nan_bits_in_order;
+    for (size_t i = 0; i < n; ++i) {
+      if (rng() % 3 == 0) {
+        // A NaN with a unique payload: keep exponent/sign/quiet bit of a
+        // seed NaN, put a counter in the low mantissa bits.
+        B bits = ToBits(nan_seeds[rng() % nan_seeds.size()]);
+        bits = (bits & ~B{0xffff}) | B(1 + nan_bits_in_order.size() % 0xfffe);
+        input[i] = FromBits<T>(bits);
+        nan_bits_in_order.push_back(bits);
+      } else {
+        input[i] = static_cast<T>(static_cast<int64_t>(rng() % 2001) - 1000) / T(8);
+      }
+    }
+    for (const auto& engine : {SingleThreadEngine(), MultiThreadEngine(4, 1000)}) {
+      for (SortOrder order : kOrders) {
+        for (bool with_indices : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "n=" << n << " " << OrderName(order)
+                                            << (with_indices ? " indices" : ""));
+          const Sorted<T> got = RunSort(*engine, input, order, with_indices);
+          const size_t first_nan =
+              order == SortOrder::kAscending ? n - nan_bits_in_order.size() : 0;
+          for (size_t j = 0; j < nan_bits_in_order.size(); ++j) {
+            ASSERT_EQ(ToBits(got.keys[first_nan + j]), nan_bits_in_order[j])
+                << "NaN #" << j;
+          }
+          ASSERT_TRUE(SameBits(got.keys, ReferenceSort(input, order).keys));
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Byte strings.
+
+std::vector<uint64_t> ArgsortBytes(SortEngine& engine,
+                                   const std::vector<std::string_view>& keys,
+                                   SortOrder order) {
+  std::vector<uint64_t> indices(keys.size(), ~uint64_t{0});
+  const absl::Status s =
+      engine.ArgsortBytes(absl::MakeConstSpan(keys), order, absl::MakeSpan(indices));
+  EXPECT_TRUE(s.ok()) << s;
+  return indices;
+}
+
+bool RefLessBytes(std::string_view a, std::string_view b) {
+  return std::lexicographical_compare(
+      a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+        return static_cast<unsigned char>(x) < static_cast<unsigned char>(y);
+      });
+}
+
+std::vector<uint64_t> RefArgsortBytes(const std::vector<std::string_view>& keys,
+                                      SortOrder order) {
+  std::vector<uint64_t> idx(keys.size());
+  std::iota(idx.begin(), idx.end(), uint64_t{0});
+  std::stable_sort(idx.begin(), idx.end(), [&](uint64_t a, uint64_t b) {
+    return order == SortOrder::kAscending ? RefLessBytes(keys[a], keys[b])
+                                          : RefLessBytes(keys[b], keys[a]);
+  });
+  return idx;
+}
+
+TEST(CpuEngineBytesTest, DocumentedOrder) {
+  using std::string_view;
+  const std::vector<string_view> keys = {
+      "b",                     // 0
+      "a",                     // 1
+      "ab",                    // 2
+      "",                      // 3
+      "a\x80",                 // 4  (0x80 > 'b' > 0x7f)
+      "a\x7f",                 // 5
+      "A",                     // 6
+      "a",                     // 7
+      "\xff",                  // 8
+      string_view("\0", 1),    // 9
+      string_view("a\0", 2),   // 10
+      "",                      // 11
+  };
+  for (const auto& engine : {SingleThreadEngine(), MultiThreadEngine(3, 2)}) {
+    EXPECT_EQ(ArgsortBytes(*engine, keys, SortOrder::kAscending),
+              (std::vector<uint64_t>{3, 11, 9, 6, 1, 7, 10, 2, 5, 4, 0, 8}));
+    EXPECT_EQ(ArgsortBytes(*engine, keys, SortOrder::kDescending),
+              (std::vector<uint64_t>{8, 0, 4, 5, 2, 10, 1, 7, 6, 9, 3, 11}));
+  }
+}
+
+TEST(CpuEngineBytesTest, MatchesReferenceSingleAndMultiThreaded) {
+  const unsigned char alphabet[] = {0x00, 0x01, 'a', 'b', 0x7f, 0x80, 0x81, 0xff};
+  std::vector<std::unique_ptr<SortEngine>> engines;
+  engines.push_back(SingleThreadEngine());
+  engines.push_back(CreateCpuEngine(CpuEngineOptions{}));
+  engines.push_back(MultiThreadEngine(3, 1000));
+  engines.push_back(MultiThreadEngine(4, 1000));
+  std::mt19937_64 rng(3);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{17},
+                   size_t{1001}, size_t{4099}, size_t{100003}}) {
+    std::vector<std::string> storage(n);
+    for (auto& s : storage) {
+      const size_t len = rng() % 6;
+      for (size_t j = 0; j < len; ++j) {
+        s.push_back(static_cast<char>(alphabet[rng() % sizeof(alphabet)]));
+      }
+    }
+    const std::vector<std::string_view> keys(storage.begin(), storage.end());
+    for (SortOrder order : kOrders) {
+      const std::vector<uint64_t> ref = RefArgsortBytes(keys, order);
+      for (size_t e = 0; e < engines.size(); ++e) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " " << OrderName(order)
+                                          << " engine #" << e);
+        const std::vector<uint64_t> got = ArgsortBytes(*engines[e], keys, order);
+        ASSERT_TRUE(IsPermutation(got));
+        ASSERT_TRUE(SameIndices(got, ref));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// GatherByIndex.
+
+template <typename T>
+void CheckGather(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> src(n);
+  for (auto& x : src) x = static_cast<T>(rng());
+  // A permutation followed by repeated indices (gather need not be 1:1).
+  std::vector<uint64_t> idx(n);
+  std::iota(idx.begin(), idx.end(), uint64_t{0});
+  std::shuffle(idx.begin(), idx.end(), rng);
+  for (size_t i = 0; i < n / 4; ++i) idx.push_back(rng() % n);
+  std::vector<T> dst(idx.size(), T(0));
+  ASSERT_TRUE(GatherByIndex(src.data(), sizeof(T), absl::MakeConstSpan(idx),
+                            dst.data())
+                  .ok());
+  for (size_t i = 0; i < idx.size(); ++i) {
+    ASSERT_EQ(dst[i], src[idx[i]]) << "at " << i;
+  }
+}
+
+TEST(GatherByIndexTest, FourAndEightByteElements) {
+  for (size_t n : {size_t{1}, size_t{7}, size_t{1000}, size_t{100003}}) {
+    CheckGather<uint32_t>(n, n);
+    CheckGather<uint64_t>(n, n + 1);
+  }
+}
+
+TEST(GatherByIndexTest, EmptyIsOk) {
+  EXPECT_TRUE(GatherByIndex(nullptr, 4, {}, nullptr).ok());
+  EXPECT_TRUE(GatherByIndex(nullptr, 8, {}, nullptr).ok());
+}
+
+TEST(GatherByIndexTest, GathersValuesOfAPairsSort) {
+  auto engine = SingleThreadEngine();
+  std::vector<float> keys = {3.f, -1.f, 3.f, 0.f, -1.f};
+  const std::vector<uint32_t> values = {30, 10, 31, 0, 11};
+  std::vector<uint64_t> idx(keys.size());
+  ASSERT_TRUE(engine
+                  ->SortNumeric(NumericSpan(keys.data(), keys.size()),
+                                SortOrder::kAscending, absl::MakeSpan(idx))
+                  .ok());
+  std::vector<uint32_t> out(values.size());
+  ASSERT_TRUE(GatherByIndex(values.data(), 4, absl::MakeConstSpan(idx), out.data()).ok());
+  EXPECT_EQ(out, (std::vector<uint32_t>{10, 11, 0, 30, 31}));
+}
+
+TEST(GatherByIndexTest, RejectsOtherElementSizes) {
+  const uint16_t src[2] = {1, 2};
+  uint16_t dst[2];
+  const std::vector<uint64_t> idx = {1, 0};
+  for (size_t size : {size_t{0}, size_t{1}, size_t{2}, size_t{16}}) {
+    EXPECT_EQ(GatherByIndex(src, size, absl::MakeConstSpan(idx), dst).code(),
+              absl::StatusCode::kInvalidArgument)
+        << size;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Argument errors and identity.
+
+TEST(CpuEngineTest, KindIsCpu) {
+  EXPECT_EQ(SingleThreadEngine()->kind(), EngineKind::kCpu);
+  EXPECT_EQ(CreateCpuEngine(CpuEngineOptions{})->kind(), EngineKind::kCpu);
+}
+
+TEST(CpuEngineTest, RejectsBadArguments) {
+  auto engine = SingleThreadEngine();
+  std::vector<uint32_t> keys = {3, 1, 2};
+  std::vector<uint64_t> short_indices(2);
+  EXPECT_EQ(engine
+                ->SortNumeric(NumericSpan(keys.data(), keys.size()),
+                              SortOrder::kAscending, absl::MakeSpan(short_indices))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine
+                ->SortNumeric(NumericSpan(DataType::kBytes, keys.data(), keys.size()),
+                              SortOrder::kAscending, {})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine
+                ->SortNumeric(NumericSpan(DataType::kUint32, nullptr, 3),
+                              SortOrder::kAscending, {})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Nothing was touched by the failed calls.
+  EXPECT_EQ(keys, (std::vector<uint32_t>{3, 1, 2}));
+
+  const std::vector<std::string_view> strings = {"b", "a"};
+  std::vector<uint64_t> one(1);
+  EXPECT_EQ(engine
+                ->ArgsortBytes(absl::MakeConstSpan(strings), SortOrder::kAscending,
+                               absl::MakeSpan(one))
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CpuEngineTest, EmptyAndNullAreOk) {
+  auto engine = SingleThreadEngine();
+  EXPECT_TRUE(engine
+                  ->SortNumeric(NumericSpan(DataType::kFloat64, nullptr, 0),
+                                SortOrder::kDescending, {})
+                  .ok());
+  EXPECT_TRUE(engine->ArgsortBytes({}, SortOrder::kAscending, {}).ok());
+}
+
+}  // namespace
+}  // namespace sortd

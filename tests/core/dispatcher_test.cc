@@ -1,0 +1,80 @@
+// Engine selection: parsing --engine and creating the dispatcher on a
+// machine (or build) without a usable GPU engine.
+#include "core/dispatcher.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/types.h"
+#include "gtest/gtest.h"
+
+namespace sortd {
+namespace {
+
+TEST(ParseEngineChoiceTest, AcceptsAutoCpuGpu) {
+  auto a = ParseEngineChoice("auto");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, EngineChoice::kAuto);
+  auto c = ParseEngineChoice("cpu");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, EngineChoice::kCpu);
+  auto g = ParseEngineChoice("gpu");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(*g, EngineChoice::kGpu);
+}
+
+TEST(ParseEngineChoiceTest, RejectsOthers) {
+  for (const char* text : {"", "CPU", "Auto", "gpu ", " cpu", "cuda", "radix", "c"}) {
+    auto r = ParseEngineChoice(text);
+    ASSERT_FALSE(r.ok()) << "\"" << text << "\"";
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+}
+
+TEST(DispatcherTest, GpuChoiceFailsWithoutGpuEngine) {
+  DispatcherOptions options;
+  options.engine = EngineChoice::kGpu;
+  auto d = Dispatcher::Create(options);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition)
+      << d.status();
+}
+
+TEST(DispatcherTest, AutoAndCpuServeOnTheCpuEngine) {
+  for (EngineChoice choice : {EngineChoice::kAuto, EngineChoice::kCpu}) {
+    DispatcherOptions options;
+    options.engine = choice;
+    options.cpu.max_threads = 2;
+    auto d = Dispatcher::Create(options);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_FALSE((*d)->description().empty());
+    for (DataType t : {DataType::kUint32, DataType::kInt32, DataType::kFloat32,
+                       DataType::kUint64, DataType::kInt64, DataType::kFloat64}) {
+      for (size_t n : {size_t{0}, size_t{10}, size_t{1} << 30}) {
+        EXPECT_EQ((*d)->ForNumeric(t, n).kind(), EngineKind::kCpu);
+      }
+    }
+    EXPECT_EQ((*d)->ForBytes(100).kind(), EngineKind::kCpu);
+
+    // And the engine it hands out sorts.
+    std::vector<int32_t> keys = {3, -1, 2};
+    ASSERT_TRUE((*d)->ForNumeric(DataType::kInt32, keys.size())
+                    .SortNumeric(NumericSpan(keys.data(), keys.size()),
+                                 SortOrder::kAscending, {})
+                    .ok());
+    EXPECT_EQ(keys, (std::vector<int32_t>{-1, 2, 3}));
+  }
+}
+
+TEST(TypesTest, Names) {
+  EXPECT_EQ(std::string(DataTypeName(DataType::kFloat64)), "float64");
+  EXPECT_EQ(std::string(DataTypeName(DataType::kBytes)), "bytes");
+  EXPECT_EQ(std::string(EngineKindName(EngineKind::kCpu)), "cpu");
+  EXPECT_EQ(ElementSize(DataType::kInt32), 4u);
+  EXPECT_EQ(ElementSize(DataType::kUint64), 8u);
+  EXPECT_EQ(ElementSize(DataType::kBytes), 0u);
+}
+
+}  // namespace
+}  // namespace sortd
