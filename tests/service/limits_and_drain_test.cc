@@ -1,0 +1,85 @@
+// Limits (message size, in-flight bytes) and the SIGTERM drain sequence.
+#include <future>
+#include <thread>
+
+#include "tests/service/test_server.h"
+
+namespace sortd::testing {
+namespace {
+
+TEST(LimitsTest, OversizeMessageIsResourceExhaustedAndServerStaysHealthy) {
+  ServerOptions options;
+  options.max_message_bytes = 1 << 20;
+  auto server = StartServer(options);
+  client::ClientOptions copts;
+  copts.max_message_bytes = 64 << 20;  // the client would send it
+  auto client = Connect(*server, copts);
+  v1::SortRequest request;
+  request.mutable_keys()->mutable_uint32()->mutable_values()->Resize(1 << 19, 7);  // 2 MiB
+  grpc::ClientContext ctx;
+  v1::SortResponse response;
+  grpc::Status status = client->stub().Sort(&ctx, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  auto health = client->Health();
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(*health, "SERVING");
+}
+
+TEST(LimitsTest, RequestOverInflightLimitIsResourceExhausted) {
+  ServerOptions options;
+  options.max_inflight_bytes = 4096;
+  auto server = StartServer(options);
+  auto client = Connect(*server);
+  std::vector<uint64_t> keys(1000, 1);  // 8000 bytes in, 8000 out
+  auto r = client->Sort<uint64_t>(keys);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("max_inflight_bytes"), std::string::npos);
+  auto small = client->Sort<uint64_t>(std::vector<uint64_t>{2, 1});
+  ASSERT_TRUE(small.ok()) << small.status();
+}
+
+TEST(DrainTest, ShutdownRefusesNewWorkAndFinishesInFlightStreams) {
+  ServerOptions options;
+  options.drain_delay = absl::Milliseconds(800);
+  auto server = StartServer(options);
+  auto client = Connect(*server);
+  auto observer = Connect(*server);
+
+  // A stream opened before the drain, with one request answered.
+  grpc::ClientContext stream_ctx;
+  auto stream = client->stub().SortStream(&stream_ctx);
+  v1::SortRequest request;
+  request.set_request_id("before");
+  request.mutable_keys()->mutable_uint32()->add_values(2);
+  request.mutable_keys()->mutable_uint32()->add_values(1);
+  ASSERT_TRUE(stream->Write(request));
+  v1::SortResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.request_id(), "before");
+
+  auto shutdown = std::async(std::launch::async, [&] { server->Shutdown(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  auto health = observer->Health();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, "NOT_SERVING");
+  auto refused = observer->Sort<uint32_t>(std::vector<uint32_t>{1});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+
+  // The stream opened before the drain finishes normally.
+  request.set_request_id("during");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.request_id(), "during");
+  EXPECT_TRUE(response.has_error());  // new work on the stream is refused...
+  EXPECT_EQ(response.error().code(), static_cast<int>(grpc::StatusCode::UNAVAILABLE));
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_TRUE(stream->Finish().ok());  // ...but the stream itself ends cleanly
+  shutdown.get();
+}
+
+}  // namespace
+}  // namespace sortd::testing
