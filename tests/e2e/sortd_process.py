@@ -1,0 +1,61 @@
+"""Starts the real sortd binary on a free loopback port for end-to-end tests."""
+import os
+import subprocess
+import tempfile
+import time
+
+
+class SortdProcess:
+    """A sortd child process; use as a context manager."""
+
+    def __init__(self, binary, *flags):
+        self.binary = binary
+        self.flags = list(flags)
+        self.tmp = tempfile.TemporaryDirectory(prefix="sortd-e2e-")
+        self.port_file = os.path.join(self.tmp.name, "port")
+        self.log_path = os.path.join(self.tmp.name, "sortd.log")
+        self.proc = None
+        self.port = None
+
+    def start(self, timeout=30):
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [self.binary, "--listen=127.0.0.1:0", "--port_file=" + self.port_file]
+            + self.flags, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("sortd exited early:\n" + self.read_log())
+            if os.path.exists(self.port_file):
+                self.port = int(open(self.port_file).read().strip())
+                return self
+            time.sleep(0.05)
+        raise RuntimeError("sortd did not start within %ss:\n%s" % (timeout, self.read_log()))
+
+    @property
+    def target(self):
+        return "127.0.0.1:%d" % self.port
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def terminate(self, timeout=60):
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.terminate()
+        self.log.close()
+        self.tmp.cleanup()

@@ -1,0 +1,247 @@
+"""End-to-end: the real sortd binary driven by sortctl, the Python client and
+buf curl (through server reflection).
+
+Environment: SORTD_BIN, SORTCTL_BIN, BUF_BIN (optional: buf tests skip when
+unset), PYTHONPATH with <build>/python and client/python.
+"""
+import base64
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import numpy as np
+
+from sortd_client import Client, SortdError
+from sortd_process import SortdProcess
+
+SORTD = os.environ["SORTD_BIN"]
+SORTCTL = os.environ["SORTCTL_BIN"]
+BUF = os.environ.get("BUF_BIN", "")
+
+NUMERIC = ["uint32", "int32", "float32", "uint64", "int64", "float64"]
+
+
+def reference_order(keys, descending):
+    """Stable order by the sortd rules: NaN last (first when descending)."""
+    keys = np.asarray(keys)
+    idx = np.arange(len(keys))
+    if keys.dtype.kind == "f":
+        nan = np.isnan(keys)
+        finite_idx = idx[~nan]
+        fk = keys[~nan]
+        # -0.0 before +0.0: sort by (value, signbit reversed).
+        order = np.lexsort((finite_idx, ~np.signbit(fk), fk)) if not descending else \
+            np.lexsort((finite_idx, np.signbit(fk), -fk))
+        ordered = finite_idx[order]
+        return np.concatenate([idx[nan], ordered]) if descending else np.concatenate([ordered, idx[nan]])
+    if descending:
+        # stable descending: sort by negated rank, keep input order among equals
+        ranks = np.unique(keys, return_inverse=True)[1]
+        return np.lexsort((idx, -ranks))
+    return np.argsort(keys, kind="stable")
+
+
+def random_array(dtype, n, rng):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        a = (rng.standard_normal(n) * 1000).astype(dtype)
+        if n >= 8:
+            a[:8] = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, a[8 % n]]
+            rng.shuffle(a)
+        return a
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
+
+
+class EndToEnd(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = SortdProcess(SORTD, "--max_message_bytes=67108864").start()
+        cls.client = Client(cls.server.target)
+        cls.tmp = tempfile.TemporaryDirectory(prefix="sortd-e2e-files-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        code = cls.server.terminate()
+        log = cls.server.read_log()
+        cls.server.__exit__(None, None, None)
+        cls.tmp.cleanup()
+        assert code == 0, "sortd exited with %d:\n%s" % (code, log)
+        assert "drained" in log, log
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def sortctl(self, *args, check=True):
+        return subprocess.run([SORTCTL] + list(args) + ["--target=" + self.server.target],
+                              capture_output=True, text=True, check=check, timeout=600)
+
+    # --- sortctl -------------------------------------------------------
+
+    def test_sortctl_health(self):
+        self.assertEqual(self.sortctl("health").stdout.strip(), "SERVING")
+
+    def test_sortctl_npy_every_type_both_orders_with_indices(self):
+        rng = np.random.default_rng(1)
+        for dtype in NUMERIC:
+            for order in ("asc", "desc"):
+                with self.subTest(dtype=dtype, order=order):
+                    a = random_array(dtype, 10007, rng)
+                    np.save(self.path("in.npy"), a)
+                    self.sortctl("sort", "--in=" + self.path("in.npy"), "--out=" + self.path("out.npy"),
+                                 "--order=" + order, "--indices_out=" + self.path("idx.npy"))
+                    out, idx = np.load(self.path("out.npy")), np.load(self.path("idx.npy"))
+                    want = reference_order(a, order == "desc")
+                    np.testing.assert_array_equal(idx, want)
+                    self.assertEqual(out.view(np.uint8).tobytes(), a[want].view(np.uint8).tobytes())
+
+    def test_sortctl_text_and_binary(self):
+        with open(self.path("in.txt"), "w") as f:
+            f.write("5\n-3\n10\n-3\n0\n")
+        self.sortctl("sort", "--type=int64", "--in=" + self.path("in.txt"), "--out=" + self.path("out.txt"))
+        self.assertEqual(open(self.path("out.txt")).read().split(), ["-3", "-3", "0", "5", "10"])
+        a = np.array([3.5, -1.0, 2.25], dtype="<f4")
+        a.tofile(self.path("in.bin"))
+        self.sortctl("sort", "--type=float32", "--order=desc", "--in=" + self.path("in.bin"),
+                     "--out=" + self.path("out.bin"))
+        np.testing.assert_array_equal(np.fromfile(self.path("out.bin"), dtype="<f4"), [3.5, 2.25, -1.0])
+        with open(self.path("words.txt"), "w") as f:
+            f.write("pear\napple\nfig\napple\n")
+        self.sortctl("sort", "--type=bytes", "--in=" + self.path("words.txt"), "--out=" + self.path("sorted.txt"))
+        self.assertEqual(open(self.path("sorted.txt")).read().split(), ["apple", "apple", "fig", "pear"])
+
+    def test_sortctl_reports_bad_input(self):
+        with open(self.path("bad.txt"), "w") as f:
+            f.write("1\nnot-a-number\n")
+        r = self.sortctl("sort", "--type=uint32", "--in=" + self.path("bad.txt"),
+                         "--out=" + self.path("x.txt"), check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("line 2", r.stderr)
+
+    def test_sortctl_chunked_sort_over_300_megabytes(self):
+        n = 40_000_000  # 320 MB of uint64, well over the 64 MiB message limit
+        src, dst = self.path("big.bin"), self.path("big_sorted.bin")
+        self.sortctl("gen", "--type=uint64", "--count=%d" % n, "--out=" + src, "--seed=9")
+        self.assertGreaterEqual(os.path.getsize(src), 300_000_000)
+        r = self.sortctl("sort", "--type=uint64", "--in=" + src, "--out=" + dst)
+        self.assertIn("sorted 40000000 keys", r.stderr)
+        a = np.fromfile(src, dtype="<u8")
+        b = np.fromfile(dst, dtype="<u8")
+        a.sort()
+        self.assertTrue(np.array_equal(a, b))
+        os.remove(src)
+        os.remove(dst)
+
+    def test_sortctl_bench_runs(self):
+        r = self.sortctl("bench", "--duration=1s", "--concurrency=2", "--keys=256")
+        self.assertIn("req/s", r.stdout)
+        self.assertIn("0 errors", r.stdout)
+
+    # --- Python client -------------------------------------------------
+
+    def test_python_every_type_with_indices(self):
+        rng = np.random.default_rng(2)
+        for dtype in NUMERIC:
+            for descending in (False, True):
+                with self.subTest(dtype=dtype, descending=descending):
+                    a = random_array(dtype, 5003, rng)
+                    out, idx = self.client.sort(a, descending=descending, return_indices=True)
+                    want = reference_order(a, descending)
+                    np.testing.assert_array_equal(idx, want)
+                    self.assertEqual(out.tobytes(), a[want].tobytes())
+
+    def test_python_pairs_and_bytes(self):
+        keys = np.array([3, 1, 3, 2], dtype=np.int32)
+        k, v = self.client.sort_pairs(keys, np.array([0.5, 1.5, 2.5, 3.5]))
+        np.testing.assert_array_equal(k, [1, 2, 3, 3])
+        np.testing.assert_array_equal(v, [1.5, 3.5, 0.5, 2.5])
+        words = [b"pear", b"", b"\xff", b"apple", b"app"]
+        self.assertEqual(self.client.sort(words), [b"", b"app", b"apple", b"pear", b"\xff"])
+        k, v = self.client.sort_pairs(words, np.arange(5, dtype=np.uint64), descending=True)
+        self.assertEqual(list(v), [2, 0, 3, 4, 1])
+
+    def test_python_stream_of_thousand_requests(self):
+        rng = np.random.default_rng(3)
+        arrays = {str(i): rng.integers(0, 1000, size=1 + i % 500, dtype=np.uint32) for i in range(1000)}
+        results = self.client.sort_many(arrays)
+        self.assertEqual(set(results), set(arrays))
+        for rid, a in arrays.items():
+            np.testing.assert_array_equal(results[rid], np.sort(a, kind="stable"))
+
+    def test_python_forced_chunked(self):
+        a = np.random.default_rng(4).standard_normal(300_000)
+        out, idx = self.client.sort(a, return_indices=True, chunked=True)
+        np.testing.assert_array_equal(idx, np.argsort(a, kind="stable"))
+
+    def test_python_errors(self):
+        with self.assertRaises(SortdError) as cm:
+            Client(self.server.target, max_message_bytes=256 << 20).sort(
+                np.zeros(20_000_000, dtype=np.uint32), chunked=False)
+        self.assertEqual(cm.exception.code.name, "RESOURCE_EXHAUSTED")
+        self.assertEqual(self.client.health(), "SERVING")
+
+    # --- buf curl (independent client, schema from reflection) ---------
+
+    def buf_curl(self, method, body):
+        return subprocess.run(
+            [BUF, "curl", "--protocol", "grpc", "--http2-prior-knowledge", "-d", json.dumps(body),
+             "http://%s/sortd.v1.SortService/%s" % (self.server.target, method)],
+            capture_output=True, text=True, timeout=60)
+
+    @unittest.skipUnless(BUF, "BUF_BIN not set")
+    def test_buf_curl_sort_through_reflection(self):
+        r = self.buf_curl("Sort", {"keys": {"float64": {"values": [2.5, "NaN", -0.0, 0.0, "-Infinity"]}},
+                                   "returnIndices": True, "requestId": "buf-1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["keys"]["float64"]["values"], ["-Infinity", -0.0, 0.0, 2.5, "NaN"])
+        self.assertEqual(out["indices"], ["4", "2", "3", "0", "1"])
+        self.assertEqual(out["requestId"], "buf-1")
+        self.assertEqual(out["engine"], "ENGINE_CPU")
+        r = self.buf_curl("SortPairs", {
+            "keys": {"bytes": {"values": [base64.b64encode(b"b").decode(), base64.b64encode(b"a").decode()]}},
+            "values": {"int32": {"values": [1, 2]}}})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["values"]["int32"]["values"], [2, 1])
+
+    @unittest.skipUnless(BUF, "BUF_BIN not set")
+    def test_buf_curl_bad_input_names_the_field(self):
+        r = self.buf_curl("SortPairs", {"keys": {"uint32": {"values": [1, 2]}},
+                                        "values": {"uint32": {"values": [1]}}})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("invalid_argument", r.stdout + r.stderr)
+        self.assertIn("values: length 1 does not match keys length 2", r.stdout + r.stderr)
+
+
+class Drain(unittest.TestCase):
+    def test_sigterm_drains_in_flight_work(self):
+        with SortdProcess(SORTD, "--drain_delay=1s") as server:
+            client = Client(server.target)
+            big = np.random.default_rng(5).integers(0, 1 << 62, size=8_000_000, dtype=np.uint64)
+            result = {}
+
+            def run():
+                result["out"] = client.sort(big)
+            t = threading.Thread(target=run)
+            t.start()
+            time.sleep(0.3)  # the request is on the server
+            server.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            self.assertEqual(client.health(), "NOT_SERVING")
+            with self.assertRaises(SortdError) as cm:
+                client.sort(np.array([2, 1], dtype=np.uint32))
+            self.assertEqual(cm.exception.code.name, "UNAVAILABLE")
+            t.join(60)
+            np.testing.assert_array_equal(result["out"], np.sort(big))
+            self.assertEqual(server.proc.wait(60), 0)
+            self.assertIn("drained", server.read_log())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
