@@ -116,24 +116,21 @@ class CpuEngine final : public SortEngine {
     });
   }
 
-  // Sorts words with vqsort (single chunk or split across threads). Used
-  // for keys and for packed (key, index) words, which are all distinct.
+  // Sorts words with vqsort, on one thread or partitioned across threads.
+  // Used for keys and for packed (key, index) words: equal words are
+  // bit-identical, so the partitioned sort needs no stability.
   template <typename W>
   void SortWords(W* data, size_t n, bool descending) {
     const int threads = ThreadsFor(n);
-    if (threads <= 1) {
-      VqSortChunk(data, n, descending);
-      return;
-    }
     auto chunk = [descending](W* p, size_t len) {
       VqSortChunk(p, len, descending);
     };
     if (descending) {
-      cpu::ParallelSort(data, n, threads,
-                        [](const W& a, const W& b) { return b < a; }, chunk);
+      cpu::ParallelPartitionSort(
+          data, n, threads, [](const W& a, const W& b) { return b < a; }, chunk);
     } else {
-      cpu::ParallelSort(data, n, threads,
-                        [](const W& a, const W& b) { return a < b; }, chunk);
+      cpu::ParallelPartitionSort(
+          data, n, threads, [](const W& a, const W& b) { return a < b; }, chunk);
     }
   }
 

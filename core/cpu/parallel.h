@@ -5,6 +5,8 @@
 #define SORTD_CORE_CPU_PARALLEL_H_
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -14,6 +16,9 @@ namespace sortd::cpu {
 
 // Runs fn(0) .. fn(tasks-1), each on its own thread (task 0 on the caller's).
 void RunTasks(int tasks, const std::function<void(int)>& fn);
+
+// malloc-compatible (free()) allocation aligned for huge pages when large.
+void* AllocateScratch(size_t bytes);
 
 // Splits [0, n) into `parts` contiguous ranges of nearly equal size.
 inline size_t PartBegin(size_t n, int parts, int p) {
@@ -98,6 +103,92 @@ void ParallelSort(T* data, size_t n, int threads, Less less,
       std::copy(src + b, src + e, data + b);
     });
   }
+}
+
+// Uninitialised scratch memory for n elements, backed by transparent huge
+// pages where the kernel allows: first-touch page faults of a 4 KiB-page
+// buffer cost more than a partition pass over large arrays.
+template <typename W>
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(size_t n) : data_(static_cast<W*>(AllocateScratch(n * sizeof(W)))) {}
+  ~ScratchBuffer() { std::free(data_); }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  W* get() const { return data_; }
+
+ private:
+  W* data_;
+};
+
+// Sorts words whose equal elements are interchangeable (bit-identical keys,
+// or packed (key, index) words, which are all distinct), so stability needs
+// no care. Instead of sorting chunks and merging (a merge costs about as
+// much as a whole vqsort), it samples splitters, partitions the words into
+// one bucket per thread (count, then scatter), sorts the buckets
+// concurrently, and copies them back. Heavily duplicated keys can make one
+// bucket large; the result is still correct, only less parallel.
+template <typename W, typename Less, typename ChunkSort>
+void ParallelPartitionSort(W* data, size_t n, int threads, Less less,
+                           ChunkSort sort_chunk) {
+  constexpr size_t kOversample = 64;
+  if (threads <= 1 || n < kOversample * static_cast<size_t>(threads) * 4) {
+    sort_chunk(data, n);
+    return;
+  }
+  const int buckets = threads;
+  // Splitters from a sorted pseudo-random sample (an LCG walk avoids
+  // resonating with periodic inputs).
+  std::vector<W> sample(kOversample * buckets);
+  uint64_t state = 0x9E3779B97F4A7C15ull ^ n;
+  for (W& w : sample) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    w = data[(state >> 11) % n];
+  }
+  std::sort(sample.begin(), sample.end(), less);
+  std::vector<W> splitters(buckets - 1);
+  for (int b = 0; b + 1 < buckets; ++b) splitters[b] = sample[(b + 1) * kOversample];
+  // An element goes to the number of splitters strictly less than it.
+  auto bucket_of = [&](const W& w) {
+    int b = 0;
+    for (const W& s : splitters) b += less(s, w) ? 1 : 0;
+    return b;
+  };
+
+  std::vector<size_t> counts(static_cast<size_t>(threads) * buckets, 0);
+  RunTasks(threads, [&](int t) {
+    size_t* c = &counts[static_cast<size_t>(t) * buckets];
+    for (size_t i = PartBegin(n, threads, t), e = PartBegin(n, threads, t + 1); i < e; ++i) {
+      ++c[bucket_of(data[i])];
+    }
+  });
+  // offsets[t][b]: where thread t writes its first element of bucket b.
+  std::vector<size_t> offsets(counts.size());
+  std::vector<size_t> bucket_begin(buckets + 1, 0);
+  size_t running = 0;
+  for (int b = 0; b < buckets; ++b) {
+    bucket_begin[b] = running;
+    for (int t = 0; t < threads; ++t) {
+      offsets[static_cast<size_t>(t) * buckets + b] = running;
+      running += counts[static_cast<size_t>(t) * buckets + b];
+    }
+  }
+  bucket_begin[buckets] = n;
+
+  ScratchBuffer<W> scratch(n);
+  RunTasks(threads, [&](int t) {
+    size_t* o = &offsets[static_cast<size_t>(t) * buckets];
+    W* out = scratch.get();
+    for (size_t i = PartBegin(n, threads, t), e = PartBegin(n, threads, t + 1); i < e; ++i) {
+      out[o[bucket_of(data[i])]++] = data[i];
+    }
+  });
+  RunTasks(buckets, [&](int b) {
+    const size_t begin = bucket_begin[b];
+    const size_t len = bucket_begin[b + 1] - begin;
+    sort_chunk(scratch.get() + begin, len);
+    std::copy(scratch.get() + begin, scratch.get() + begin + len, data + begin);
+  });
 }
 
 }  // namespace sortd::cpu
