@@ -38,7 +38,7 @@ test-e2e: build
 	cd $(BUILD) && ctest --output-on-failure -L e2e
 
 bench-cpu: build
-	bash bench/run_cpu_bench.sh $(BUILD)/bench/sortd_cpu_bench
+	SORTD_BENCH_BIN=$(BUILD)/bench/sortd_cpu_bench bash bench/run_cpu_bench.sh
 
 lint: deps
 	cd proto && ../.tools/node/node_modules/.bin/buf lint

@@ -156,11 +156,14 @@ void ParallelPartitionSort(W* data, size_t n, int threads, Less less,
   };
 
   std::vector<size_t> counts(static_cast<size_t>(threads) * buckets, 0);
+  // Each thread counts (and later scatters) with its own local copy: the
+  // shared arrays sit in one cache line and would bounce between cores.
   RunTasks(threads, [&](int t) {
-    size_t* c = &counts[static_cast<size_t>(t) * buckets];
+    std::vector<size_t> local(buckets, 0);
     for (size_t i = PartBegin(n, threads, t), e = PartBegin(n, threads, t + 1); i < e; ++i) {
-      ++c[bucket_of(data[i])];
+      ++local[bucket_of(data[i])];
     }
+    std::copy(local.begin(), local.end(), counts.begin() + static_cast<size_t>(t) * buckets);
   });
   // offsets[t][b]: where thread t writes its first element of bucket b.
   std::vector<size_t> offsets(counts.size());
@@ -177,7 +180,8 @@ void ParallelPartitionSort(W* data, size_t n, int threads, Less less,
 
   ScratchBuffer<W> scratch(n);
   RunTasks(threads, [&](int t) {
-    size_t* o = &offsets[static_cast<size_t>(t) * buckets];
+    std::vector<size_t> o(offsets.begin() + static_cast<size_t>(t) * buckets,
+                          offsets.begin() + static_cast<size_t>(t + 1) * buckets);
     W* out = scratch.get();
     for (size_t i = PartBegin(n, threads, t), e = PartBegin(n, threads, t + 1); i < e; ++i) {
       out[o[bucket_of(data[i])]++] = data[i];
