@@ -2,6 +2,7 @@
 #ifndef SORTD_CLIENT_SORTD_CLIENT_IMPL_H_
 #define SORTD_CLIENT_SORTD_CLIENT_IMPL_H_
 
+#include <algorithm>
 #include <type_traits>
 
 #include "client/typed_codec.h"
@@ -13,7 +14,9 @@ absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
                                                v1::SortOrder order,
                                                bool return_indices) {
   SortResult<T> result;
-  if (NeedsChunking(PayloadBytes(keys))) {
+  // The response carries the keys back plus 8 bytes per index.
+  const size_t response_bytes = PayloadBytes(keys) + (return_indices ? keys.size() * 8 : 0);
+  if (NeedsChunking(std::max(PayloadBytes(keys), response_bytes))) {
     absl::Status status = SortChunked<T, NoValues>(
         keys, nullptr, order, return_indices, &result.keys, nullptr,
         return_indices ? &result.indices : nullptr, &result.engine);
