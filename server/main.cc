@@ -17,6 +17,14 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "host:port for gRPC; port 0 picks a free port");
 ABSL_FLAG(std::string, port_file, "",
           "if set, write the bound gRPC port to this file once serving");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
+          "host:port for Prometheus /metrics; empty disables; port 0 picks a free port");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "if set, write the bound metrics port to this file once serving");
+ABSL_FLAG(int, expect_gpus, 0,
+          "GPUs this server should see; exported as sortd_gpus_expected for alerting");
+ABSL_FLAG(double, slow_request_seconds, 1.0, "log requests slower than this");
+ABSL_FLAG(double, log_lines_per_second, 10, "rate limit of the request log");
 ABSL_FLAG(std::string, engine, "auto",
           "auto (GPU when present, else CPU), cpu, or gpu");
 ABSL_FLAG(int, max_message_bytes, 64 << 20,
@@ -56,6 +64,13 @@ sigset_t BlockShutdownSignals() {
   return set;
 }
 
+// Writes `port` to `path` atomically (write, then rename); no-op when empty.
+void WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return;
+  std::ofstream(path + ".tmp") << port << "\n";
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +100,10 @@ int main(int argc, char** argv) {
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.expect_gpus = absl::GetFlag(FLAGS_expect_gpus);
+  options.request_log.slow_seconds = absl::GetFlag(FLAGS_slow_request_seconds);
+  options.request_log.lines_per_second = absl::GetFlag(FLAGS_log_lines_per_second);
 
   absl::StatusOr<std::unique_ptr<sortd::SortdServer>> server =
       sortd::SortdServer::Start(options);
@@ -95,11 +114,13 @@ int main(int argc, char** argv) {
   std::cout << "sortd listening on " << options.listen_address
             << " (port " << (*server)->port() << "), "
             << (*server)->engine_description() << std::endl;
-  const std::string port_file = absl::GetFlag(FLAGS_port_file);
-  if (!port_file.empty()) {
-    std::ofstream(port_file + ".tmp") << (*server)->port() << "\n";
-    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  if ((*server)->metrics_port() != 0) {
+    std::cout << "sortd metrics on " << options.metrics_listen << " (port "
+              << (*server)->metrics_port() << ") at /metrics" << std::endl;
   }
+  // The metrics port file is written first: tests wait for the gRPC one.
+  WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*server)->metrics_port());
+  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

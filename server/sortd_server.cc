@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/gpu_info.h"
 #include "server/service/sort_service.h"
 
 namespace sortd {
@@ -70,7 +72,32 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   if (max_bytes == 0) max_bytes = std::max<uint64_t>(PhysicalMemoryBytes() / 2, uint64_t{1} << 30);
   s->admission_ = std::make_unique<AdmissionControl>(max_bytes, options.max_queued_requests);
 
+  s->registry_ = std::make_shared<prometheus::Registry>();
+  MetricsOptions metrics_options;
+  metrics_options.version = SORTD_VERSION;
+  metrics_options.git_commit = SORTD_GIT_COMMIT;
+  metrics_options.cuda_built = CudaBuilt();
+  metrics_options.gpu_devices = static_cast<int>(ListGpus().size());
+  metrics_options.gpus_expected = options.expect_gpus;
+  s->metrics_ = std::make_unique<ServiceMetrics>(s->registry_, metrics_options);
+  s->metrics_->WatchAdmission(s->admission_.get());
+  s->request_log_ = std::make_unique<RequestLog>(options.request_log, &std::cerr);
+  if (!options.metrics_listen.empty()) {
+    try {
+      s->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(
+          "metrics_listen: cannot bind ", options.metrics_listen, ": ", e.what()));
+    }
+    s->exposer_->RegisterCollectable(s->registry_);
+    s->exposer_->RegisterCollectable(s->metrics_->inflight_collectable());
+    const std::vector<int> ports = s->exposer_->GetListeningPorts();
+    s->metrics_port_ = ports.empty() ? 0 : ports.front();
+  }
+
   s->context_ = std::make_unique<ServiceContext>();
+  s->context_->metrics = s->metrics_.get();
+  s->context_->request_log = s->request_log_.get();
   s->context_->dispatcher = s->dispatcher_.get();
   s->context_->pool = s->pool_.get();
   s->context_->admission = s->admission_.get();
@@ -120,6 +147,7 @@ SortdServer::~SortdServer() {
   server_->Wait();
   pool_.reset();  // runs any job still queued, then joins
   server_.reset();
+  exposer_.reset();
 }
 
 }  // namespace sortd

@@ -8,6 +8,8 @@
 #include <string>
 
 #include <grpcpp/server.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -40,6 +42,12 @@ struct ServerOptions {
   // After health goes NOT_SERVING, how long new work is refused with
   // UNAVAILABLE before the listener closes (lets load balancers notice).
   absl::Duration drain_delay = absl::ZeroDuration();
+  // host:port for the Prometheus /metrics endpoint; empty disables it.
+  std::string metrics_listen = "0.0.0.0:9464";
+  // GPUs this server should have; exported for the "GPU missing" alert.
+  int expect_gpus = 0;
+  // Request log: slow threshold and rate limit.
+  RequestLogOptions request_log;
   // How long Shutdown() waits for in-flight RPCs before cancelling them.
   absl::Duration drain_timeout = absl::Seconds(30);
 };
@@ -52,6 +60,9 @@ class SortdServer {
 
   // The port actually bound (useful with port 0).
   int port() const { return port_; }
+  // The bound metrics port (0 when metrics are disabled).
+  int metrics_port() const { return metrics_port_; }
+  ServiceMetrics& metrics() { return *metrics_; }
   const std::string& engine_description() const;
 
   // Drains: health goes NOT_SERVING, new work is refused with UNAVAILABLE,
@@ -67,6 +78,11 @@ class SortdServer {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<WorkPool> pool_;
   std::unique_ptr<AdmissionControl> admission_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<ServiceMetrics> metrics_;
+  std::unique_ptr<RequestLog> request_log_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int metrics_port_ = 0;
   std::unique_ptr<ServiceContext> context_;
   std::unique_ptr<SortServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -30,6 +30,7 @@ class AdmissionControl {
   uint64_t inflight_bytes() const { return bytes_.load(); }
   uint64_t inflight_requests() const { return requests_.load(); }
   uint64_t max_bytes() const { return max_bytes_; }
+  uint64_t max_requests() const { return max_requests_; }
 
  private:
   const uint64_t max_bytes_;

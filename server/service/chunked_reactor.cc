@@ -15,13 +15,19 @@ SortChunkedReactor::SortChunkedReactor(ServiceContext* context,
     : context_(context), ctx_(ctx) {
   absl::Status status = context_->CheckNotDraining();
   if (!status.ok()) {
-    Finish(ToGrpcStatus(status));
+    Done(status);
     return;
   }
   StartRead(&read_buffer_);
 }
 
-void SortChunkedReactor::Fail(const absl::Status& status) {
+void SortChunkedReactor::Fail(const absl::Status& status) { Done(status); }
+
+void SortChunkedReactor::Done(const absl::Status& status) {
+  record_.method = RpcMethod::kSortChunked;
+  record_.key_type = keys_.type();
+  record_.seconds = SecondsSince(arrival_);
+  context_->Report(record_, header_.request_id(), status);
   Finish(ToGrpcStatus(status));
 }
 
@@ -36,13 +42,19 @@ void SortChunkedReactor::OnReadDone(bool ok) {
       Fail(status);
       return;
     }
-    context_->pool->Submit([this] {
+    const SteadyClock::time_point queued = SteadyClock::now();
+    context_->pool->Submit([this, queued] {
+      const double queue_seconds = SecondsSince(queued);
       absl::Status result = cancelled_ || ctx_->IsCancelled()
                                 ? absl::CancelledError("SortChunked cancelled")
                                 : SortAll();
       if (!result.ok()) {
         Fail(result);
         return;
+      }
+      record_.queue_seconds = queue_seconds;
+      if (context_->metrics != nullptr && keys_.size() > 0) {
+        context_->metrics->RecordBatch(engine_, 1);
       }
       WriteNext();
     });
@@ -113,6 +125,7 @@ absl::Status SortChunkedReactor::AcceptChunk(const v1::SortChunkedRequest& reque
   if (!status.ok()) return status;
   admitted_.AddBytes(reserve);
   payload_bytes_ += bytes;
+  record_.bytes_received += bytes;
 
   if (keys_.empty_type() && header_.total_keys() > 0) {
     keys_.Reserve(*TypeOf(chunk.keys()), header_.total_keys());
@@ -171,7 +184,9 @@ absl::Status SortChunkedReactor::SortAll() {
 void SortChunkedReactor::WriteNext() {
   const size_t n = keys_.size();
   if (!first_write_ && next_offset_ >= n) {
-    Finish(grpc::Status::OK);
+    record_.engine = engine_;
+    record_.keys_sorted = n;
+    Done(absl::OkStatus());
     return;
   }
   // Take keys until the message reaches the configured payload size.
@@ -201,6 +216,7 @@ void SortChunkedReactor::WriteNext() {
                                          indices_.begin() + end);
   }
   next_offset_ = end;
+  record_.bytes_sent += bytes;
   StartWrite(&write_buffer_);
 }
 

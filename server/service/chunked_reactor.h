@@ -33,10 +33,14 @@ class SortChunkedReactor final
   absl::Status SortAll();
   void WriteNext();
   void Fail(const absl::Status& status);
+  // Records the RPC in metrics/logs, then finishes it.
+  void Done(const absl::Status& status);
 
   ServiceContext* const context_;
   grpc::CallbackServerContext* const ctx_;
   std::atomic<bool> cancelled_{false};
+  const SteadyClock::time_point arrival_ = SteadyClock::now();
+  RequestRecord record_;
 
   v1::SortChunkedRequest read_buffer_;
   v1::SortChunkedResponse write_buffer_;

@@ -4,15 +4,25 @@
 #define SORTD_SERVER_SERVICE_SERVICE_CONTEXT_H_
 
 #include <atomic>
+#include <chrono>
+#include <string>
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "core/dispatcher.h"
+#include "server/metrics/metrics.h"
+#include "server/metrics/request_log.h"
 #include "server/runtime/admission.h"
 #include "server/runtime/work_pool.h"
 
 namespace sortd {
+
+using SteadyClock = std::chrono::steady_clock;
+
+inline double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
 
 struct ServiceLimits {
   // Responses of SortChunked carry at most about this many payload bytes.
@@ -28,9 +38,21 @@ struct ServiceContext {
   Dispatcher* dispatcher = nullptr;
   WorkPool* pool = nullptr;
   AdmissionControl* admission = nullptr;
+  ServiceMetrics* metrics = nullptr;      // optional
+  RequestLog* request_log = nullptr;      // optional
   ServiceLimits limits;
   // Set at SIGTERM: new work is refused with UNAVAILABLE.
   std::atomic<bool> draining{false};
+
+  // Records a finished request in the metrics and the request log.
+  void Report(RequestRecord record, const std::string& request_id,
+              const absl::Status& status) const {
+    record.code = status.code();
+    if (metrics != nullptr) metrics->Record(record);
+    if (request_log != nullptr) {
+      request_log->Maybe(RpcMethodName(record.method), request_id, status, record.seconds);
+    }
+  }
 
   absl::Status CheckNotDraining() const {
     if (draining.load(std::memory_order_relaxed)) {

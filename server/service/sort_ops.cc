@@ -106,6 +106,29 @@ uint64_t InflightBytes(const v1::SortPairsRequest& request) {
          LengthOf(request.keys()) * 8;
 }
 
+uint64_t PayloadIn(const v1::SortRequest& request) { return PayloadBytes(request.keys()); }
+uint64_t PayloadIn(const v1::SortPairsRequest& request) {
+  return PayloadBytes(request.keys()) + PayloadBytes(request.values());
+}
+uint64_t PayloadOut(const v1::SortResponse& response) {
+  return PayloadBytes(response.keys()) + 8 * static_cast<uint64_t>(response.indices_size());
+}
+uint64_t PayloadOut(const v1::SortPairsResponse& response) {
+  return PayloadBytes(response.keys()) + PayloadBytes(response.values());
+}
+std::optional<DataType> KeyTypeOf(const v1::SortRequest& request) { return TypeOf(request.keys()); }
+std::optional<DataType> KeyTypeOf(const v1::SortPairsRequest& request) { return TypeOf(request.keys()); }
+
+std::optional<EngineKind> FromProtoEngine(v1::Engine engine) {
+  switch (engine) {
+    case v1::ENGINE_CPU: return EngineKind::kCpu;
+    case v1::ENGINE_GPU_RADIX: return EngineKind::kGpuRadix;
+    case v1::ENGINE_GPU_MERGE: return EngineKind::kGpuMerge;
+    case v1::ENGINE_GPU_SEGMENTED: return EngineKind::kGpuSegmented;
+    default: return std::nullopt;
+  }
+}
+
 absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
                      v1::SortResponse* response) {
   response->set_request_id(request.request_id());

@@ -3,6 +3,8 @@
 #ifndef SORTD_SERVER_SERVICE_SORT_OPS_H_
 #define SORTD_SERVER_SERVICE_SORT_OPS_H_
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "core/dispatcher.h"
 #include "sortd/v1/sort.pb.h"
@@ -20,6 +22,16 @@ SortOrder ToCoreOrder(v1::SortOrder order);
 // admission control.
 uint64_t InflightBytes(const v1::SortRequest& request);
 uint64_t InflightBytes(const v1::SortPairsRequest& request);
+
+// Payload bytes (keys + values) of requests and responses, for metrics.
+uint64_t PayloadIn(const v1::SortRequest& request);
+uint64_t PayloadIn(const v1::SortPairsRequest& request);
+uint64_t PayloadOut(const v1::SortResponse& response);
+uint64_t PayloadOut(const v1::SortPairsResponse& response);
+std::optional<DataType> KeyTypeOf(const v1::SortRequest& request);
+std::optional<DataType> KeyTypeOf(const v1::SortPairsRequest& request);
+// The engine a response reports, if any.
+std::optional<EngineKind> FromProtoEngine(v1::Engine engine);
 
 // Run a validated request; fill `response` (request_id and engine included).
 absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,

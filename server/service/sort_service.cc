@@ -8,6 +8,7 @@
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 #include "server/service/stream_reactor.h"
+#include "server/service/typed_array.h"
 
 namespace sortd {
 namespace {
@@ -20,27 +21,47 @@ absl::Status CheckCallAlive(grpc::CallbackServerContext* ctx) {
   return absl::OkStatus();
 }
 
-// Validate, admit, run on the pool, finish. Shared by Sort and SortPairs.
+// Validate, admit, run on the pool, finish, record. Shared by Sort and
+// SortPairs.
 template <typename Request, typename Response, typename Validate, typename Run>
-grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context,
+grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
                                       grpc::CallbackServerContext* ctx,
                                       const Request* request,
                                       Response* response, Validate validate,
                                       Run run) {
+  const SteadyClock::time_point arrival = SteadyClock::now();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  RequestRecord record;
+  record.method = method;
+  record.key_type = KeyTypeOf(*request);
+  record.bytes_received = PayloadIn(*request);
   absl::Status status = context->CheckNotDraining();
   if (status.ok()) status = validate(*request);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context->admission->Acquire(bytes);
   if (!status.ok()) {
+    record.seconds = SecondsSince(arrival);
+    context->Report(record, request->request_id(), status);
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
-  context->pool->Submit([context, ctx, request, response, reactor, admitted, run] {
+  context->pool->Submit([=]() mutable {
+    record.queue_seconds = SecondsSince(arrival);
     absl::Status result = CheckCallAlive(ctx);
     if (result.ok()) result = run(*context->dispatcher, *request, response);
     admitted->Reset();
+    if (result.ok()) {
+      record.engine = FromProtoEngine(response->engine());
+      record.bytes_sent = PayloadOut(*response);
+      record.keys_sorted = LengthOf(request->keys());
+      if (record.engine && context->metrics != nullptr) {
+        context->metrics->RecordBatch(*record.engine, 1);
+      }
+    }
+    record.seconds = SecondsSince(arrival);
+    // Report before Finish: after Finish the request may be freed.
+    context->Report(record, request->request_id(), result);
     reactor->Finish(ToGrpcStatus(result));
   });
   return reactor;
@@ -51,14 +72,15 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context,
 grpc::ServerUnaryReactor* SortServiceImpl::Sort(grpc::CallbackServerContext* ctx,
                                                 const v1::SortRequest* request,
                                                 v1::SortResponse* response) {
-  return HandleUnary(context_, ctx, request, response, ValidateSortRequest, RunSort);
+  return HandleUnary(context_, RpcMethod::kSort, ctx, request, response,
+                     ValidateSortRequest, RunSort);
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(
     grpc::CallbackServerContext* ctx, const v1::SortPairsRequest* request,
     v1::SortPairsResponse* response) {
-  return HandleUnary(context_, ctx, request, response, ValidateSortPairsRequest,
-                     RunSortPairs);
+  return HandleUnary(context_, RpcMethod::kSortPairs, ctx, request, response,
+                     ValidateSortPairsRequest, RunSortPairs);
 }
 
 grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>*

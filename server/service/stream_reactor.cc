@@ -5,6 +5,7 @@
 
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
+#include "server/service/typed_array.h"
 
 namespace sortd {
 
@@ -31,10 +32,19 @@ void SortStreamReactor::OnReadDone(bool ok) {
 }
 
 void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
+  const SteadyClock::time_point arrival = SteadyClock::now();
+  RequestRecord record;
+  record.method = RpcMethod::kSortStream;
+  record.key_type = KeyTypeOf(*request);
+  record.bytes_received = PayloadIn(*request);
   absl::Status status = context_->CheckNotDraining();
   if (status.ok()) status = ValidateSortRequest(*request);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context_->admission->Acquire(bytes);
+  if (!status.ok()) {
+    record.seconds = SecondsSince(arrival);
+    context_->Report(record, request->request_id(), status);
+  }
 
   std::unique_lock<std::mutex> lock(mu_);
   read_in_flight_ = false;
@@ -49,7 +59,8 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
     lock.unlock();
     auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
     std::shared_ptr<v1::SortRequest> shared(std::move(request));
-    context_->pool->Submit([this, shared, admitted] {
+    context_->pool->Submit([this, shared, admitted, record, arrival]() mutable {
+      record.queue_seconds = SecondsSince(arrival);
       auto response = std::make_unique<v1::SortResponse>();
       absl::Status result;
       if (ctx_->IsCancelled()) {
@@ -58,6 +69,16 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
         result = RunSort(*context_->dispatcher, *shared, response.get());
       }
       admitted->Reset();
+      if (result.ok()) {
+        record.engine = FromProtoEngine(response->engine());
+        record.bytes_sent = PayloadOut(*response);
+        record.keys_sorted = LengthOf(shared->keys());
+        if (record.engine && context_->metrics != nullptr) {
+          context_->metrics->RecordBatch(*record.engine, 1);
+        }
+      }
+      record.seconds = SecondsSince(arrival);
+      context_->Report(record, shared->request_id(), result);
       if (!result.ok()) {
         response->Clear();
         response->set_request_id(shared->request_id());

@@ -13,6 +13,8 @@ class SortdProcess:
         self.flags = list(flags)
         self.tmp = tempfile.TemporaryDirectory(prefix="sortd-e2e-")
         self.port_file = os.path.join(self.tmp.name, "port")
+        self.metrics_port_file = os.path.join(self.tmp.name, "metrics_port")
+        self.metrics_port = None
         self.log_path = os.path.join(self.tmp.name, "sortd.log")
         self.proc = None
         self.port = None
@@ -20,7 +22,8 @@ class SortdProcess:
     def start(self, timeout=30):
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [self.binary, "--listen=127.0.0.1:0", "--port_file=" + self.port_file]
+            [self.binary, "--listen=127.0.0.1:0", "--port_file=" + self.port_file,
+             "--metrics_listen=127.0.0.1:0", "--metrics_port_file=" + self.metrics_port_file]
             + self.flags, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -28,6 +31,8 @@ class SortdProcess:
                 raise RuntimeError("sortd exited early:\n" + self.read_log())
             if os.path.exists(self.port_file):
                 self.port = int(open(self.port_file).read().strip())
+                if os.path.exists(self.metrics_port_file):
+                    self.metrics_port = int(open(self.metrics_port_file).read().strip())
                 return self
             time.sleep(0.05)
         raise RuntimeError("sortd did not start within %ss:\n%s" % (timeout, self.read_log()))
@@ -35,6 +40,10 @@ class SortdProcess:
     @property
     def target(self):
         return "127.0.0.1:%d" % self.port
+
+    @property
+    def metrics_url(self):
+        return "http://127.0.0.1:%d/metrics" % self.metrics_port
 
     def read_log(self):
         self.log.flush()

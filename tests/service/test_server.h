@@ -14,6 +14,7 @@ namespace sortd::testing {
 
 inline std::unique_ptr<SortdServer> StartServer(ServerOptions options = {}) {
   options.listen_address = "127.0.0.1:0";
+  if (!options.metrics_listen.empty()) options.metrics_listen = "127.0.0.1:0";
   options.dispatcher.engine = EngineChoice::kCpu;
   auto server = SortdServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();

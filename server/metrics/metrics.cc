@@ -1,0 +1,254 @@
+// Metric families, lazy series tables, and the scrape-time collector for
+// in-flight gauges.
+#include "server/metrics/metrics.h"
+
+#include <mutex>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include "server/runtime/admission.h"
+
+namespace sortd {
+namespace {
+
+const char* kCodeNames[] = {
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+    "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+
+const char* KeyTypeLabel(int index) {
+  return index < 7 ? DataTypeName(static_cast<DataType>(index)) : "none";
+}
+
+const char* EngineLabel(int index) {
+  return index < 4 ? EngineKindName(static_cast<EngineKind>(index)) : "none";
+}
+
+int EngineIndex(const std::optional<EngineKind>& engine) {
+  return engine ? static_cast<int>(*engine) : 4;
+}
+
+const prometheus::Histogram::BucketBoundaries& BatchBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+  return *buckets;
+}
+
+// Gets or creates the series at `cell` (double-checked: the family's own
+// mutex serialises creation; later lookups are one atomic load).
+template <typename M, typename Make>
+M& Cached(std::atomic<M*>& cell, Make make) {
+  M* m = cell.load(std::memory_order_acquire);
+  if (m == nullptr) {
+    static std::mutex create_mu;
+    std::lock_guard<std::mutex> lock(create_mu);
+    m = cell.load(std::memory_order_relaxed);
+    if (m == nullptr) {
+      m = &make();
+      cell.store(m, std::memory_order_release);
+    }
+  }
+  return *m;
+}
+
+prometheus::MetricFamily GaugeFamily(const std::string& name, const std::string& help,
+                                     double value) {
+  prometheus::MetricFamily family;
+  family.name = name;
+  family.help = help;
+  family.type = prometheus::MetricType::Gauge;
+  prometheus::ClientMetric metric;
+  metric.gauge.value = value;
+  family.metric.push_back(metric);
+  return family;
+}
+
+}  // namespace
+
+const char* RpcMethodName(RpcMethod method) {
+  switch (method) {
+    case RpcMethod::kSort: return "Sort";
+    case RpcMethod::kSortPairs: return "SortPairs";
+    case RpcMethod::kSortStream: return "SortStream";
+    case RpcMethod::kSortChunked: return "SortChunked";
+  }
+  return "unknown";
+}
+
+const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3,
+      10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1,    2.5,    5,
+      10,    30,    60};
+  return *buckets;
+}
+
+// Reads admission control's atomics when Prometheus scrapes.
+class ServiceMetrics::InflightCollector : public prometheus::Collectable {
+ public:
+  void Watch(const AdmissionControl* admission) { admission_.store(admission); }
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const AdmissionControl* a = admission_.load();
+    if (a == nullptr) return {};
+    return {
+        GaugeFamily("sortd_inflight_requests", "Requests admitted and not finished (queued or running).",
+                    static_cast<double>(a->inflight_requests())),
+        GaugeFamily("sortd_inflight_bytes", "Payload bytes reserved by admitted requests.",
+                    static_cast<double>(a->inflight_bytes())),
+        GaugeFamily("sortd_inflight_requests_limit", "--max_queued_requests.",
+                    static_cast<double>(a->max_requests())),
+        GaugeFamily("sortd_inflight_bytes_limit", "--max_inflight_bytes (resolved).",
+                    static_cast<double>(a->max_bytes())),
+    };
+  }
+
+ private:
+  std::atomic<const AdmissionControl*> admission_{nullptr};
+};
+
+ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
+                               const MetricsOptions& options)
+    : registry_(std::move(registry)),
+      requests_(prometheus::BuildCounter()
+                    .Name("sortd_requests_total")
+                    .Help("Finished requests (SortStream: per item) by method, key type and gRPC status code.")
+                    .Register(*registry_)),
+      duration_(prometheus::BuildHistogram()
+                    .Name("sortd_request_duration_seconds")
+                    .Help("Time from arrival to completion, by method and engine.")
+                    .Register(*registry_)),
+      queue_(prometheus::BuildHistogram()
+                 .Name("sortd_queue_duration_seconds")
+                 .Help("Time from admission until a worker starts the request.")
+                 .Register(*registry_)),
+      kernel_(prometheus::BuildHistogram()
+                  .Name("sortd_gpu_kernel_duration_seconds")
+                  .Help("GPU sort kernel time per launch, by GPU.")
+                  .Register(*registry_)),
+      transfer_(prometheus::BuildHistogram()
+                    .Name("sortd_transfer_duration_seconds")
+                    .Help("Host-device copy time per launch, by direction.")
+                    .Register(*registry_)),
+      keys_(prometheus::BuildCounter()
+                .Name("sortd_keys_sorted_total")
+                .Help("Keys sorted successfully, by engine.")
+                .Register(*registry_)),
+      bytes_received_(prometheus::BuildCounter()
+                          .Name("sortd_bytes_received_total")
+                          .Help("Payload bytes (keys + values) received, by method.")
+                          .Register(*registry_)),
+      bytes_sent_(prometheus::BuildCounter()
+                      .Name("sortd_bytes_sent_total")
+                      .Help("Payload bytes (keys, values, indices) sent, by method.")
+                      .Register(*registry_)),
+      batch_(prometheus::BuildHistogram()
+                 .Name("sortd_batch_size")
+                 .Help("Requests per engine launch (1 on the CPU engine).")
+                 .Register(*registry_)),
+      pool_bytes_(prometheus::BuildGauge()
+                      .Name("sortd_device_pool_bytes")
+                      .Help("Device memory held by the buffer pool, by GPU.")
+                      .Register(*registry_)),
+      inflight_(std::make_shared<InflightCollector>()) {
+  prometheus::BuildGauge()
+      .Name("sortd_build_info")
+      .Help("Build information; the value is always 1.")
+      .Register(*registry_)
+      .Add({{"version", options.version},
+            {"git_commit", options.git_commit},
+            {"cuda", options.cuda_built ? "true" : "false"}})
+      .Set(1);
+  prometheus::BuildGauge()
+      .Name("sortd_gpu_devices")
+      .Help("GPUs visible to the server.")
+      .Register(*registry_)
+      .Add({})
+      .Set(options.gpu_devices);
+  prometheus::BuildGauge()
+      .Name("sortd_gpus_expected")
+      .Help("GPUs this server is expected to have (--expect_gpus).")
+      .Register(*registry_)
+      .Add({})
+      .Set(options.gpus_expected);
+  // Series that exist from the start, so that dashboards and rates see
+  // zeros rather than gaps.
+  for (int m = 0; m < kRpcMethodCount; ++m) {
+    const std::string method = RpcMethodName(static_cast<RpcMethod>(m));
+    queue_cells_[m] = &queue_.Add({{"method", method}}, DurationBuckets());
+    received_cells_[m] = &bytes_received_.Add({{"method", method}});
+    sent_cells_[m] = &bytes_sent_.Add({{"method", method}});
+  }
+  for (int e = 0; e < 4; ++e) {
+    keys_cells_[e] = &keys_.Add({{"engine", EngineLabel(e)}});
+    batch_cells_[e] = &batch_.Add({{"engine", EngineLabel(e)}}, BatchBuckets());
+  }
+  transfer_cells_[0] = &transfer_.Add({{"direction", "h2d"}}, DurationBuckets());
+  transfer_cells_[1] = &transfer_.Add({{"direction", "d2h"}}, DurationBuckets());
+  for (int g = 0; g < options.gpu_devices; ++g) {
+    kernel_cells_.push_back(&kernel_.Add({{"gpu", std::to_string(g)}}, DurationBuckets()));
+    pool_cells_.push_back(&pool_bytes_.Add({{"gpu", std::to_string(g)}}));
+  }
+}
+
+ServiceMetrics::~ServiceMetrics() = default;
+
+std::shared_ptr<prometheus::Collectable> ServiceMetrics::inflight_collectable() const {
+  return inflight_;
+}
+
+prometheus::Counter& ServiceMetrics::RequestCounter(int method, int key_type, int code) {
+  auto& cell = request_cells_[(method * kKeyTypes + key_type) * kCodes + code];
+  return Cached(cell, [&]() -> prometheus::Counter& {
+    return requests_.Add({{"method", RpcMethodName(static_cast<RpcMethod>(method))},
+                          {"key_type", KeyTypeLabel(key_type)},
+                          {"code", kCodeNames[code]}});
+  });
+}
+
+prometheus::Histogram& ServiceMetrics::Duration(int method, int engine) {
+  auto& cell = duration_cells_[method * kEngines + engine];
+  return Cached(cell, [&]() -> prometheus::Histogram& {
+    return duration_.Add({{"method", RpcMethodName(static_cast<RpcMethod>(method))},
+                          {"engine", EngineLabel(engine)}},
+                         DurationBuckets());
+  });
+}
+
+void ServiceMetrics::Record(const RequestRecord& r) {
+  const int method = static_cast<int>(r.method);
+  const int key_type = r.key_type ? static_cast<int>(*r.key_type) : 7;
+  int code = static_cast<int>(r.code);
+  if (code < 0 || code >= kCodes) code = 2;  // UNKNOWN
+  RequestCounter(method, key_type, code).Increment();
+  Duration(method, EngineIndex(r.engine)).Observe(r.seconds);
+  if (r.queue_seconds) queue_cells_[method]->Observe(*r.queue_seconds);
+  if (r.bytes_received > 0) received_cells_[method]->Increment(static_cast<double>(r.bytes_received));
+  if (r.bytes_sent > 0) sent_cells_[method]->Increment(static_cast<double>(r.bytes_sent));
+  if (r.engine && r.keys_sorted > 0) {
+    keys_cells_[static_cast<int>(*r.engine)]->Increment(static_cast<double>(r.keys_sorted));
+  }
+}
+
+void ServiceMetrics::RecordBatch(EngineKind engine, size_t requests) {
+  batch_cells_[static_cast<int>(engine)]->Observe(static_cast<double>(requests));
+}
+
+void ServiceMetrics::RecordKernel(int gpu, double seconds) {
+  if (gpu >= 0 && gpu < static_cast<int>(kernel_cells_.size())) kernel_cells_[gpu]->Observe(seconds);
+}
+
+void ServiceMetrics::RecordTransfer(bool host_to_device, double seconds) {
+  transfer_cells_[host_to_device ? 0 : 1]->Observe(seconds);
+}
+
+void ServiceMetrics::SetDevicePoolBytes(int gpu, double bytes) {
+  if (gpu >= 0 && gpu < static_cast<int>(pool_cells_.size())) pool_cells_[gpu]->Set(bytes);
+}
+
+void ServiceMetrics::WatchAdmission(const AdmissionControl* admission) {
+  inflight_->Watch(admission);
+}
+
+}  // namespace sortd
