@@ -1,0 +1,100 @@
+// Metrics recorded by a real in-process server for a known mix of requests,
+// read back from the Prometheus registry; and the request log's rate limit.
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+#include "server/metrics/request_log.h"
+#include "tests/service/test_server.h"
+
+namespace sortd::testing {
+namespace {
+
+// Value of the sample `name{labels}` in the text exposition, or -1.
+double Sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+std::string Scrape(SortdServer& server) {
+  auto families = server.metrics().registry()->Collect();
+  auto inflight = server.metrics().inflight_collectable()->Collect();
+  families.insert(families.end(), inflight.begin(), inflight.end());
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+TEST(MetricsTest, CountsKnownRequestsBytesAndDurations) {
+  auto server = StartServer();
+  auto client = Connect(*server);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(client->Sort<uint32_t>(std::vector<uint32_t>(10, 7)).ok());
+  }
+  grpc::ClientContext ctx;
+  v1::SortResponse response;
+  ASSERT_FALSE(client->stub().Sort(&ctx, v1::SortRequest(), &response).ok());
+  ASSERT_TRUE((client->SortPairs<int64_t, float>(std::vector<int64_t>{3, 1},
+                                                 std::vector<float>{1, 2})).ok());
+  // A stream of 4 items, one invalid.
+  grpc::ClientContext sctx;
+  auto stream = client->stub().SortStream(&sctx);
+  for (int i = 0; i < 4; ++i) {
+    v1::SortRequest r;
+    r.mutable_keys()->mutable_float64()->add_values(i);
+    if (i == 3) r.set_order(static_cast<v1::SortOrder>(9));
+    ASSERT_TRUE(stream->Write(r));
+  }
+  stream->WritesDone();
+  while (stream->Read(&response)) {
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+
+  const std::string text = Scrape(*server);
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="uint32",method="Sort"})"), 3);
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="INVALID_ARGUMENT",key_type="none",method="Sort"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="int64",method="SortPairs"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="float64",method="SortStream"})"), 3);
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="INVALID_ARGUMENT",key_type="float64",method="SortStream"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_bytes_received_total{method="Sort"})"), 3 * 40);
+  EXPECT_EQ(Sample(text, R"(sortd_bytes_sent_total{method="Sort"})"), 3 * 40);
+  EXPECT_EQ(Sample(text, R"(sortd_bytes_received_total{method="SortPairs"})"), 2 * 8 + 2 * 4);
+  EXPECT_EQ(Sample(text, R"(sortd_bytes_received_total{method="SortStream"})"), 4 * 8);
+  EXPECT_EQ(Sample(text, R"(sortd_keys_sorted_total{engine="cpu"})"), 3 * 10 + 2 + 3);
+  EXPECT_EQ(Sample(text, R"(sortd_request_duration_seconds_count{engine="cpu",method="Sort"})"), 3);
+  EXPECT_EQ(Sample(text, R"(sortd_request_duration_seconds_count{engine="none",method="Sort"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_queue_duration_seconds_count{method="Sort"})"), 3);
+  EXPECT_EQ(Sample(text, R"(sortd_batch_size_count{engine="cpu"})"), 3 + 1 + 3);
+  EXPECT_EQ(Sample(text, "sortd_inflight_requests"), 0);
+  EXPECT_EQ(Sample(text, "sortd_inflight_bytes"), 0);
+  EXPECT_EQ(Sample(text, "sortd_gpu_devices"), 0);
+  EXPECT_NE(text.find("sortd_build_info{"), std::string::npos);
+}
+
+TEST(RequestLogTest, LogsFailuresAndSlowRequestsWithinTheRateLimit) {
+  std::ostringstream out;
+  RequestLogOptions options;
+  options.slow_seconds = 0.5;
+  options.lines_per_second = 2;
+  RequestLog log(options, &out);
+  log.Maybe("Sort", "fast-ok", absl::OkStatus(), 0.001);
+  EXPECT_EQ(out.str(), "");
+  log.Maybe("Sort", "slow-ok", absl::OkStatus(), 0.7);
+  EXPECT_NE(out.str().find("slow Sort request_id=\"slow-ok\" code=OK"), std::string::npos) << out.str();
+  for (int i = 0; i < 10; ++i) {
+    log.Maybe("SortPairs", "bad-" + std::to_string(i),
+              absl::InvalidArgumentError("values: required"), 0.001);
+  }
+  const std::string text = out.str();
+  EXPECT_NE(text.find("failed SortPairs request_id=\"bad-0\" code=INVALID_ARGUMENT"), std::string::npos);
+  EXPECT_NE(text.find("message=\"values: required\""), std::string::npos);
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  EXPECT_LE(lines, 3);  // bucket of 2 (+ refill during the loop at most 1)
+  EXPECT_GE(log.suppressed_total(), 8u);
+}
+
+}  // namespace
+}  // namespace sortd::testing
