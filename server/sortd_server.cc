@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/gpu_info.h"
+#include "sortd_build_info.h"  // generated: SORTD_GIT_COMMIT
 #include "server/service/sort_service.h"
 
 namespace sortd {
