@@ -1,0 +1,214 @@
+// OneSweep radix sort vs cub::DeviceRadixSort in the same process: CUDA
+// events, warm-up, median of repeats, fresh random data, results compared on
+// the GPU for every timed size. Prints a table of Gkeys/s and ratios last.
+//   sortd_gpu_radix_bench [--max_log2=28] [--repeats=7]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include "core/cuda/radix_sort.cuh"
+
+namespace {
+
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    cudaError_t e = (call);                                                          \
+    if (e != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+__global__ void FillRandom(uint32_t* out, size_t words, uint64_t seed, uint32_t mask) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 33;
+    out[i] = static_cast<uint32_t>(x) & mask;
+  }
+}
+
+// Finite floats: clear the exponent's top bit so no NaN/inf appears.
+__global__ void MakeFinite32(uint32_t* w, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) w[i] &= 0xBFFFFFFFu;
+}
+
+__global__ void CountMismatches(const uint32_t* a, const uint32_t* b, size_t words, unsigned long long* count) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x) {
+    if (a[i] != b[i]) atomicAdd(count, 1ull);
+  }
+}
+
+struct Case {
+  std::string name;
+  sortd::cuda::RadixKeyType key;
+  int key_bytes;
+  int value_bytes;
+  int bits;  // significant key bits (32/64 = uniform)
+};
+
+struct Row {
+  std::string name;
+  size_t n;
+  double ours_gkeys, cub_gkeys;
+  int passes;
+  bool match;
+};
+
+double Median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename Key, typename Value>
+double TimeCub(void* d_temp, size_t temp_bytes, const void* kin, void* kout, const void* vin, void* vout,
+               size_t n, int repeats, cudaEvent_t start, cudaEvent_t stop) {
+  std::vector<float> times;
+  for (int r = 0; r < repeats + 1; ++r) {
+    CHECK(cudaEventRecord(start));
+    if constexpr (std::is_same_v<Value, void>) {
+      CHECK(cub::DeviceRadixSort::SortKeys(d_temp, temp_bytes, (const Key*)kin, (Key*)kout, n));
+    } else {
+      CHECK(cub::DeviceRadixSort::SortPairs(d_temp, temp_bytes, (const Key*)kin, (Key*)kout,
+                                            (const Value*)vin, (Value*)vout, n));
+    }
+    CHECK(cudaEventRecord(stop));
+    CHECK(cudaEventSynchronize(stop));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (r > 0) times.push_back(ms);  // first run is the warm-up
+  }
+  return Median(times);
+}
+
+template <typename Key, typename Value>
+size_t CubTempBytes(size_t n) {
+  size_t bytes = 0;
+  if constexpr (std::is_same_v<Value, void>) {
+    CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, (const Key*)nullptr, (Key*)nullptr, n));
+  } else {
+    CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const Key*)nullptr, (Key*)nullptr,
+                                          (const Value*)nullptr, (Value*)nullptr, n));
+  }
+  return bytes;
+}
+
+template <typename Key, typename Value>
+Row RunCase(const Case& c, size_t n, int repeats) {
+  const size_t kb = n * c.key_bytes, vb = n * c.value_bytes;
+  void *kin, *kout, *kcub, *vin = nullptr, *vout = nullptr, *vcub = nullptr;
+  CHECK(cudaMalloc(&kin, kb));
+  CHECK(cudaMalloc(&kout, kb));
+  CHECK(cudaMalloc(&kcub, kb));
+  if (vb) {
+    CHECK(cudaMalloc(&vin, vb));
+    CHECK(cudaMalloc(&vout, vb));
+    CHECK(cudaMalloc(&vcub, vb));
+  }
+  const uint32_t mask = c.bits >= 32 ? 0xffffffffu : ((1u << c.bits) - 1);
+  FillRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 12345, mask);  // narrow cases are 32-bit
+  if (c.key == sortd::cuda::RadixKeyType::kFloat32) MakeFinite32<<<1024, 256>>>((uint32_t*)kin, n);
+  if (vb) FillRandom<<<1024, 256>>>((uint32_t*)vin, vb / 4, 777, 0xffffffffu);
+  CHECK(cudaGetLastError());
+
+  sortd::cuda::RadixSortProblem p;
+  p.key_type = c.key;
+  p.num_items = n;
+  p.d_keys_in = kin;
+  p.d_keys_out = kout;
+  p.value_bytes = c.value_bytes;
+  p.d_values_in = vin;
+  p.d_values_out = vout;
+  size_t ours_bytes = 0;
+  CHECK(sortd::cuda::RadixSort(nullptr, ours_bytes, p, 0));
+  const size_t cub_bytes = CubTempBytes<Key, Value>(n);
+  void* temp;
+  CHECK(cudaMalloc(&temp, std::max(ours_bytes, cub_bytes)));
+
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  std::vector<float> times;
+  sortd::cuda::RadixSortStats stats;
+  for (int r = 0; r < repeats + 1; ++r) {
+    CHECK(cudaEventRecord(start));
+    CHECK(sortd::cuda::RadixSort(temp, ours_bytes, p, 0, &stats));
+    CHECK(cudaEventRecord(stop));
+    CHECK(cudaEventSynchronize(stop));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (r > 0) times.push_back(ms);
+  }
+  const double ours_ms = Median(times);
+  const double cub_ms = TimeCub<Key, Value>(temp, cub_bytes, kin, kcub, vin, vcub, n, repeats, start, stop);
+
+  unsigned long long* d_count;
+  CHECK(cudaMalloc(&d_count, 8));
+  CHECK(cudaMemset(d_count, 0, 8));
+  CountMismatches<<<1024, 256>>>((const uint32_t*)kout, (const uint32_t*)kcub, kb / 4, d_count);
+  if (vb) CountMismatches<<<1024, 256>>>((const uint32_t*)vout, (const uint32_t*)vcub, vb / 4, d_count);
+  unsigned long long mismatches = 0;
+  CHECK(cudaMemcpy(&mismatches, d_count, 8, cudaMemcpyDeviceToHost));
+
+  for (void* ptr : {kin, kout, kcub, vin, vout, vcub, temp, (void*)d_count}) cudaFree(ptr);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return Row{c.name, n, n / ours_ms / 1e6, n / cub_ms / 1e6, stats.passes_run, mismatches == 0};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int max_log2 = 28, repeats = 7;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
+    if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
+  }
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  using K = sortd::cuda::RadixKeyType;
+  const std::vector<Case> uniform = {
+      {"u32 keys", K::kUint32, 4, 0, 32},      {"f32 keys", K::kFloat32, 4, 0, 32},
+      {"u64 keys", K::kUint64, 8, 0, 64},      {"u32/u32 pairs", K::kUint32, 4, 4, 32},
+      {"u64/u32 pairs", K::kUint64, 8, 4, 64},
+  };
+  const std::vector<Case> narrow = {
+      {"u32 keys 8-bit", K::kUint32, 4, 0, 8},
+      {"u32 keys 16-bit", K::kUint32, 4, 0, 16},
+      {"u32 keys 24-bit", K::kUint32, 4, 0, 24},
+  };
+  std::vector<Row> rows;
+  auto run = [&](const Case& c, size_t n) {
+    Row r;
+    if (c.key_bytes == 4 && c.value_bytes == 0) {
+      r = c.key == K::kFloat32 ? RunCase<float, void>(c, n, repeats) : RunCase<uint32_t, void>(c, n, repeats);
+    } else if (c.key_bytes == 4) {
+      r = RunCase<uint32_t, uint32_t>(c, n, repeats);
+    } else if (c.value_bytes == 0) {
+      r = RunCase<uint64_t, void>(c, n, repeats);
+    } else {
+      r = RunCase<uint64_t, uint32_t>(c, n, repeats);
+    }
+    rows.push_back(r);
+    std::fprintf(stderr, "%-18s 2^%-2d done\n", c.name.c_str(), __builtin_ctzll(n));
+  };
+  for (const Case& c : uniform) {
+    for (int l = 16; l <= max_log2; l += 4) run(c, size_t{1} << l);
+  }
+  for (const Case& c : narrow) run(c, size_t{1} << std::min(26, max_log2));
+
+  std::printf("\nGPU: %s (%d SMs), CUDA runtime %d, median of %d after warm-up\n", prop.name,
+              prop.multiProcessorCount, CUDART_VERSION, repeats);
+  std::printf("%-18s %6s %10s %10s %7s %7s %6s\n", "case", "n", "ours G/s", "CUB G/s", "ratio", "passes", "match");
+  for (const Row& r : rows) {
+    std::printf("%-18s 2^%-4d %10.2f %10.2f %6.2fx %7d %6s\n", r.name.c_str(), __builtin_ctzll(r.n),
+                r.ours_gkeys, r.cub_gkeys, r.ours_gkeys / r.cub_gkeys, r.passes, r.match ? "yes" : "NO");
+  }
+  return 0;
+}

@@ -1,0 +1,54 @@
+// GPU radix sort (OneSweep): public CUDA-facing API. CUB-shaped: call once
+// with d_temp_storage == nullptr to size the temporary storage, then again
+// to sort. Every call takes a stream. Depends only on the CUDA runtime (the
+// GPU host has no abseil).
+#ifndef SORTD_CORE_CUDA_RADIX_SORT_CUH_
+#define SORTD_CORE_CUDA_RADIX_SORT_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sortd::cuda {
+
+enum class RadixKeyType { kUint32, kInt32, kFloat32, kUint64, kInt64, kFloat64 };
+
+inline constexpr int RadixKeyBytes(RadixKeyType t) {
+  return (t == RadixKeyType::kUint32 || t == RadixKeyType::kInt32 ||
+          t == RadixKeyType::kFloat32) ? 4 : 8;
+}
+
+struct RadixSortProblem {
+  RadixKeyType key_type = RadixKeyType::kUint32;
+  size_t num_items = 0;
+  bool descending = false;
+  // Keys: read from d_keys_in (not modified), sorted into d_keys_out.
+  const void* d_keys_in = nullptr;
+  void* d_keys_out = nullptr;
+  // Values (optional): 0, 4 or 8 bytes each, permuted with the keys.
+  int value_bytes = 0;
+  const void* d_values_in = nullptr;
+  void* d_values_out = nullptr;
+  // Skip passes whose digit is equal for every key. Needs one host
+  // round trip (the stream is synchronised once after the histogram).
+  bool skip_trivial_passes = true;
+};
+
+// What a sort did (for tests, benchmarks and metrics).
+struct RadixSortStats {
+  int passes_total = 0;     // digit passes of the key width
+  int passes_run = 0;       // after skipping
+  bool nan_mode = false;    // float keys with NaNs: originals carried as values
+};
+
+// Sizes temp storage (d_temp_storage == nullptr) or sorts. Stable, both
+// directions; floats: -0.0 < +0.0, every NaN after +inf (first when
+// descending), NaNs equal (input order) with payloads unchanged.
+cudaError_t RadixSort(void* d_temp_storage, size_t& temp_storage_bytes,
+                      const RadixSortProblem& problem, cudaStream_t stream,
+                      RadixSortStats* stats = nullptr);
+
+}  // namespace sortd::cuda
+
+#endif  // SORTD_CORE_CUDA_RADIX_SORT_CUH_

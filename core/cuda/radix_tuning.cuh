@@ -1,0 +1,36 @@
+// Tuning of the OneSweep radix sort, per key width (sm_90 measured; the
+// same values are a portable default). Kernels take these as template
+// parameters; no magic numbers inside them.
+#ifndef SORTD_CORE_CUDA_RADIX_TUNING_CUH_
+#define SORTD_CORE_CUDA_RADIX_TUNING_CUH_
+
+#include <cstdint>
+
+namespace sortd::cuda {
+
+inline constexpr int kRadixBits = 8;
+inline constexpr int kRadixBins = 1 << kRadixBits;
+
+template <typename Word>
+struct OneSweepTuning;
+
+template <>
+struct OneSweepTuning<uint32_t> {
+  static constexpr int kBlockThreads = 256;
+  static constexpr int kItemsPerThread = 16;
+};
+
+template <>
+struct OneSweepTuning<uint64_t> {
+  static constexpr int kBlockThreads = 256;
+  static constexpr int kItemsPerThread = 12;
+};
+
+struct HistogramTuning {
+  static constexpr int kBlockThreads = 512;
+  static constexpr int kBlocksPerSm = 2;
+};
+
+}  // namespace sortd::cuda
+
+#endif  // SORTD_CORE_CUDA_RADIX_TUNING_CUH_

@@ -1,0 +1,255 @@
+// GPU radix sort against a host reference: every key type and order,
+// keys-only and pairs (4- and 8-byte values), sizes around tile boundaries
+// and large, narrow-range and degenerate inputs, float specials, stability
+// (values are input positions), and pass skipping. Skips without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda/radix_sort.cuh"
+
+namespace sortd::cuda {
+namespace {
+
+bool HaveGpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU visible"
+
+template <typename T> constexpr RadixKeyType TypeOf();
+template <> constexpr RadixKeyType TypeOf<uint32_t>() { return RadixKeyType::kUint32; }
+template <> constexpr RadixKeyType TypeOf<int32_t>() { return RadixKeyType::kInt32; }
+template <> constexpr RadixKeyType TypeOf<float>() { return RadixKeyType::kFloat32; }
+template <> constexpr RadixKeyType TypeOf<uint64_t>() { return RadixKeyType::kUint64; }
+template <> constexpr RadixKeyType TypeOf<int64_t>() { return RadixKeyType::kInt64; }
+template <> constexpr RadixKeyType TypeOf<double>() { return RadixKeyType::kFloat64; }
+
+// The sortd order, written from the contract: NaNs after everything (and
+// equal to each other), -0.0 before +0.0.
+template <typename T>
+bool Less(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) || std::isnan(b)) return !std::isnan(a) && std::isnan(b);
+    if (a == b) return std::signbit(a) && !std::signbit(b);
+  }
+  return a < b;
+}
+
+template <typename T>
+std::vector<uint64_t> ReferenceOrder(const std::vector<T>& keys, bool descending) {
+  std::vector<uint64_t> idx(keys.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](uint64_t a, uint64_t b) {
+    return descending ? Less(keys[b], keys[a]) : Less(keys[a], keys[b]);
+  });
+  return idx;
+}
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+};
+
+// Sorts on the GPU; values (when value_bytes > 0) are the input positions.
+template <typename T>
+void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
+               RadixSortStats* stats_out = nullptr, const std::string& what = "") {
+  const size_t n = keys.size();
+  DeviceBuffer d_in(n * sizeof(T)), d_out(n * sizeof(T));
+  DeviceBuffer d_vin(n * 8), d_vout(n * 8);
+  ASSERT_EQ(cudaMemcpy(d_in.ptr, keys.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<uint32_t> v32(n);
+  std::vector<uint64_t> v64(n);
+  for (size_t i = 0; i < n; ++i) {
+    v32[i] = static_cast<uint32_t>(i);
+    v64[i] = i | (uint64_t{0xabcd} << 48);
+  }
+  if (value_bytes == 4) cudaMemcpy(d_vin.ptr, v32.data(), n * 4, cudaMemcpyHostToDevice);
+  if (value_bytes == 8) cudaMemcpy(d_vin.ptr, v64.data(), n * 8, cudaMemcpyHostToDevice);
+
+  RadixSortProblem p;
+  p.key_type = TypeOf<T>();
+  p.num_items = n;
+  p.descending = descending;
+  p.d_keys_in = d_in.ptr;
+  p.d_keys_out = d_out.ptr;
+  p.value_bytes = value_bytes;
+  p.d_values_in = value_bytes ? d_vin.ptr : nullptr;
+  p.d_values_out = value_bytes ? d_vout.ptr : nullptr;
+  size_t temp_bytes = 0;
+  ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
+  DeviceBuffer temp(temp_bytes);
+  RadixSortStats stats;
+  ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (stats_out) *stats_out = stats;
+
+  std::vector<T> out(n);
+  cudaMemcpy(out.data(), d_out.ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
+  const std::vector<uint64_t> ref = ReferenceOrder(keys, descending);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::memcmp(&out[i], &keys[ref[i]], sizeof(T)), 0)
+        << what << " key mismatch at " << i << " of " << n << (descending ? " desc" : " asc")
+        << " value_bytes=" << value_bytes;
+  }
+  if (value_bytes == 4) {
+    std::vector<uint32_t> vout(n);
+    cudaMemcpy(vout.data(), d_vout.ptr, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(vout[i], ref[i]) << what << " unstable/wrong value at " << i;
+  } else if (value_bytes == 8) {
+    std::vector<uint64_t> vout(n);
+    cudaMemcpy(vout.data(), d_vout.ptr, n * 8, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(vout[i], v64[ref[i]]) << what << " value at " << i;
+  }
+}
+
+template <typename T>
+std::vector<T> Random(size_t n, uint64_t seed, uint64_t range_bits = 64) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(n);
+  for (T& x : v) {
+    uint64_t bits = rng();
+    if (range_bits < 64) bits &= (uint64_t{1} << range_bits) - 1;
+    if constexpr (std::is_floating_point_v<T>) {
+      x = range_bits < 64 ? static_cast<T>(bits) : static_cast<T>(static_cast<int64_t>(bits) * 1e-9);
+    } else {
+      x = static_cast<T>(bits);
+    }
+  }
+  return v;
+}
+
+template <typename T>
+class RadixSortTest : public ::testing::Test {};
+using KeyTypes = ::testing::Types<uint32_t, int32_t, float, uint64_t, int64_t, double>;
+TYPED_TEST_SUITE(RadixSortTest, KeyTypes);
+
+TYPED_TEST(RadixSortTest, SizesAroundTilesBothOrdersKeysAndPairs) {
+  SKIP_WITHOUT_GPU();
+  const size_t tile = sizeof(TypeParam) == 4 ? 4096 : 3072;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, tile - 1, tile, tile + 1, 2 * tile + 1,
+                   (size_t{1} << 20) + 7}) {
+    const auto keys = Random<TypeParam>(n, n + 1);
+    for (bool desc : {false, true}) {
+      for (int vb : {0, 4, 8}) {
+        CheckSort(keys, desc, vb, nullptr, "random n=" + std::to_string(n));
+      }
+    }
+  }
+}
+
+TYPED_TEST(RadixSortTest, DegenerateAndNarrowInputs) {
+  SKIP_WITHOUT_GPU();
+  const size_t n = 100003;
+  std::vector<TypeParam> equal(n, static_cast<TypeParam>(7));
+  auto sorted = Random<TypeParam>(n, 5);
+  std::sort(sorted.begin(), sorted.end(), Less<TypeParam>);
+  auto reversed = sorted;
+  std::reverse(reversed.begin(), reversed.end());
+  auto few = Random<TypeParam>(n, 6, 2);
+  for (bool desc : {false, true}) {
+    for (int vb : {0, 4}) {
+      CheckSort(equal, desc, vb, nullptr, "equal");
+      CheckSort(sorted, desc, vb, nullptr, "sorted");
+      CheckSort(reversed, desc, vb, nullptr, "reversed");
+      CheckSort(few, desc, vb, nullptr, "few distinct");
+      for (int bits : {8, 16, 24}) CheckSort(Random<TypeParam>(n, bits, bits), desc, vb, nullptr, "narrow");
+    }
+  }
+}
+
+TEST(RadixSortPassesTest, NarrowKeysSkipPasses) {
+  SKIP_WITHOUT_GPU();
+  RadixSortStats stats;
+  CheckSort(Random<uint32_t>(1 << 20, 1, 8), false, 0, &stats);
+  EXPECT_EQ(stats.passes_total, 4);
+  EXPECT_EQ(stats.passes_run, 1);
+  CheckSort(Random<uint32_t>(1 << 20, 2, 16), false, 4, &stats);
+  EXPECT_EQ(stats.passes_run, 2);
+  CheckSort(Random<uint64_t>(1 << 20, 3, 24), true, 8, &stats);
+  EXPECT_EQ(stats.passes_total, 8);
+  EXPECT_EQ(stats.passes_run, 3);
+  CheckSort(std::vector<uint64_t>(5000, 42), false, 4, &stats);
+  EXPECT_EQ(stats.passes_run, 0);
+}
+
+template <typename T>
+std::vector<T> FloatSpecials(size_t n, uint64_t seed) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  auto v = Random<T>(n, seed);
+  std::mt19937_64 rng(seed);
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const T specials[] = {nan, -nan, std::numeric_limits<T>::infinity(),
+                        -std::numeric_limits<T>::infinity(), T(0), -T(0),
+                        std::numeric_limits<T>::denorm_min(), -std::numeric_limits<T>::denorm_min()};
+  for (size_t i = 0; i < n; i += 3) {
+    T x = specials[rng() % 8];
+    if (std::isnan(x) && rng() % 2) {  // a NaN with another payload
+      Bits b;
+      std::memcpy(&b, &x, sizeof(b));
+      b |= 1 + rng() % 1000;
+      std::memcpy(&x, &b, sizeof(b));
+    }
+    v[i] = x;
+  }
+  return v;
+}
+
+TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
+  SKIP_WITHOUT_GPU();
+  for (size_t n : {size_t{1}, size_t{9}, size_t{4097}, size_t{200003}}) {
+    for (bool desc : {false, true}) {
+      for (int vb : {0, 4, 8}) {
+        RadixSortStats stats;
+        CheckSort(FloatSpecials<float>(n, n), desc, vb, &stats, "f32 specials");
+        CheckSort(FloatSpecials<double>(n, n + 1), desc, vb, &stats, "f64 specials");
+      }
+    }
+  }
+  // Without NaNs the fast path runs (no NaN mode).
+  RadixSortStats stats;
+  std::vector<float> no_nan = {1.5f, -0.0f, 0.0f, -3.0f, std::numeric_limits<float>::infinity()};
+  CheckSort(no_nan, false, 0, &stats);
+  EXPECT_FALSE(stats.nan_mode);
+  no_nan.push_back(std::nanf("7"));
+  CheckSort(no_nan, true, 0, &stats);
+  EXPECT_TRUE(stats.nan_mode);
+}
+
+TEST(RadixSortLargeTest, TwoToThe26) {
+  SKIP_WITHOUT_GPU();
+  CheckSort(Random<uint32_t>(size_t{1} << 26, 11), false, 4, nullptr, "u32 2^26 pairs");
+  CheckSort(Random<double>(size_t{1} << 26, 12), true, 0, nullptr, "f64 2^26 desc");
+}
+
+}  // namespace
+}  // namespace sortd::cuda
+
+namespace sortd::cuda {
+namespace {
+
+// Small and quick: the case compute-sanitizer (memcheck, racecheck) runs.
+TEST(RadixSortSanitizerTest, SmallMixedSizes) {
+  SKIP_WITHOUT_GPU();
+  for (size_t n : {size_t{1}, size_t{33}, size_t{4097}, size_t{10000}}) {
+    CheckSort(Random<uint32_t>(n, n), false, 4, nullptr, "u32");
+    CheckSort(Random<int64_t>(n, n), true, 8, nullptr, "i64");
+    CheckSort(FloatSpecials<float>(n, n), true, 0, nullptr, "f32 nan keys");
+    CheckSort(FloatSpecials<double>(n, n), false, 4, nullptr, "f64 nan pairs");
+  }
+}
+
+}  // namespace
+}  // namespace sortd::cuda
