@@ -1,7 +1,7 @@
 // OneSweep radix sort vs cub::DeviceRadixSort in the same process: CUDA
 // events, warm-up, median of repeats, fresh random data, results compared on
 // the GPU for every timed size. Prints a table of Gkeys/s and ratios last.
-//   sortd_gpu_radix_bench [--max_log2=28] [--repeats=7]
+//   sortd_gpu_radix_bench [--max_log2=28] [--repeats=7] [--only='u32 keys']
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -166,9 +166,11 @@ Row RunCase(const Case& c, size_t n, int repeats) {
 
 int main(int argc, char** argv) {
   int max_log2 = 28, repeats = 7;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
+    if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
   }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -185,6 +187,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   auto run = [&](const Case& c, size_t n) {
+    if (!only.empty() && c.name != only) return;
     Row r;
     if (c.key_bytes == 4 && c.value_bytes == 0) {
       r = c.key == K::kFloat32 ? RunCase<float, void>(c, n, repeats) : RunCase<uint32_t, void>(c, n, repeats);
