@@ -32,16 +32,26 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyClass cls, Wor
   for (int i = threadIdx.x; i < kPasses * kRadixBins; i += kBlockThreads) counts[i] = 0;
   __syncthreads();
   unsigned int nans = 0;
-  const size_t stride = static_cast<size_t>(gridDim.x) * kBlockThreads;
-  for (size_t i = blockIdx.x * static_cast<size_t>(kBlockThreads) + threadIdx.x; i < n; i += stride) {
-    const Word bits = keys[i];
+  auto count_key = [&](Word bits) {
     if (cls == KeyClass::kFloat && KeyCodec<Word>::IsNan(bits)) ++nans;
     const Word w = KeyCodec<Word>::Encode(bits, cls, flip);
 #pragma unroll
     for (int p = 0; p < kPasses; ++p) {
       atomicAdd(&counts[p * kRadixBins + ((w >> (p * kRadixBits)) & (kRadixBins - 1))], 1u);
     }
+  };
+  // kLoads independent loads per thread per step keep memory busy.
+  constexpr int kLoads = HistogramTuning::kLoadsPerThread;
+  const size_t stride = static_cast<size_t>(gridDim.x) * kBlockThreads;
+  size_t i = blockIdx.x * static_cast<size_t>(kBlockThreads) + threadIdx.x;
+  for (; i + (kLoads - 1) * stride < n; i += kLoads * stride) {
+    Word bits[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) bits[k] = keys[i + k * stride];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) count_key(bits[k]);
   }
+  for (; i < n; i += stride) count_key(keys[i]);
   __syncthreads();
   for (int i = threadIdx.x; i < kPasses * kRadixBins; i += kBlockThreads) {
     if (counts[i] != 0) atomicAdd(&hist[i], static_cast<unsigned long long>(counts[i]));
@@ -105,8 +115,9 @@ __device__ __forceinline__ void StoreStatus(unsigned long long* p, unsigned long
 //      earlier tiles (decoupled look-back),
 //   4. scatters keys to shared memory by rank, then to global memory
 //      coalesced, decoding on the last pass; values follow the same path.
-template <typename Word, typename Value, int kBlockThreads, int kItems>
-__global__ void __launch_bounds__(kBlockThreads)
+template <typename Word, typename Value, int kBlockThreads, int kItems, int kRankChains,
+          int kMinBlocks>
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out,
                    const Value* __restrict__ values_in, Value* __restrict__ values_out,
                    size_t n, int shift, KeyClass cls, Word flip, bool encode, bool decode,
@@ -118,8 +129,14 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
   constexpr int kTile = kBlockThreads * kItems;
   constexpr bool kHasValues = !std::is_same_v<Value, NoValue>;
   using ValueSlot = std::conditional_t<kHasValues, Value, char>;
+  // Each warp ranks its keys in kChains independent chains (contiguous
+  // halves of its segment) so that the serial counter updates of one chain
+  // overlap those of the other.
+  constexpr int kChains = kRankChains;
+  constexpr int kChainItems = kItems / kChains;
+  static_assert(kItems % kChains == 0, "items split evenly across chains");
   union Exchange {
-    unsigned int warp_hist[kWarps][kRadixBins];
+    unsigned int warp_hist[kChains][kWarps][kRadixBins];
     Word keys[kTile];
     ValueSlot values[kHasValues ? kTile : 1];
   };
@@ -127,11 +144,16 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
   __shared__ unsigned int tile_digit_start[kRadixBins];
   __shared__ unsigned long long global_base[kRadixBins];
   __shared__ unsigned int scan_scratch[kWarps];
+  __shared__ unsigned int tile_hist[kRadixBins];
   __shared__ unsigned int s_tile;
 
   if (threadIdx.x == 0) s_tile = atomicAdd(tile_counter, 1u);
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) ex.warp_hist[w][threadIdx.x] = 0;
+  for (int c = 0; c < kChains; ++c) {
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) ex.warp_hist[c][w][threadIdx.x] = 0;
+  }
+  tile_hist[threadIdx.x] = 0;
   __syncthreads();
 
   const unsigned int tile = s_tile;
@@ -157,22 +179,37 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
     digit[i] = static_cast<unsigned int>(key[i] >> shift) & (kRadixBins - 1);
   }
 
-  // 2. Rank within the warp.
+  // Early counts: publish this tile's per-digit totals before ranking, so
+  // that later tiles' look-back does not wait for this tile's ranking.
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    if (warp_base + i * 32 + lane < n) atomicAdd(&tile_hist[digit[i]], 1u);
+  }
+  __syncthreads();
+  const unsigned int early_total = tile_hist[threadIdx.x];
+  unsigned long long* my_status = status + static_cast<size_t>(tile) * kRadixBins + threadIdx.x;
+  StoreStatus(my_status, (tile == 0 ? kStatusPrefix : kStatusAggregate) | early_total);
+
+  // 2. Rank within the warp (match-any multisplit), chains interleaved.
   const unsigned int lanemask_lt = (1u << lane) - 1;
   unsigned int rank[kItems];
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const bool valid = warp_base + i * 32 + lane < n;
-    const unsigned int peers =
-        __match_any_sync(0xffffffffu, valid ? digit[i] : kRadixBins + lane);
-    const int leader = __ffs(peers) - 1;
-    unsigned int base = 0;
-    if (valid && lane == leader) {
-      base = ex.warp_hist[warp][digit[i]];
-      ex.warp_hist[warp][digit[i]] = base + __popc(peers);
+  for (int j = 0; j < kChainItems; ++j) {
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) {
+      const int i = c * kChainItems + j;
+      const bool valid = warp_base + i * 32 + lane < n;
+      const unsigned int peers =
+          __match_any_sync(0xffffffffu, valid ? digit[i] : kRadixBins + lane);
+      const int leader = __ffs(peers) - 1;
+      unsigned int base = 0;
+      if (valid && lane == leader) {
+        base = ex.warp_hist[c][warp][digit[i]];
+        ex.warp_hist[c][warp][digit[i]] = base + __popc(peers);
+      }
+      base = __shfl_sync(0xffffffffu, base, leader);
+      rank[i] = base + __popc(peers & lanemask_lt);
     }
-    base = __shfl_sync(0xffffffffu, base, leader);
-    rank[i] = base + __popc(peers & lanemask_lt);
     __syncwarp();
   }
   __syncthreads();
@@ -182,12 +219,13 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
   unsigned int total = 0;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
-    const unsigned int c = ex.warp_hist[w][d];
-    ex.warp_hist[w][d] = total;
-    total += c;
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) {  // warp w's chain 0 precedes its chain 1
+      const unsigned int count = ex.warp_hist[c][w][d];
+      ex.warp_hist[c][w][d] = total;
+      total += count;
+    }
   }
-  unsigned long long* my_status = status + static_cast<size_t>(tile) * kRadixBins + d;
-  StoreStatus(my_status, (tile == 0 ? kStatusPrefix : kStatusAggregate) | total);
   const unsigned int digit_start = BlockExclusiveSum<kBlockThreads>(total, scan_scratch);
   tile_digit_start[d] = digit_start;
   unsigned long long prefix = 0;
@@ -209,7 +247,7 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
   unsigned int tile_rank[kItems];
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    tile_rank[i] = tile_digit_start[digit[i]] + ex.warp_hist[warp][digit[i]] + rank[i];
+    tile_rank[i] = tile_digit_start[digit[i]] + ex.warp_hist[i / kChainItems][warp][digit[i]] + rank[i];
   }
   __syncthreads();  // the rank counters are overwritten by the exchange
 #pragma unroll

@@ -68,7 +68,8 @@ cudaError_t RunPasses(const std::vector<int>& passes, const Word* keys_in, Word*
     Value* dst_values = to_out ? values_out : values_alt;
     SORTD_CUDA_TRY(cudaMemsetAsync(status, 0, tiles * kRadixBins * sizeof(unsigned long long), stream));
     const int p = passes[i];
-    OneSweepPassKernel<Word, Value, Tuning::kBlockThreads, Tuning::kItemsPerThread>
+    OneSweepPassKernel<Word, Value, Tuning::kBlockThreads, Tuning::kItemsPerThread,
+                       Tuning::kRankChains, Tuning::kMinBlocks>
         <<<static_cast<unsigned int>(tiles), Tuning::kBlockThreads, 0, stream>>>(
             src_keys, dst_keys, src_values, dst_values, n, p * kRadixBits, cls, flip,
             /*encode=*/i == 0, /*decode=*/i == k - 1, offsets + p * kRadixBins, status,
