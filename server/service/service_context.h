@@ -54,6 +54,11 @@ struct ServiceContext {
     }
   }
 
+  // Counts one engine launch for a successful request.
+  void RecordLaunch(const RequestRecord& record) const {
+    if (record.engine && metrics != nullptr) metrics->RecordBatch(*record.engine, 1);
+  }
+
   absl::Status CheckNotDraining() const {
     if (draining.load(std::memory_order_relaxed)) {
       return absl::UnavailableError("server is shutting down (draining)");

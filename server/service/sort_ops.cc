@@ -119,6 +119,9 @@ uint64_t PayloadOut(const v1::SortPairsResponse& response) {
 std::optional<DataType> KeyTypeOf(const v1::SortRequest& request) { return TypeOf(request.keys()); }
 std::optional<DataType> KeyTypeOf(const v1::SortPairsRequest& request) { return TypeOf(request.keys()); }
 
+size_t KeysOf(const v1::SortRequest& request) { return LengthOf(request.keys()); }
+size_t KeysOf(const v1::SortPairsRequest& request) { return LengthOf(request.keys()); }
+
 std::optional<EngineKind> FromProtoEngine(v1::Engine engine) {
   switch (engine) {
     case v1::ENGINE_CPU: return EngineKind::kCpu;

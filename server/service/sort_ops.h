@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "core/dispatcher.h"
+#include "server/metrics/metrics.h"
 #include "sortd/v1/sort.pb.h"
 
 namespace sortd {
@@ -32,6 +33,18 @@ std::optional<DataType> KeyTypeOf(const v1::SortRequest& request);
 std::optional<DataType> KeyTypeOf(const v1::SortPairsRequest& request);
 // The engine a response reports, if any.
 std::optional<EngineKind> FromProtoEngine(v1::Engine engine);
+
+size_t KeysOf(const v1::SortRequest& request);
+size_t KeysOf(const v1::SortPairsRequest& request);
+
+// Fills the success fields of a metrics record from a finished request.
+template <typename Request, typename Response>
+void DescribeSuccess(const Request& request, const Response& response,
+                     RequestRecord* record) {
+  record->engine = FromProtoEngine(response.engine());
+  record->bytes_sent = PayloadOut(response);
+  record->keys_sorted = KeysOf(request);
+}
 
 // Run a validated request; fill `response` (request_id and engine included).
 absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,

@@ -52,12 +52,8 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     if (result.ok()) result = run(*context->dispatcher, *request, response);
     admitted->Reset();
     if (result.ok()) {
-      record.engine = FromProtoEngine(response->engine());
-      record.bytes_sent = PayloadOut(*response);
-      record.keys_sorted = LengthOf(request->keys());
-      if (record.engine && context->metrics != nullptr) {
-        context->metrics->RecordBatch(*record.engine, 1);
-      }
+      DescribeSuccess(*request, *response, &record);
+      context->RecordLaunch(record);
     }
     record.seconds = SecondsSince(arrival);
     // Report before Finish: after Finish the request may be freed.

@@ -70,12 +70,8 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
       }
       admitted->Reset();
       if (result.ok()) {
-        record.engine = FromProtoEngine(response->engine());
-        record.bytes_sent = PayloadOut(*response);
-        record.keys_sorted = LengthOf(shared->keys());
-        if (record.engine && context_->metrics != nullptr) {
-          context_->metrics->RecordBatch(*record.engine, 1);
-        }
+        DescribeSuccess(*shared, *response, &record);
+        context_->RecordLaunch(record);
       }
       record.seconds = SecondsSince(arrival);
       context_->Report(record, shared->request_id(), result);
