@@ -16,12 +16,13 @@ constexpr absl::string_view kKeysRequired =
     "keys: required (set one of uint32, int32, float32, uint64, int64, "
     "float64, bytes)";
 
-// Sorts `keys` into `out_keys`; fills `indices` (when non-null) with the
-// permutation. Returns the engine that ran.
+// Sorts `keys` into `out_keys`; fills `indices` (when non-empty; it must
+// then hold one slot per key) with the permutation. Returns the engine that
+// ran.
 absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
                                     const v1::TypedArray& keys,
                                     SortOrder order, v1::TypedArray* out_keys,
-                                    std::vector<uint64_t>* indices) {
+                                    absl::Span<uint64_t> indices) {
   const DataType type = *TypeOf(keys);
   const size_t n = LengthOf(keys);
   if (type == DataType::kBytes) {
@@ -29,9 +30,12 @@ absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
     std::vector<std::string_view> views(keys.bytes().values().begin(),
                                         keys.bytes().values().end());
     std::vector<uint64_t> local;
-    std::vector<uint64_t>& perm = indices != nullptr ? *indices : local;
-    perm.resize(n);
-    absl::Status status = engine.ArgsortBytes(views, order, absl::MakeSpan(perm));
+    absl::Span<uint64_t> perm = indices;
+    if (perm.empty() && n > 0) {
+      local.resize(n);
+      perm = absl::MakeSpan(local);
+    }
+    absl::Status status = engine.ArgsortBytes(views, order, perm);
     if (!status.ok()) return status;
     status = GatherTypedArray(keys, perm, out_keys);
     if (!status.ok()) return status;
@@ -43,12 +47,7 @@ absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
     using T = decltype(t);
     auto* field = MutableNumericField<T>(out_keys);
     field->CopyFrom(NumericField<T>(keys));
-    absl::Span<uint64_t> perm;
-    if (indices != nullptr) {
-      indices->resize(n);
-      perm = absl::MakeSpan(*indices);
-    }
-    status = engine.SortNumeric(NumericSpan(field->mutable_data(), n), order, perm);
+    status = engine.SortNumeric(NumericSpan(field->mutable_data(), n), order, indices);
   });
   if (!status.ok()) return status;
   return engine.kind();
@@ -135,15 +134,17 @@ std::optional<EngineKind> FromProtoEngine(v1::Engine engine) {
 absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
                      v1::SortResponse* response) {
   response->set_request_id(request.request_id());
-  std::vector<uint64_t> indices;
+  // The permutation is written straight into the response.
+  absl::Span<uint64_t> indices;
+  if (request.return_indices()) {
+    auto* field = response->mutable_indices();
+    field->Resize(static_cast<int>(LengthOf(request.keys())), 0);
+    indices = absl::MakeSpan(field->mutable_data(), field->size());
+  }
   absl::StatusOr<EngineKind> engine =
       SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),
-               response->mutable_keys(),
-               request.return_indices() ? &indices : nullptr);
+               response->mutable_keys(), indices);
   if (!engine.ok()) return engine.status();
-  if (request.return_indices()) {
-    response->mutable_indices()->Add(indices.begin(), indices.end());
-  }
   response->set_engine(ToProtoEngine(*engine));
   return absl::OkStatus();
 }
@@ -152,10 +153,10 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
                           const v1::SortPairsRequest& request,
                           v1::SortPairsResponse* response) {
   response->set_request_id(request.request_id());
-  std::vector<uint64_t> indices;
+  std::vector<uint64_t> indices(LengthOf(request.keys()));
   absl::StatusOr<EngineKind> engine =
       SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),
-               response->mutable_keys(), &indices);
+               response->mutable_keys(), absl::MakeSpan(indices));
   if (!engine.ok()) return engine.status();
   absl::Status status =
       GatherTypedArray(request.values(), indices, response->mutable_values());

@@ -91,6 +91,20 @@ void ExpectSortMatches(SortEngine& engine, const std::vector<T>& input,
   }
 }
 
+// Both orders, keys-only and with indices, on two engines.
+template <typename T>
+void ExpectBothEnginesMatchReference(SortEngine& a, SortEngine& b,
+                                     const std::vector<T>& input) {
+  for (SortOrder order : kOrders) {
+    const RefResult<T> ref = ReferenceSort(input, order);
+    for (bool with_indices : {false, true}) {
+      ExpectSortMatches(a, input, ref, order, with_indices);
+      ExpectSortMatches(b, input, ref, order, with_indices);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 template <typename T>
 class CpuEngineTypedTest : public ::testing::Test {};
 
@@ -111,15 +125,8 @@ TYPED_TEST(CpuEngineTypedTest, MatchesReferenceSmallAndOddSizes) {
   for (Pattern pattern : AllPatterns()) {
     for (size_t n : sizes) {
       SCOPED_TRACE(::testing::Message() << "pattern=" << PatternName(pattern));
-      const std::vector<T> input = MakeInput<T>(pattern, n, seed++);
-      for (SortOrder order : kOrders) {
-        const RefResult<T> ref = ReferenceSort(input, order);
-        for (bool with_indices : {false, true}) {
-          ExpectSortMatches(*st, input, ref, order, with_indices);
-          ExpectSortMatches(*def, input, ref, order, with_indices);
-          if (::testing::Test::HasFatalFailure()) return;
-        }
-      }
+      ExpectBothEnginesMatchReference(*st, *def, MakeInput<T>(pattern, n, seed++));
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
@@ -137,21 +144,14 @@ TYPED_TEST(CpuEngineTypedTest, MatchesReferenceLarge) {
   uint64_t seed = 1000;
   for (Pattern pattern : {Pattern::kRandom, dup_heavy}) {
     SCOPED_TRACE(::testing::Message() << "pattern=" << PatternName(pattern));
-    const std::vector<T> input = MakeInput<T>(pattern, kN, seed++);
-    for (SortOrder order : kOrders) {
-      const RefResult<T> ref = ReferenceSort(input, order);
-      for (bool with_indices : {false, true}) {
-        ExpectSortMatches(*st, input, ref, order, with_indices);
-        ExpectSortMatches(*def, input, ref, order, with_indices);
-        if (::testing::Test::HasFatalFailure()) return;
-      }
-    }
+    ExpectBothEnginesMatchReference(*st, *def, MakeInput<T>(pattern, kN, seed++));
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
-// The multi-threaded path (low threshold, 2..7 threads, odd thread counts
-// leave an odd run over in the merge rounds) gives exactly the
-// single-threaded result, which is exactly the reference.
+// The multi-threaded path (low threshold, 2..7 threads: one partition
+// bucket per thread, uneven bucket sizes) gives exactly the single-threaded
+// result, which is exactly the reference.
 TYPED_TEST(CpuEngineTypedTest, MultiThreadedMatchesSingleThreaded) {
   using T = TypeParam;
   auto st = SingleThreadEngine();
