@@ -2,6 +2,7 @@
 // events, warm-up, median of repeats, fresh random data, results compared on
 // the GPU for every timed size. Prints a table of Gkeys/s and ratios last.
 //   sortd_gpu_radix_bench [--max_log2=28] [--repeats=7] [--only='u32 keys']
+//   sortd_gpu_radix_bench --tune   (alternative pass tunings side by side)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "core/cuda/radix_sort.cuh"
+#include "core/cuda/radix_sort_impl.cuh"
 
 namespace {
 
@@ -51,6 +53,33 @@ struct Case {
   int key_bytes;
   int value_bytes;
   int bits;  // significant key bits (32/64 = uniform)
+};
+
+using SortFn = cudaError_t (*)(void*, size_t&, const sortd::cuda::RadixSortProblem&, cudaStream_t,
+                               sortd::cuda::RadixSortStats*);
+
+// The library's sort with other pass tunings (threads, items, min blocks
+// for 32-bit and 64-bit keys).
+template <int T32, int I32, int M32, int T64, int I64, int M64>
+cudaError_t SortTuned(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
+                      cudaStream_t stream, sortd::cuda::RadixSortStats* stats) {
+  using sortd::cuda::OneSweepConfig;
+  return sortd::cuda::detail::RadixSortTuned<OneSweepConfig<T32, I32, M32>, OneSweepConfig<T64, I64, M64>>(
+      temp, bytes, p, stream, stats);
+}
+
+struct Variant {
+  const char* name;
+  SortFn fn;
+};
+
+const Variant kVariants[] = {
+    {"default", &sortd::cuda::RadixSort},
+    {"256x16/256x12 m3", &SortTuned<256, 16, 3, 256, 12, 3>},
+    {"256x20/256x14 m2", &SortTuned<256, 20, 2, 256, 14, 2>},
+    {"384x16/384x12 m2", &SortTuned<384, 16, 2, 384, 12, 2>},
+    {"384x24/384x16 m1", &SortTuned<384, 24, 1, 384, 16, 1>},
+    {"512x16/512x10 m2", &SortTuned<512, 16, 2, 512, 10, 2>},
 };
 
 struct Row {
@@ -100,7 +129,7 @@ size_t CubTempBytes(size_t n) {
 }
 
 template <typename Key, typename Value>
-Row RunCase(const Case& c, size_t n, int repeats) {
+Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::RadixSort) {
   const size_t kb = n * c.key_bytes, vb = n * c.value_bytes;
   void *kin, *kout, *kcub, *vin = nullptr, *vout = nullptr, *vcub = nullptr;
   CHECK(cudaMalloc(&kin, kb));
@@ -126,7 +155,7 @@ Row RunCase(const Case& c, size_t n, int repeats) {
   p.d_values_in = vin;
   p.d_values_out = vout;
   size_t ours_bytes = 0;
-  CHECK(sortd::cuda::RadixSort(nullptr, ours_bytes, p, 0));
+  CHECK(ours(nullptr, ours_bytes, p, 0, nullptr));
   const size_t cub_bytes = CubTempBytes<Key, Value>(n);
   void* temp;
   CHECK(cudaMalloc(&temp, std::max(ours_bytes, cub_bytes)));
@@ -138,7 +167,7 @@ Row RunCase(const Case& c, size_t n, int repeats) {
   sortd::cuda::RadixSortStats stats;
   for (int r = 0; r < repeats + 1; ++r) {
     CHECK(cudaEventRecord(start));
-    CHECK(sortd::cuda::RadixSort(temp, ours_bytes, p, 0, &stats));
+    CHECK(ours(temp, ours_bytes, p, 0, &stats));
     CHECK(cudaEventRecord(stop));
     CHECK(cudaEventSynchronize(stop));
     float ms;
@@ -165,12 +194,15 @@ Row RunCase(const Case& c, size_t n, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int max_log2 = 28, repeats = 7;
+  int min_log2 = 16, max_log2 = 28, repeats = 7;
   std::string only;
+  bool tune = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
+    if (std::strncmp(argv[i], "--min_log2=", 11) == 0) min_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
+    if (std::strcmp(argv[i], "--tune") == 0) tune = true;
   }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -186,23 +218,40 @@ int main(int argc, char** argv) {
       {"u32 keys 24-bit", K::kUint32, 4, 0, 24},
   };
   std::vector<Row> rows;
-  auto run = [&](const Case& c, size_t n) {
+  auto run = [&](const Case& c, size_t n, SortFn ours = &sortd::cuda::RadixSort) {
     if (!only.empty() && c.name != only) return;
     Row r;
     if (c.key_bytes == 4 && c.value_bytes == 0) {
-      r = c.key == K::kFloat32 ? RunCase<float, void>(c, n, repeats) : RunCase<uint32_t, void>(c, n, repeats);
+      r = c.key == K::kFloat32 ? RunCase<float, void>(c, n, repeats, ours)
+                               : RunCase<uint32_t, void>(c, n, repeats, ours);
     } else if (c.key_bytes == 4) {
-      r = RunCase<uint32_t, uint32_t>(c, n, repeats);
+      r = RunCase<uint32_t, uint32_t>(c, n, repeats, ours);
     } else if (c.value_bytes == 0) {
-      r = RunCase<uint64_t, void>(c, n, repeats);
+      r = RunCase<uint64_t, void>(c, n, repeats, ours);
     } else {
-      r = RunCase<uint64_t, uint32_t>(c, n, repeats);
+      r = RunCase<uint64_t, uint32_t>(c, n, repeats, ours);
     }
     rows.push_back(r);
     std::fprintf(stderr, "%-18s 2^%-2d done\n", c.name.c_str(), __builtin_ctzll(n));
   };
+  if (tune) {
+    std::printf("%-18s %-20s %6s %10s %10s %7s %6s\n", "case", "tuning", "n", "ours G/s", "CUB G/s", "ratio", "match");
+    for (const Case& c : uniform) {
+      if (c.key == K::kFloat32) continue;
+      for (int l : {24, max_log2}) {
+        for (const Variant& v : kVariants) {
+          run(c, size_t{1} << l, v.fn);
+          const Row& r = rows.back();
+          std::printf("%-18s %-20s 2^%-4d %10.2f %10.2f %6.2fx %6s\n", r.name.c_str(), v.name, l,
+                      r.ours_gkeys, r.cub_gkeys, r.ours_gkeys / r.cub_gkeys, r.match ? "yes" : "NO");
+          std::fflush(stdout);
+        }
+      }
+    }
+    return 0;
+  }
   for (const Case& c : uniform) {
-    for (int l = 16; l <= max_log2; l += 4) run(c, size_t{1} << l);
+    for (int l = min_log2; l <= max_log2; l += 4) run(c, size_t{1} << l);
   }
   for (const Case& c : narrow) run(c, size_t{1} << std::min(26, max_log2));
 

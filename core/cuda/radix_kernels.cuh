@@ -12,11 +12,15 @@
 
 namespace sortd::cuda {
 
-// Chained-scan status word per (tile, digit): 2 flag bits + 62-bit count,
-// wide enough that no array needs splitting into portions.
+// Chained-scan status word per (tile, digit): 2 flag bits, the pass epoch
+// (so that one zeroing per sort serves every pass: a word left by an
+// earlier pass never matches), and a 56-bit count (wide enough that no
+// array needs splitting into portions).
 inline constexpr unsigned long long kStatusAggregate = 1ull << 62;
 inline constexpr unsigned long long kStatusPrefix = 2ull << 62;
-inline constexpr unsigned long long kStatusValueMask = (1ull << 62) - 1;
+inline constexpr int kStatusEpochShift = 56;
+inline constexpr unsigned long long kStatusEpochMask = 0x3full << kStatusEpochShift;
+inline constexpr unsigned long long kStatusValueMask = (1ull << kStatusEpochShift) - 1;
 
 struct NoValue {};
 
@@ -106,179 +110,199 @@ __device__ __forceinline__ unsigned long long LoadStatus(const unsigned long lon
 __device__ __forceinline__ void StoreStatus(unsigned long long* p, unsigned long long v) {
   *reinterpret_cast<volatile unsigned long long*>(p) = v;
 }
+__device__ __forceinline__ unsigned long long PackStatus(unsigned long long flag,
+                                                         unsigned int epoch,
+                                                         unsigned long long value) {
+  return flag | (static_cast<unsigned long long>(epoch) << kStatusEpochShift) | value;
+}
+
+// Lanes of the warp whose digit equals this lane's: one ballot per digit
+// bit (cheaper on sm_70+ than the match.any instruction).
+__device__ __forceinline__ unsigned int MatchDigit(unsigned int digit) {
+  unsigned int peers = 0xffffffffu;
+#pragma unroll
+  for (int b = 0; b < kRadixBits; ++b) {
+    const bool bit = (digit >> b) & 1u;
+    const unsigned int ballot = __ballot_sync(0xffffffffu, bit);
+    peers &= bit ? ballot : ~ballot;
+  }
+  return peers;
+}
+
+// Shared-memory bytes of one OneSweep tile (dynamic: beyond the 48 KiB of
+// static shared memory for wide keys or values).
+template <typename Word, typename Value, int kBlockThreads, int kItems>
+constexpr size_t OneSweepSharedBytes() {
+  constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
+  constexpr size_t counters = static_cast<size_t>(kBlockThreads / 32) * kRadixBins * sizeof(unsigned int);
+  constexpr size_t keys = kTile * sizeof(Word);
+  constexpr size_t values = kTile * sizeof(Value);
+  constexpr size_t a = counters > keys ? counters : keys;
+  return a > values ? a : values;
+}
 
 // One OneSweep digit pass. Tiles are numbered in launch order by an atomic
 // counter; each tile:
-//   1. loads its keys warp-striped (encoding them on the first pass),
-//   2. ranks them per warp with match-any multisplit (stable: in input order),
-//   3. publishes its per-digit counts and looks back for the prefix of all
-//      earlier tiles (decoupled look-back),
-//   4. scatters keys to shared memory by rank, then to global memory
-//      coalesced, decoding on the last pass; values follow the same path.
-template <typename Word, typename Value, int kBlockThreads, int kItems, int kRankChains,
-          int kMinBlocks>
+//   1. loads its keys warp-striped (encoding them on the first pass) and
+//      counts digits per warp in shared memory ("early counts"),
+//   2. publishes its per-digit totals (so later tiles' look-back never waits
+//      on this tile's ranking), scans them into tile-local digit starts and
+//      turns the per-warp counts into each warp's running offsets,
+//   3. ranks its keys: a ballot match finds the lanes with the same digit,
+//      their highest lane bumps the warp's running offset by the group size
+//      (one shared atomic per group), ranks are stable in input order,
+//   4. writes keys to shared memory by rank, looks back for the prefix of all
+//      earlier tiles (decoupled look-back), then stores keys to global
+//      memory coalesced (decoding on the last pass); values are loaded only
+//      now and take the same path.
+// Items past n (last tile) carry the largest digit, are ranked after every
+// real item of their warp, and are never stored.
+template <typename Word, typename Value, int kBlockThreads, int kItems, int kMinBlocks>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out,
                    const Value* __restrict__ values_in, Value* __restrict__ values_out,
                    size_t n, int shift, KeyClass cls, Word flip, bool encode, bool decode,
                    const unsigned long long* __restrict__ pass_offsets,
-                   unsigned long long* __restrict__ status,
+                   unsigned long long* __restrict__ status, unsigned int epoch,
                    unsigned int* __restrict__ tile_counter) {
-  static_assert(kBlockThreads == kRadixBins, "one thread per digit in the scan steps");
+  static_assert(kBlockThreads >= kRadixBins && kBlockThreads % 32 == 0,
+                "one thread per digit in the scan steps");
   constexpr int kWarps = kBlockThreads / 32;
   constexpr int kTile = kBlockThreads * kItems;
   constexpr bool kHasValues = !std::is_same_v<Value, NoValue>;
-  using ValueSlot = std::conditional_t<kHasValues, Value, char>;
-  // Each warp ranks its keys in kChains independent chains (contiguous
-  // halves of its segment) so that the serial counter updates of one chain
-  // overlap those of the other.
-  constexpr int kChains = kRankChains;
-  constexpr int kChainItems = kItems / kChains;
-  static_assert(kItems % kChains == 0, "items split evenly across chains");
-  union Exchange {
-    unsigned int warp_hist[kChains][kWarps][kRadixBins];
-    Word keys[kTile];
-    ValueSlot values[kHasValues ? kTile : 1];
-  };
-  __shared__ Exchange ex;
-  __shared__ unsigned int tile_digit_start[kRadixBins];
+  using ValueSlot = std::conditional_t<kHasValues, Value, Word>;
+  // One dynamic buffer, three lives: per-warp digit counters (steps 1-3),
+  // then the tile's keys, then its values.
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto warp_offsets = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem);
+  Word* tile_keys = reinterpret_cast<Word*>(smem);
+  ValueSlot* tile_values = reinterpret_cast<ValueSlot*>(smem);
   __shared__ unsigned long long global_base[kRadixBins];
   __shared__ unsigned int scan_scratch[kWarps];
-  __shared__ unsigned int tile_hist[kRadixBins];
   __shared__ unsigned int s_tile;
 
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
   if (threadIdx.x == 0) s_tile = atomicAdd(tile_counter, 1u);
-#pragma unroll
-  for (int c = 0; c < kChains; ++c) {
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) ex.warp_hist[c][w][threadIdx.x] = 0;
-  }
-  tile_hist[threadIdx.x] = 0;
+  for (int b = lane; b < kRadixBins; b += 32) warp_offsets[warp][b] = 0;
   __syncthreads();
 
   const unsigned int tile = s_tile;
   const size_t tile_base = static_cast<size_t>(tile) * kTile;
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const size_t warp_base = tile_base + static_cast<size_t>(warp) * 32 * kItems;
+  const size_t warp_base = tile_base + static_cast<size_t>(warp) * 32 * kItems + lane;
+  const bool full_tile = tile_base + kTile <= n;
+  const unsigned int tile_count =
+      full_tile ? kTile : static_cast<unsigned int>(n - tile_base);
+  auto in_range = [&](int i) { return full_tile || warp_base + i * 32 < n; };
+  auto digit_of = [&](Word w) {
+    return static_cast<unsigned int>(w >> shift) & (kRadixBins - 1);
+  };
 
-  // 1. Load.
+  // 1. Load and count.
   Word key[kItems];
-  ValueSlot value[kItems];
-  unsigned int digit[kItems];
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    const size_t idx = warp_base + i * 32 + lane;
-    if (idx < n) {
-      const Word bits = keys_in[idx];
+    if (in_range(i)) {
+      const Word bits = keys_in[warp_base + i * 32];
       key[i] = encode ? KeyCodec<Word>::Encode(bits, cls, flip) : bits;
-      if constexpr (kHasValues) value[i] = values_in[idx];
     } else {
       key[i] = ~Word{0};
     }
-    digit[i] = static_cast<unsigned int>(key[i] >> shift) & (kRadixBins - 1);
   }
-
-  // Early counts: publish this tile's per-digit totals before ranking, so
-  // that later tiles' look-back does not wait for this tile's ranking.
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    if (warp_base + i * 32 + lane < n) atomicAdd(&tile_hist[digit[i]], 1u);
+    if (in_range(i)) atomicAdd(&warp_offsets[warp][digit_of(key[i])], 1u);
   }
   __syncthreads();
-  const unsigned int early_total = tile_hist[threadIdx.x];
-  unsigned long long* my_status = status + static_cast<size_t>(tile) * kRadixBins + threadIdx.x;
-  StoreStatus(my_status, (tile == 0 ? kStatusPrefix : kStatusAggregate) | early_total);
 
-  // 2. Rank within the warp (match-any multisplit), chains interleaved.
+  // 2. Publish early totals; digit starts; per-warp running offsets.
+  const int d = threadIdx.x;
+  unsigned long long* my_status = status + static_cast<size_t>(tile) * kRadixBins + d;
+  unsigned int total = 0;
+  if (d < kRadixBins) {
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const unsigned int count = warp_offsets[w][d];
+      warp_offsets[w][d] = total;
+      total += count;
+    }
+    StoreStatus(my_status, PackStatus(tile == 0 ? kStatusPrefix : kStatusAggregate, epoch, total));
+  }
+  const unsigned int digit_start = BlockExclusiveSum<kBlockThreads>(total, scan_scratch);
+  if (d < kRadixBins) {
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) warp_offsets[w][d] += digit_start;
+  }
+  __syncthreads();
+
+  // 3. Rank.
   const unsigned int lanemask_lt = (1u << lane) - 1;
   unsigned int rank[kItems];
 #pragma unroll
-  for (int j = 0; j < kChainItems; ++j) {
+  for (int i = 0; i < kItems; ++i) {
+    const unsigned int digit = digit_of(key[i]);
+    const unsigned int peers = MatchDigit(digit);
+    const int leader = 31 - __clz(peers);
+    unsigned int base = 0;
+    if (lane == leader) base = atomicAdd(&warp_offsets[warp][digit], __popc(peers));
+    base = __shfl_sync(0xffffffffu, base, leader);
+    rank[i] = base + __popc(peers & lanemask_lt);
+  }
+  __syncthreads();  // the counters are overwritten by the keys
+
+  // 4. Keys to shared memory by rank; look back meanwhile; store coalesced.
 #pragma unroll
-    for (int c = 0; c < kChains; ++c) {
-      const int i = c * kChainItems + j;
-      const bool valid = warp_base + i * 32 + lane < n;
-      const unsigned int peers =
-          __match_any_sync(0xffffffffu, valid ? digit[i] : kRadixBins + lane);
-      const int leader = __ffs(peers) - 1;
-      unsigned int base = 0;
-      if (valid && lane == leader) {
-        base = ex.warp_hist[c][warp][digit[i]];
-        ex.warp_hist[c][warp][digit[i]] = base + __popc(peers);
+  for (int i = 0; i < kItems; ++i) {
+    if (in_range(i)) tile_keys[rank[i]] = key[i];
+  }
+  if (d < kRadixBins) {
+    unsigned long long prefix = 0;
+    if (tile > 0) {
+      for (size_t j = tile - 1;; --j) {
+        unsigned long long s;
+        do {
+          s = LoadStatus(status + j * kRadixBins + d);
+        } while (((s & kStatusEpochMask) >> kStatusEpochShift) != epoch);
+        prefix += s & kStatusValueMask;
+        if (s & kStatusPrefix) break;
       }
-      base = __shfl_sync(0xffffffffu, base, leader);
-      rank[i] = base + __popc(peers & lanemask_lt);
+      StoreStatus(my_status, PackStatus(kStatusPrefix, epoch, prefix + total));
     }
-    __syncwarp();
+    global_base[d] = pass_offsets[d] + prefix - digit_start;
   }
   __syncthreads();
-
-  // 3. Per digit: warp prefixes, tile total, publish, look back.
-  const int d = threadIdx.x;
-  unsigned int total = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-#pragma unroll
-    for (int c = 0; c < kChains; ++c) {  // warp w's chain 0 precedes its chain 1
-      const unsigned int count = ex.warp_hist[c][w][d];
-      ex.warp_hist[c][w][d] = total;
-      total += count;
-    }
-  }
-  const unsigned int digit_start = BlockExclusiveSum<kBlockThreads>(total, scan_scratch);
-  tile_digit_start[d] = digit_start;
-  unsigned long long prefix = 0;
-  if (tile > 0) {
-    size_t j = tile - 1;
-    for (;;) {
-      const unsigned long long s = LoadStatus(status + j * kRadixBins + d);
-      if ((s & (kStatusAggregate | kStatusPrefix)) == 0) continue;  // not yet published
-      prefix += s & kStatusValueMask;
-      if (s & kStatusPrefix) break;
-      --j;
-    }
-    StoreStatus(my_status, kStatusPrefix | (prefix + total));
-  }
-  global_base[d] = pass_offsets[d] + prefix - digit_start;
-  __syncthreads();
-
-  // 4. Scatter through shared memory.
-  unsigned int tile_rank[kItems];
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    tile_rank[i] = tile_digit_start[digit[i]] + ex.warp_hist[i / kChainItems][warp][digit[i]] + rank[i];
-  }
-  __syncthreads();  // the rank counters are overwritten by the exchange
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    if (warp_base + i * 32 + lane < n) ex.keys[tile_rank[i]] = key[i];
-  }
-  __syncthreads();
-  const size_t remaining = n - tile_base;
-  const unsigned int tile_count = remaining < kTile ? static_cast<unsigned int>(remaining) : kTile;
-  size_t out_index[kItems];
+  // Digits of the stored keys, 4 per word, for the value scatter (the keys
+  // in shared memory are overwritten by the values).
+  unsigned int out_digits[kHasValues ? (kItems + 3) / 4 : 1] = {};
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     const unsigned int j = k * kBlockThreads + threadIdx.x;
-    if (j < tile_count) {
-      const Word w = ex.keys[j];
-      const unsigned int dg = static_cast<unsigned int>(w >> shift) & (kRadixBins - 1);
-      out_index[k] = global_base[dg] + j;
-      keys_out[out_index[k]] = decode ? KeyCodec<Word>::Decode(w, cls, flip) : w;
+    if (full_tile || j < tile_count) {
+      const Word w = tile_keys[j];
+      const unsigned int dg = digit_of(w);
+      if constexpr (kHasValues) out_digits[k / 4] |= dg << (8 * (k % 4));
+      keys_out[global_base[dg] + j] = decode ? KeyCodec<Word>::Decode(w, cls, flip) : w;
     }
   }
   if constexpr (kHasValues) {
+    Value value[kItems];
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      if (in_range(i)) value[i] = values_in[warp_base + i * 32];
+    }
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
-      if (warp_base + i * 32 + lane < n) ex.values[tile_rank[i]] = value[i];
+      if (in_range(i)) tile_values[rank[i]] = value[i];
     }
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const unsigned int j = k * kBlockThreads + threadIdx.x;
-      if (j < tile_count) values_out[out_index[k]] = ex.values[j];
+      if (full_tile || j < tile_count) {
+        const unsigned int dg = (out_digits[k / 4] >> (8 * (k % 4))) & 0xffu;
+        values_out[global_base[dg] + j] = tile_values[j];
+      }
     }
   }
 }

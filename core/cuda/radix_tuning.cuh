@@ -1,6 +1,7 @@
 // Tuning of the OneSweep radix sort, per key width (sm_90 measured; the
 // same values are a portable default). Kernels take these as template
-// parameters; no magic numbers inside them.
+// parameters; no magic numbers inside them. bench/gpu_radix_bench.cu
+// instantiates alternatives next to these to re-measure them.
 #ifndef SORTD_CORE_CUDA_RADIX_TUNING_CUH_
 #define SORTD_CORE_CUDA_RADIX_TUNING_CUH_
 
@@ -11,27 +12,24 @@ namespace sortd::cuda {
 inline constexpr int kRadixBits = 8;
 inline constexpr int kRadixBins = 1 << kRadixBits;
 
+// One digit pass: kBlockThreads x kItemsPerThread keys per tile (larger
+// tiles amortise the per-tile scan and look-back; more items cost
+// registers). kMinBlocks: blocks per SM the register allocation must allow.
+template <int Threads, int Items, int MinBlocks>
+struct OneSweepConfig {
+  static constexpr int kBlockThreads = Threads;
+  static constexpr int kItemsPerThread = Items;
+  static constexpr int kMinBlocks = MinBlocks;
+};
+
 template <typename Word>
 struct OneSweepTuning;
 
-// kRankChains: independent ranking chains per warp (instruction-level
-// parallelism in the otherwise serial match/count loop). kMinBlocks: blocks
-// per SM the register allocation must allow (occupancy).
 template <>
-struct OneSweepTuning<uint32_t> {
-  static constexpr int kBlockThreads = 256;
-  static constexpr int kItemsPerThread = 16;
-  static constexpr int kRankChains = 2;
-  static constexpr int kMinBlocks = 4;
-};
+struct OneSweepTuning<uint32_t> : OneSweepConfig<384, 20, 2> {};
 
 template <>
-struct OneSweepTuning<uint64_t> {
-  static constexpr int kBlockThreads = 256;
-  static constexpr int kItemsPerThread = 12;
-  static constexpr int kRankChains = 2;
-  static constexpr int kMinBlocks = 4;
-};
+struct OneSweepTuning<uint64_t> : OneSweepConfig<384, 14, 2> {};
 
 struct HistogramTuning {
   static constexpr int kBlockThreads = 512;

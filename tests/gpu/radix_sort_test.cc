@@ -12,9 +12,11 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda/radix_sort.cuh"
+#include "core/cuda/radix_tuning.cuh"
 
 namespace sortd::cuda {
 namespace {
@@ -138,7 +140,8 @@ TYPED_TEST_SUITE(RadixSortTest, KeyTypes);
 
 TYPED_TEST(RadixSortTest, SizesAroundTilesBothOrdersKeysAndPairs) {
   SKIP_WITHOUT_GPU();
-  const size_t tile = sizeof(TypeParam) == 4 ? 4096 : 3072;
+  using Tuning = OneSweepTuning<std::conditional_t<sizeof(TypeParam) == 4, uint32_t, uint64_t>>;
+  const size_t tile = static_cast<size_t>(Tuning::kBlockThreads) * Tuning::kItemsPerThread;
   for (size_t n : {size_t{0}, size_t{1}, size_t{2}, tile - 1, tile, tile + 1, 2 * tile + 1,
                    (size_t{1} << 20) + 7}) {
     const auto keys = Random<TypeParam>(n, n + 1);
@@ -243,7 +246,7 @@ namespace {
 // Small and quick: the case compute-sanitizer (memcheck, racecheck) runs.
 TEST(RadixSortSanitizerTest, SmallMixedSizes) {
   SKIP_WITHOUT_GPU();
-  for (size_t n : {size_t{1}, size_t{33}, size_t{4097}, size_t{10000}}) {
+  for (size_t n : {size_t{1}, size_t{33}, size_t{4097}, size_t{10000}, size_t{30000}}) {
     CheckSort(Random<uint32_t>(n, n), false, 4, nullptr, "u32");
     CheckSort(Random<int64_t>(n, n), true, 8, nullptr, "i64");
     CheckSort(FloatSpecials<float>(n, n), true, 0, nullptr, "f32 nan keys");
