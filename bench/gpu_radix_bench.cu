@@ -58,15 +58,17 @@ struct Case {
 using SortFn = cudaError_t (*)(void*, size_t&, const sortd::cuda::RadixSortProblem&, cudaStream_t,
                                sortd::cuda::RadixSortStats*);
 
-// The library's sort with other pass tunings (threads, items, min blocks
-// for 32-bit and 64-bit keys).
-template <int T32, int I32, int M32, int T64, int I64, int M64>
+// The library's sort with other pass tunings: (threads, items, min blocks)
+// for 32-bit keys-only, 32-bit pairs, 64-bit keys-only, 64-bit pairs.
+template <typename K32, typename P32, typename K64, typename P64>
 cudaError_t SortTuned(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
                       cudaStream_t stream, sortd::cuda::RadixSortStats* stats) {
-  using sortd::cuda::OneSweepConfig;
-  return sortd::cuda::detail::RadixSortTuned<OneSweepConfig<T32, I32, M32>, OneSweepConfig<T64, I64, M64>>(
+  using sortd::cuda::OneSweepPolicy;
+  return sortd::cuda::detail::RadixSortTuned<OneSweepPolicy<K32, P32>, OneSweepPolicy<K64, P64>>(
       temp, bytes, p, stream, stats);
 }
+template <int T, int I, int M>
+using C = sortd::cuda::OneSweepConfig<T, I, M>;
 
 struct Variant {
   const char* name;
@@ -75,11 +77,10 @@ struct Variant {
 
 const Variant kVariants[] = {
     {"default", &sortd::cuda::RadixSort},
-    {"256x16/256x12 m3", &SortTuned<256, 16, 3, 256, 12, 3>},
-    {"256x20/256x14 m2", &SortTuned<256, 20, 2, 256, 14, 2>},
-    {"384x16/384x12 m2", &SortTuned<384, 16, 2, 384, 12, 2>},
-    {"384x24/384x16 m1", &SortTuned<384, 24, 1, 384, 16, 1>},
-    {"512x16/512x10 m2", &SortTuned<512, 16, 2, 512, 10, 2>},
+    {"k384x23m3 p384x23m2", &SortTuned<C<384, 23, 3>, C<384, 23, 2>, C<384, 16, 3>, C<384, 18, 2>>},
+    {"k384x21m3 p384x21m2", &SortTuned<C<384, 21, 3>, C<384, 21, 2>, C<384, 15, 3>, C<384, 16, 2>>},
+    {"k256x23m4 p256x23m3", &SortTuned<C<256, 23, 4>, C<256, 23, 3>, C<256, 16, 4>, C<256, 18, 3>>},
+    {"k512x18m2 p512x18m2", &SortTuned<C<512, 18, 2>, C<512, 18, 2>, C<512, 12, 2>, C<512, 13, 2>>},
 };
 
 struct Row {
@@ -235,14 +236,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%-18s 2^%-2d done\n", c.name.c_str(), __builtin_ctzll(n));
   };
   if (tune) {
-    std::printf("%-18s %-20s %6s %10s %10s %7s %6s\n", "case", "tuning", "n", "ours G/s", "CUB G/s", "ratio", "match");
+    std::printf("%-16s %-22s %6s %10s %10s %7s %6s\n", "case", "tuning", "n", "ours G/s", "CUB G/s", "ratio", "match");
     for (const Case& c : uniform) {
       if (c.key == K::kFloat32) continue;
       for (int l : {24, max_log2}) {
         for (const Variant& v : kVariants) {
           run(c, size_t{1} << l, v.fn);
           const Row& r = rows.back();
-          std::printf("%-18s %-20s 2^%-4d %10.2f %10.2f %6.2fx %6s\n", r.name.c_str(), v.name, l,
+          std::printf("%-16s %-22s 2^%-4d %10.2f %10.2f %6.2fx %6s\n", r.name.c_str(), v.name, l,
                       r.ours_gkeys, r.cub_gkeys, r.ours_gkeys / r.cub_gkeys, r.match ? "yes" : "NO");
           std::fflush(stdout);
         }

@@ -156,8 +156,12 @@ constexpr size_t OneSweepSharedBytes() {
 //      memory coalesced (decoding on the last pass); values are loaded only
 //      now and take the same path.
 // Items past n (last tile) carry the largest digit, are ranked after every
-// real item of their warp, and are never stored.
-template <typename Word, typename Value, int kBlockThreads, int kItems, int kMinBlocks>
+// real item of their warp, and are never stored. Offset: 32-bit when
+// n < 2^32 (cheaper shared lookups and address math; sums wrap modulo 2^32
+// and are exact), else 64-bit. (A kernel specialised for full tiles was
+// tried: without the runtime bounds checks the compiler hoists more work
+// and spills at 3 blocks/SM.)
+template <typename Word, typename Value, typename Offset, int kBlockThreads, int kItems, int kMinBlocks>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out,
                    const Value* __restrict__ values_in, Value* __restrict__ values_out,
@@ -177,7 +181,7 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
   auto warp_offsets = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem);
   Word* tile_keys = reinterpret_cast<Word*>(smem);
   ValueSlot* tile_values = reinterpret_cast<ValueSlot*>(smem);
-  __shared__ unsigned long long global_base[kRadixBins];
+  __shared__ Offset global_base[kRadixBins];
   __shared__ unsigned int scan_scratch[kWarps];
   __shared__ unsigned int s_tile;
 
@@ -268,7 +272,7 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
       }
       StoreStatus(my_status, PackStatus(kStatusPrefix, epoch, prefix + total));
     }
-    global_base[d] = pass_offsets[d] + prefix - digit_start;
+    global_base[d] = static_cast<Offset>(pass_offsets[d] + prefix - digit_start);
   }
   __syncthreads();
   // Digits of the stored keys, 4 per word, for the value scatter (the keys
@@ -281,7 +285,7 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
       const Word w = tile_keys[j];
       const unsigned int dg = digit_of(w);
       if constexpr (kHasValues) out_digits[k / 4] |= dg << (8 * (k % 4));
-      keys_out[global_base[dg] + j] = decode ? KeyCodec<Word>::Decode(w, cls, flip) : w;
+      keys_out[static_cast<Offset>(global_base[dg] + j)] = decode ? KeyCodec<Word>::Decode(w, cls, flip) : w;
     }
   }
   if constexpr (kHasValues) {
@@ -301,7 +305,7 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
       const unsigned int j = k * kBlockThreads + threadIdx.x;
       if (full_tile || j < tile_count) {
         const unsigned int dg = (out_digits[k / 4] >> (8 * (k % 4))) & 0xffu;
-        values_out[global_base[dg] + j] = tile_values[j];
+        values_out[static_cast<Offset>(global_base[dg] + j)] = tile_values[j];
       }
     }
   }

@@ -7,6 +7,7 @@
 #define SORTD_CORE_CUDA_RADIX_SORT_IMPL_CUH_
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda/radix_kernels.cuh"
@@ -50,23 +51,27 @@ inline int GridFor(size_t n, int block) {
 template <typename Word, typename Tuning>
 struct Plan {
   static constexpr int kPasses = sizeof(Word) * 8 / kRadixBits;
-  static constexpr int kTile = Tuning::kBlockThreads * Tuning::kItemsPerThread;
+  static constexpr int kKeysTile = Tuning::Keys::kBlockThreads * Tuning::Keys::kItemsPerThread;
+  static constexpr int kPairsTile = Tuning::Pairs::kBlockThreads * Tuning::Pairs::kItemsPerThread;
+  // Status words are sized for the smaller tile (more tiles).
+  static constexpr int kMinTile = kKeysTile < kPairsTile ? kKeysTile : kPairsTile;
 };
 
-// Runs the passes in `passes` over (keys, values), ping-ponging so that the
-// last pass writes keys_out/values_out.
-template <typename Word, typename Value, typename Tuning>
-cudaError_t RunPasses(const std::vector<int>& passes, const Word* keys_in, Word* keys_out,
-                      Word* keys_alt, const Value* values_in, Value* values_out,
-                      Value* values_alt, size_t n, KeyClass cls, Word flip,
-                      const unsigned long long* offsets, unsigned long long* status,
-                      unsigned int* tile_counters, cudaStream_t stream) {
-  const size_t tiles = (n + Plan<Word, Tuning>::kTile - 1) / Plan<Word, Tuning>::kTile;
+// Launches one OneSweep kernel per pass with the given offset width,
+// ping-ponging so that the last pass writes keys_out/values_out.
+template <typename Word, typename Value, typename Offset, typename Pass>
+cudaError_t LaunchPasses(const std::vector<int>& passes, const Word* keys_in, Word* keys_out,
+                         Word* keys_alt, const Value* values_in, Value* values_out,
+                         Value* values_alt, size_t n, KeyClass cls, Word flip,
+                         const unsigned long long* offsets, unsigned long long* status,
+                         unsigned int* tile_counters, cudaStream_t stream) {
+  constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
+  const size_t tiles = (n + kTile - 1) / kTile;
   const int k = static_cast<int>(passes.size());
   constexpr size_t kSmem =
-      OneSweepSharedBytes<Word, Value, Tuning::kBlockThreads, Tuning::kItemsPerThread>();
-  auto kernel = OneSweepPassKernel<Word, Value, Tuning::kBlockThreads, Tuning::kItemsPerThread,
-                                   Tuning::kMinBlocks>;
+      OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread>();
+  auto kernel = OneSweepPassKernel<Word, Value, Offset, Pass::kBlockThreads,
+                                   Pass::kItemsPerThread, Pass::kMinBlocks>;
   // Per device and cheap: set on every call so that every GPU gets it.
   SORTD_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(kSmem)));
@@ -79,7 +84,7 @@ cudaError_t RunPasses(const std::vector<int>& passes, const Word* keys_in, Word*
     Word* dst_keys = to_out ? keys_out : keys_alt;
     Value* dst_values = to_out ? values_out : values_alt;
     const int p = passes[i];
-    kernel<<<static_cast<unsigned int>(tiles), Tuning::kBlockThreads, kSmem, stream>>>(
+    kernel<<<static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream>>>(
         src_keys, dst_keys, src_values, dst_values, n, p * kRadixBits, cls, flip,
         /*encode=*/i == 0, /*decode=*/i == k - 1, offsets + p * kRadixBins, status,
         /*epoch=*/static_cast<unsigned int>(i + 1), tile_counters + p);
@@ -88,6 +93,25 @@ cudaError_t RunPasses(const std::vector<int>& passes, const Word* keys_in, Word*
     src_values = dst_values;
   }
   return cudaSuccess;
+}
+
+// Picks the pass tuning (keys-only or pairs) and the offset width.
+template <typename Word, typename Value, typename Tuning>
+cudaError_t RunPasses(const std::vector<int>& passes, const Word* keys_in, Word* keys_out,
+                      Word* keys_alt, const Value* values_in, Value* values_out,
+                      Value* values_alt, size_t n, KeyClass cls, Word flip,
+                      const unsigned long long* offsets, unsigned long long* status,
+                      unsigned int* tile_counters, cudaStream_t stream) {
+  using Pass = std::conditional_t<std::is_same_v<Value, NoValue>, typename Tuning::Keys,
+                                  typename Tuning::Pairs>;
+  if (n < (size_t{1} << 32)) {
+    return LaunchPasses<Word, Value, uint32_t, Pass>(passes, keys_in, keys_out, keys_alt, values_in,
+                                                     values_out, values_alt, n, cls, flip, offsets,
+                                                     status, tile_counters, stream);
+  }
+  return LaunchPasses<Word, Value, uint64_t, Pass>(passes, keys_in, keys_out, keys_alt, values_in,
+                                                   values_out, values_alt, n, cls, flip, offsets,
+                                                   status, tile_counters, stream);
 }
 
 template <typename Index>
@@ -115,7 +139,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
                       cudaStream_t stream, RadixSortStats* stats) {
   constexpr int kPasses = Plan<Word, Tuning>::kPasses;
   const size_t n = p.num_items;
-  const size_t tiles = (n + Plan<Word, Tuning>::kTile - 1) / Plan<Word, Tuning>::kTile;
+  const size_t tiles = (n + Plan<Word, Tuning>::kMinTile - 1) / Plan<Word, Tuning>::kMinTile;
   const KeyClass cls = ClassOf(p.key_type);
   const bool is_float = cls == KeyClass::kFloat;
   const bool wide_index = n > (size_t{1} << 32);

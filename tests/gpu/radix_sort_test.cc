@@ -141,8 +141,10 @@ TYPED_TEST_SUITE(RadixSortTest, KeyTypes);
 TYPED_TEST(RadixSortTest, SizesAroundTilesBothOrdersKeysAndPairs) {
   SKIP_WITHOUT_GPU();
   using Tuning = OneSweepTuning<std::conditional_t<sizeof(TypeParam) == 4, uint32_t, uint64_t>>;
-  const size_t tile = static_cast<size_t>(Tuning::kBlockThreads) * Tuning::kItemsPerThread;
-  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, tile - 1, tile, tile + 1, 2 * tile + 1,
+  const size_t keys_tile = static_cast<size_t>(Tuning::Keys::kBlockThreads) * Tuning::Keys::kItemsPerThread;
+  const size_t pairs_tile = static_cast<size_t>(Tuning::Pairs::kBlockThreads) * Tuning::Pairs::kItemsPerThread;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, keys_tile - 1, keys_tile, keys_tile + 1,
+                   2 * keys_tile + 1, pairs_tile - 1, pairs_tile, pairs_tile + 1, 2 * pairs_tile + 1,
                    (size_t{1} << 20) + 7}) {
     const auto keys = Random<TypeParam>(n, n + 1);
     for (bool desc : {false, true}) {
