@@ -1,6 +1,7 @@
-// Engine selection. The GPU engines are not built yet (issues #3, #4, #6), so
-// `auto` serves on the CPU even where a GPU is present and says so, and `gpu`
-// refuses to start rather than silently running on the CPU.
+// Engine selection: CPU engine always; the GPU radix engine for numeric
+// keys when GPUs are present (auto, gpu). `gpu` refuses to start rather
+// than silently running on the CPU. Byte strings stay on the CPU until the
+// GPU merge sort lands (#4).
 #include "core/dispatcher.h"
 
 #include "absl/strings/str_cat.h"
@@ -29,21 +30,64 @@ absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Create(
   const std::string gpu_text =
       gpus.empty() ? (CudaBuilt() ? "no GPU found" : "CUDA not built")
                    : absl::StrCat("GPUs ", absl::StrJoin(gpu_names, ", "));
-  if (options.engine == EngineChoice::kGpu) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "engine=gpu: the GPU sorting engine is not available in this build (",
-        gpu_text, "; GPU kernels are not implemented yet)"));
+  std::unique_ptr<GpuEngine> gpu;
+  std::string description;
+  if (options.engine != EngineChoice::kCpu && !gpus.empty()) {
+    absl::StatusOr<std::unique_ptr<GpuEngine>> created = GpuEngine::Create(options.gpu);
+    if (created.ok()) {
+      gpu = std::move(*created);
+    } else if (options.engine == EngineChoice::kGpu) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("engine=gpu: cannot start the GPU engine: ", created.status().message()));
+    } else {
+      description = absl::StrCat("engine=cpu (GPU engine unavailable: ",
+                                 created.status().message(), ")");
+    }
   }
-  std::string description = absl::StrCat("engine=cpu (", gpu_text, ")");
-  return std::unique_ptr<Dispatcher>(
-      new Dispatcher(CreateCpuEngine(options.cpu), std::move(description)));
+  if (options.engine == EngineChoice::kGpu && gpu == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("engine=gpu: no GPU engine can serve (", gpu_text, ")"));
+  }
+  // --engine=gpu sends every numeric request to the GPU; auto only those
+  // of at least min_keys keys.
+  const size_t min_keys = options.engine == EngineChoice::kGpu ? 0 : options.gpu.min_keys;
+  if (gpu != nullptr) {
+    description = absl::StrCat("engine=", options.engine == EngineChoice::kGpu ? "gpu" : "auto",
+                               ": gpu_radix for numeric arrays of >= ", min_keys,
+                               " keys, cpu otherwise (", gpu->description(), ")");
+  } else if (description.empty()) {
+    description = absl::StrCat("engine=cpu (", gpu_text, ")");
+  }
+  return std::unique_ptr<Dispatcher>(new Dispatcher(
+      CreateCpuEngine(options.cpu), std::move(gpu), min_keys, std::move(description)));
 }
 
-Dispatcher::Dispatcher(std::unique_ptr<SortEngine> cpu, std::string description)
-    : cpu_(std::move(cpu)), description_(std::move(description)) {}
+Dispatcher::Dispatcher(std::unique_ptr<SortEngine> cpu, std::unique_ptr<GpuEngine> gpu,
+                       size_t gpu_min_keys, std::string description)
+    : cpu_(std::move(cpu)),
+      gpu_(std::move(gpu)),
+      gpu_min_keys_(gpu_min_keys),
+      description_(std::move(description)) {}
 
-SortEngine& Dispatcher::ForNumeric(DataType, size_t) { return *cpu_; }
+SortEngine& Dispatcher::ForNumeric(DataType, size_t size) {
+  if (gpu_ != nullptr && size >= gpu_min_keys_ && size > 0) return *gpu_;
+  return *cpu_;
+}
 
 SortEngine& Dispatcher::ForBytes(size_t) { return *cpu_; }
+
+absl::StatusOr<EngineKind> Dispatcher::SortNumeric(NumericSpan keys, SortOrder order,
+                                                   absl::Span<uint64_t> indices) {
+  SortEngine& engine = ForNumeric(keys.type, keys.size);
+  absl::Status status = engine.SortNumeric(keys, order, indices);
+  if (status.ok()) return engine.kind();
+  if (&engine == gpu_.get() && absl::IsUnavailable(status)) {
+    // The GPU left the input untouched: the CPU serves this request.
+    absl::Status cpu_status = cpu_->SortNumeric(keys, order, indices);
+    if (!cpu_status.ok()) return cpu_status;
+    return cpu_->kind();
+  }
+  return status;
+}
 
 }  // namespace sortd

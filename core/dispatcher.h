@@ -1,6 +1,8 @@
 // Picks the engine for each request by key type, size and device
-// availability. Today every request runs on the CPU engine; the GPU radix,
-// merge and segmented engines plug in here (docs/architecture.md).
+// availability: numeric arrays of at least --gpu_min_keys keys go to the
+// GPU radix engine when a GPU serves, everything else to the CPU engine
+// (docs/architecture.md). A request the GPU cannot take (pool memory, a
+// CUDA error before output) is sorted on the CPU instead.
 #ifndef SORTD_CORE_DISPATCHER_H_
 #define SORTD_CORE_DISPATCHER_H_
 
@@ -11,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "core/cpu/cpu_engine.h"
 #include "core/engine.h"
+#include "core/gpu_engine.h"
 
 namespace sortd {
 
@@ -26,6 +29,7 @@ absl::StatusOr<EngineChoice> ParseEngineChoice(absl::string_view text);
 struct DispatcherOptions {
   EngineChoice engine = EngineChoice::kAuto;
   CpuEngineOptions cpu;
+  GpuEngineOptions gpu;
 };
 
 class Dispatcher {
@@ -37,16 +41,25 @@ class Dispatcher {
 
   // The engine for a numeric sort of `size` keys of `type`.
   SortEngine& ForNumeric(DataType type, size_t size);
+  // Sorts on ForNumeric's engine; when the GPU engine reports UNAVAILABLE
+  // (input untouched), sorts on the CPU. Returns the engine that sorted.
+  absl::StatusOr<EngineKind> SortNumeric(NumericSpan keys, SortOrder order,
+                                         absl::Span<uint64_t> indices);
   // The engine for a byte-string argsort of `size` keys.
   SortEngine& ForBytes(size_t size);
 
   // One line for the startup log: engines and GPUs found.
   const std::string& description() const { return description_; }
+  // Whether numeric requests can run on a GPU.
+  bool has_gpu() const { return gpu_ != nullptr; }
 
  private:
-  Dispatcher(std::unique_ptr<SortEngine> cpu, std::string description);
+  Dispatcher(std::unique_ptr<SortEngine> cpu, std::unique_ptr<GpuEngine> gpu,
+             size_t gpu_min_keys, std::string description);
 
   std::unique_ptr<SortEngine> cpu_;
+  std::unique_ptr<GpuEngine> gpu_;  // null: CPU only
+  size_t gpu_min_keys_;
   std::string description_;
 };
 

@@ -27,6 +27,16 @@ ABSL_FLAG(double, slow_request_seconds, 1.0, "log requests slower than this");
 ABSL_FLAG(double, log_lines_per_second, 10, "rate limit of the request log");
 ABSL_FLAG(std::string, engine, "auto",
           "auto (GPU when present, else CPU), cpu, or gpu");
+ABSL_FLAG(uint64_t, gpu_min_keys, uint64_t{1} << 17,
+          "engine=auto: numeric arrays with fewer keys sort on the CPU "
+          "(docs/benchmarks.md: GPU/CPU crossover)");
+ABSL_FLAG(int, gpu_streams, 2,
+          "requests each GPU works on at once (streams with their own buffers)");
+ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
+          "device memory cap of each GPU's buffer pool; 0 = 80% of free memory; "
+          "larger requests sort on the CPU");
+ABSL_FLAG(uint64_t, gpu_staging_chunk_bytes, uint64_t{8} << 20,
+          "pinned host staging chunk per transfer step (two per stream)");
 ABSL_FLAG(int, max_message_bytes, 64 << 20,
           "largest gRPC message received or sent (bytes)");
 ABSL_FLAG(int, worker_threads, 0, "threads running sorts; 0 = one per core");
@@ -90,6 +100,10 @@ int main(int argc, char** argv) {
   options.dispatcher.engine = *engine;
   options.dispatcher.cpu.max_threads = absl::GetFlag(FLAGS_cpu_sort_threads);
   options.dispatcher.cpu.parallel_threshold = absl::GetFlag(FLAGS_cpu_parallel_threshold);
+  options.dispatcher.gpu.min_keys = absl::GetFlag(FLAGS_gpu_min_keys);
+  options.dispatcher.gpu.slots_per_gpu = absl::GetFlag(FLAGS_gpu_streams);
+  options.dispatcher.gpu.max_pool_bytes = absl::GetFlag(FLAGS_gpu_pool_bytes);
+  options.dispatcher.gpu.staging_chunk_bytes = absl::GetFlag(FLAGS_gpu_staging_chunk_bytes);
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);

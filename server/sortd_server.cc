@@ -47,6 +47,25 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
   return grpc::SslServerCredentials(ssl);
 }
 
+// GPU engine timings and pool sizes into the Prometheus metrics.
+class GpuMetricsObserver final : public GpuEngineObserver {
+ public:
+  explicit GpuMetricsObserver(ServiceMetrics* metrics) : metrics_(metrics) {}
+  void OnGpuSort(int gpu, double h2d_seconds, double kernel_seconds, double d2h_seconds,
+                 size_t pool_bytes) override {
+    metrics_->RecordTransfer(/*host_to_device=*/true, h2d_seconds);
+    metrics_->RecordKernel(gpu, kernel_seconds);
+    metrics_->RecordTransfer(/*host_to_device=*/false, d2h_seconds);
+    metrics_->SetDevicePoolBytes(gpu, static_cast<double>(pool_bytes));
+  }
+  void OnGpuFallback(int gpu, const char* reason) override {
+    metrics_->RecordGpuFallback(gpu, reason);
+  }
+
+ private:
+  ServiceMetrics* metrics_;
+};
+
 }  // namespace
 
 uint64_t PhysicalMemoryBytes() {
@@ -60,11 +79,6 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     const ServerOptions& options) {
   std::unique_ptr<SortdServer> s(new SortdServer());
   s->options_ = options;
-  absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher =
-      Dispatcher::Create(options.dispatcher);
-  if (!dispatcher.ok()) return dispatcher.status();
-  s->dispatcher_ = std::move(*dispatcher);
-
   int threads = options.worker_threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s->pool_ = std::make_unique<WorkPool>(threads);
@@ -82,6 +96,12 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   metrics_options.gpus_expected = options.expect_gpus;
   s->metrics_ = std::make_unique<ServiceMetrics>(s->registry_, metrics_options);
   s->metrics_->WatchAdmission(s->admission_.get());
+  s->gpu_observer_ = std::make_unique<GpuMetricsObserver>(s->metrics_.get());
+  DispatcherOptions dispatcher_options = options.dispatcher;
+  dispatcher_options.gpu.observer = s->gpu_observer_.get();
+  absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher = Dispatcher::Create(dispatcher_options);
+  if (!dispatcher.ok()) return dispatcher.status();
+  s->dispatcher_ = std::move(*dispatcher);
   s->request_log_ = std::make_unique<RequestLog>(options.request_log, &std::cerr);
   if (!options.metrics_listen.empty()) {
     try {

@@ -80,6 +80,9 @@ class SortdServer {
   std::unique_ptr<AdmissionControl> admission_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServiceMetrics> metrics_;
+  // Feeds GPU engine timings into metrics_ (outlives no sort: the dispatcher
+  // is only used by RPCs, which end before members are destroyed).
+  std::unique_ptr<GpuEngineObserver> gpu_observer_;
   std::unique_ptr<RequestLog> request_log_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   int metrics_port_ = 0;

@@ -2,6 +2,8 @@
 // in-flight gauges.
 #include "server/metrics/metrics.h"
 
+#include <string_view>
+
 #include <mutex>
 
 #include <prometheus/collectable.h>
@@ -151,6 +153,11 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
                       .Name("sortd_device_pool_bytes")
                       .Help("Device memory held by the buffer pool, by GPU.")
                       .Register(*registry_)),
+      fallbacks_(prometheus::BuildCounter()
+                     .Name("sortd_gpu_fallbacks_total")
+                     .Help("Requests routed to a GPU that were sorted on the CPU instead, by "
+                           "GPU and reason (memory: over the device pool; error: CUDA error).")
+                     .Register(*registry_)),
       inflight_(std::make_shared<InflightCollector>()) {
   prometheus::BuildGauge()
       .Name("sortd_build_info")
@@ -189,6 +196,8 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
   for (int g = 0; g < options.gpu_devices; ++g) {
     kernel_cells_.push_back(&kernel_.Add({{"gpu", std::to_string(g)}}, DurationBuckets()));
     pool_cells_.push_back(&pool_bytes_.Add({{"gpu", std::to_string(g)}}));
+    fallback_cells_.push_back({&fallbacks_.Add({{"gpu", std::to_string(g)}, {"reason", "memory"}}),
+                               &fallbacks_.Add({{"gpu", std::to_string(g)}, {"reason", "error"}})});
   }
 }
 
@@ -245,6 +254,11 @@ void ServiceMetrics::RecordTransfer(bool host_to_device, double seconds) {
 
 void ServiceMetrics::SetDevicePoolBytes(int gpu, double bytes) {
   if (gpu >= 0 && gpu < static_cast<int>(pool_cells_.size())) pool_cells_[gpu]->Set(bytes);
+}
+
+void ServiceMetrics::RecordGpuFallback(int gpu, const char* reason) {
+  if (gpu < 0 || gpu >= static_cast<int>(fallback_cells_.size())) return;
+  fallback_cells_[gpu][std::string_view(reason) == "memory" ? 0 : 1]->Increment();
 }
 
 void ServiceMetrics::WatchAdmission(const AdmissionControl* admission) {

@@ -69,6 +69,8 @@ class ServiceMetrics {
   void RecordKernel(int gpu, double seconds);
   void RecordTransfer(bool host_to_device, double seconds);
   void SetDevicePoolBytes(int gpu, double bytes);
+  // A GPU request sorted on the CPU instead; reason "memory" or "error".
+  void RecordGpuFallback(int gpu, const char* reason);
 
   // In-flight gauges are read from admission control at scrape time.
   void WatchAdmission(const AdmissionControl* admission);
@@ -98,6 +100,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Counter>& bytes_sent_;
   prometheus::Family<prometheus::Histogram>& batch_;
   prometheus::Family<prometheus::Gauge>& pool_bytes_;
+  prometheus::Family<prometheus::Counter>& fallbacks_;
 
   std::array<std::atomic<prometheus::Counter*>, kRpcMethodCount * kKeyTypes * kCodes> request_cells_{};
   std::array<std::atomic<prometheus::Histogram*>, kRpcMethodCount * kEngines> duration_cells_{};
@@ -109,6 +112,7 @@ class ServiceMetrics {
   std::array<prometheus::Histogram*, 2> transfer_cells_{};
   std::vector<prometheus::Histogram*> kernel_cells_;
   std::vector<prometheus::Gauge*> pool_cells_;
+  std::vector<std::array<prometheus::Counter*, 2>> fallback_cells_;  // memory, error
   std::shared_ptr<InflightCollector> inflight_;
 };
 

@@ -171,11 +171,10 @@ absl::Status SortChunkedReactor::SortAll() {
     if (status.ok()) status = keys_.Permute(indices_);
     if (!status.ok()) return status;
   } else {
-    SortEngine& engine = context_->dispatcher->ForNumeric(*keys_.type(), n);
-    engine_ = engine.kind();
-    absl::Status status =
-        engine.SortNumeric(keys_.numeric(), order, absl::MakeSpan(indices_));
-    if (!status.ok()) return status;
+    absl::StatusOr<EngineKind> ran =
+        context_->dispatcher->SortNumeric(keys_.numeric(), order, absl::MakeSpan(indices_));
+    if (!ran.ok()) return ran.status();
+    engine_ = *ran;
   }
   if (header_.with_values()) return values_.Permute(indices_);
   return absl::OkStatus();

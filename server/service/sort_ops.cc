@@ -41,16 +41,14 @@ absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
     if (!status.ok()) return status;
     return engine.kind();
   }
-  SortEngine& engine = dispatcher.ForNumeric(type, n);
-  absl::Status status;
+  absl::StatusOr<EngineKind> ran = absl::InternalError("unreachable");
   VisitNumeric(type, [&](auto t) {
     using T = decltype(t);
     auto* field = MutableNumericField<T>(out_keys);
     field->CopyFrom(NumericField<T>(keys));
-    status = engine.SortNumeric(NumericSpan(field->mutable_data(), n), order, indices);
+    ran = dispatcher.SortNumeric(NumericSpan(field->mutable_data(), n), order, indices);
   });
-  if (!status.ok()) return status;
-  return engine.kind();
+  return ran;
 }
 
 }  // namespace

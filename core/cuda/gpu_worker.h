@@ -1,0 +1,88 @@
+// One GPU's sorting worker: owns the device context's streams, a pool of
+// device ping-pong buffers and pinned host staging, and runs numeric sorts
+// from host memory to host memory on the OneSweep radix core. CUDA runtime
+// only (no abseil: the GPU host image has none); core/gpu_engine.cc wraps it
+// in the SortEngine interface.
+#ifndef SORTD_CORE_CUDA_GPU_WORKER_H_
+#define SORTD_CORE_CUDA_GPU_WORKER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/cuda/radix_sort.cuh"
+
+namespace sortd::cuda {
+
+struct GpuWorkerOptions {
+  int device = 0;
+  // Requests this GPU works on at once, one stream and one set of buffers
+  // each: while one request sorts, another one's transfers run.
+  int slots = 2;
+  // Device memory all slots together may hold (buffers grow on demand up
+  // to this, and are reused); 0 means 80% of the memory free at start.
+  size_t max_pool_bytes = 0;
+  // Pinned staging per slot: two chunks of this size, so that host copies
+  // into/out of pinned memory overlap the DMA of the other chunk.
+  size_t staging_chunk_bytes = size_t{8} << 20;
+};
+
+// A numeric sort from host memory to host memory.
+struct GpuSortJob {
+  RadixKeyType key_type = RadixKeyType::kUint32;
+  bool descending = false;
+  size_t num_items = 0;
+  void* keys = nullptr;         // host; sorted in place
+  uint64_t* indices = nullptr;  // host, optional: receives the permutation
+};
+
+enum class GpuSortOutcome {
+  kOk,
+  // Did not fit in the device pool (or the device ran out of memory); the
+  // host arrays are untouched, so the caller can sort elsewhere.
+  kNoMemory,
+  // A CUDA error before any host output was written (host arrays intact).
+  kFailedIntact,
+  // A CUDA error after host output started to be written.
+  kFailedDirty,
+};
+
+struct GpuSortReport {
+  GpuSortOutcome outcome = GpuSortOutcome::kOk;
+  std::string message;         // set unless kOk
+  bool device_lost = false;    // sticky error: this worker refuses new work
+  double h2d_seconds = 0;      // host -> device, including the staging copies
+  double kernel_seconds = 0;   // the sort on the device (CUDA events)
+  double d2h_seconds = 0;      // device -> host, including the staging copies
+  size_t pool_bytes = 0;       // device bytes the pool holds after this job
+};
+
+class GpuWorker {
+ public:
+  // Creates the streams and staging of every slot on `options.device`.
+  // Returns null and sets *error when the device cannot be used.
+  static std::unique_ptr<GpuWorker> Create(const GpuWorkerOptions& options, std::string* error);
+  ~GpuWorker();
+  GpuWorker(const GpuWorker&) = delete;
+  GpuWorker& operator=(const GpuWorker&) = delete;
+
+  // Sorts one job; blocks until a slot is free and the result is in host
+  // memory. Thread-safe.
+  GpuSortReport Sort(const GpuSortJob& job);
+
+  int device() const;
+  bool healthy() const;
+  int in_flight() const;          // jobs waiting for or holding a slot
+  size_t pool_bytes() const;      // device bytes held by all slots
+  size_t max_pool_bytes() const;
+
+ private:
+  struct State;
+  explicit GpuWorker(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sortd::cuda
+
+#endif  // SORTD_CORE_CUDA_GPU_WORKER_H_

@@ -1,0 +1,127 @@
+// GpuEngine over one GpuWorker per GPU: picks the healthy GPU with the
+// fewest jobs in flight, maps DataType to the radix key type, and turns
+// worker outcomes into statuses.
+#include "core/gpu_engine.h"
+
+#include <atomic>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/cuda/gpu_worker.h"
+#include "core/gpu_info.h"
+
+namespace sortd {
+namespace {
+
+std::optional<cuda::RadixKeyType> RadixTypeOf(DataType type) {
+  switch (type) {
+    case DataType::kUint32: return cuda::RadixKeyType::kUint32;
+    case DataType::kInt32: return cuda::RadixKeyType::kInt32;
+    case DataType::kFloat32: return cuda::RadixKeyType::kFloat32;
+    case DataType::kUint64: return cuda::RadixKeyType::kUint64;
+    case DataType::kInt64: return cuda::RadixKeyType::kInt64;
+    case DataType::kFloat64: return cuda::RadixKeyType::kFloat64;
+    default: return std::nullopt;
+  }
+}
+
+class GpuRadixEngine final : public GpuEngine {
+ public:
+  GpuRadixEngine(std::vector<std::unique_ptr<cuda::GpuWorker>> workers,
+                 GpuEngineObserver* observer, std::string description)
+      : workers_(std::move(workers)), observer_(observer), description_(std::move(description)) {}
+
+  EngineKind kind() const override { return EngineKind::kGpuRadix; }
+  int gpu_count() const override { return static_cast<int>(workers_.size()); }
+  std::string description() const override { return description_; }
+
+  absl::Status SortNumeric(NumericSpan keys, SortOrder order,
+                           absl::Span<uint64_t> indices) override {
+    const std::optional<cuda::RadixKeyType> type = RadixTypeOf(keys.type);
+    if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");
+    if (!indices.empty() && indices.size() != keys.size) {
+      return absl::InvalidArgumentError("indices: size must match keys");
+    }
+    cuda::GpuWorker* worker = Pick();
+    if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
+    cuda::GpuSortJob job;
+    job.key_type = *type;
+    job.descending = order == SortOrder::kDescending;
+    job.num_items = keys.size;
+    job.keys = keys.data;
+    job.indices = indices.empty() ? nullptr : indices.data();
+    const cuda::GpuSortReport report = worker->Sort(job);
+    switch (report.outcome) {
+      case cuda::GpuSortOutcome::kOk:
+        if (observer_ != nullptr) {
+          observer_->OnGpuSort(worker->device(), report.h2d_seconds, report.kernel_seconds,
+                               report.d2h_seconds, report.pool_bytes);
+        }
+        return absl::OkStatus();
+      case cuda::GpuSortOutcome::kNoMemory:
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), "memory");
+        return absl::UnavailableError(report.message);
+      case cuda::GpuSortOutcome::kFailedIntact:
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), "error");
+        return absl::UnavailableError(report.message);
+      case cuda::GpuSortOutcome::kFailedDirty:
+        return absl::InternalError(report.message);
+    }
+    return absl::InternalError("GPU radix engine: unknown outcome");
+  }
+
+  absl::Status ArgsortBytes(absl::Span<const std::string_view>, SortOrder,
+                            absl::Span<uint64_t>) override {
+    return absl::UnimplementedError("GPU radix engine: byte-string keys run on the CPU engine");
+  }
+
+ private:
+  // The healthy GPU with the fewest jobs in flight (ties: lowest ordinal).
+  cuda::GpuWorker* Pick() {
+    cuda::GpuWorker* best = nullptr;
+    for (const auto& w : workers_) {
+      if (!w->healthy()) continue;
+      if (best == nullptr || w->in_flight() < best->in_flight()) best = w.get();
+    }
+    return best;
+  }
+
+  std::vector<std::unique_ptr<cuda::GpuWorker>> workers_;
+  GpuEngineObserver* observer_;
+  std::string description_;
+};
+
+}  // namespace
+
+bool GpuEngineBuilt() { return true; }
+
+absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOptions& options) {
+  std::string list_error;
+  const std::vector<GpuDevice> gpus = ListGpus(&list_error);
+  if (gpus.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no GPU found", list_error.empty() ? "" : absl::StrCat(" (", list_error, ")")));
+  }
+  std::vector<std::unique_ptr<cuda::GpuWorker>> workers;
+  std::vector<std::string> names;
+  for (const GpuDevice& gpu : gpus) {
+    cuda::GpuWorkerOptions w;
+    w.device = gpu.ordinal;
+    w.slots = options.slots_per_gpu;
+    w.max_pool_bytes = options.max_pool_bytes;
+    w.staging_chunk_bytes = options.staging_chunk_bytes;
+    std::string error;
+    std::unique_ptr<cuda::GpuWorker> worker = cuda::GpuWorker::Create(w, &error);
+    if (worker == nullptr) return absl::UnavailableError(error);
+    names.push_back(absl::StrCat(gpu.ordinal, ":", gpu.name, " pool<=",
+                                 worker->max_pool_bytes() >> 20, "MiB"));
+    workers.push_back(std::move(worker));
+  }
+  std::string description = absl::StrCat("GPUs ", absl::StrJoin(names, ", "), ", ",
+                                         options.slots_per_gpu, " streams each");
+  return std::unique_ptr<GpuEngine>(
+      new GpuRadixEngine(std::move(workers), options.observer, std::move(description)));
+}
+
+}  // namespace sortd

@@ -1,0 +1,59 @@
+// The GPU radix engine: one worker per GPU (core/cuda/gpu_worker.h) behind
+// the SortEngine interface. Numeric keys only; byte strings stay on the CPU
+// until the GPU merge sort lands (#4).
+#ifndef SORTD_CORE_GPU_ENGINE_H_
+#define SORTD_CORE_GPU_ENGINE_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/engine.h"
+
+namespace sortd {
+
+// Receives GPU timings and pool sizes (the server feeds them to metrics).
+class GpuEngineObserver {
+ public:
+  virtual ~GpuEngineObserver() = default;
+  virtual void OnGpuSort(int gpu, double h2d_seconds, double kernel_seconds,
+                         double d2h_seconds, size_t pool_bytes) = 0;
+  // A request the GPU could not take ("memory") or failed ("error") that
+  // was sorted on the CPU instead.
+  virtual void OnGpuFallback(int gpu, const char* reason) = 0;
+};
+
+struct GpuEngineOptions {
+  // Numeric arrays with fewer keys run on the CPU engine under
+  // --engine=auto (docs/benchmarks.md has the measurement behind it).
+  size_t min_keys = size_t{1} << 17;
+  // Concurrent requests per GPU (streams with their own buffers).
+  int slots_per_gpu = 2;
+  // Device memory cap of each GPU's buffer pool; 0 = 80% of free memory.
+  size_t max_pool_bytes = 0;
+  // Pinned staging chunk size (two per slot).
+  size_t staging_chunk_bytes = size_t{8} << 20;
+  GpuEngineObserver* observer = nullptr;  // optional, not owned
+};
+
+// Whether this binary has the GPU radix engine compiled in.
+bool GpuEngineBuilt();
+
+// Engines sorting on the GPU. SortNumeric returns UNAVAILABLE when the
+// request could not run on the GPU and the input is untouched (out of pool
+// memory, a CUDA error before output); the dispatcher then sorts on the CPU.
+class GpuEngine : public SortEngine {
+ public:
+  // One worker per visible GPU; fails when none can be opened.
+  static absl::StatusOr<std::unique_ptr<GpuEngine>> Create(const GpuEngineOptions& options);
+
+  // How many GPUs serve and which; one line for the startup log.
+  virtual int gpu_count() const = 0;
+  virtual std::string description() const = 0;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_CORE_GPU_ENGINE_H_

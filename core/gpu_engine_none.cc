@@ -1,0 +1,12 @@
+// Builds without CUDA: no GPU engine.
+#include "core/gpu_engine.h"
+
+namespace sortd {
+
+bool GpuEngineBuilt() { return false; }
+
+absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOptions&) {
+  return absl::FailedPreconditionError("this build has no CUDA engine (nvcc was not found)");
+}
+
+}  // namespace sortd

@@ -1,0 +1,127 @@
+// GPU worker (host memory -> GPU -> host memory): every key type and order,
+// keys and argsort, sizes across staging-chunk boundaries, concurrent jobs
+// on fewer slots than threads, pool reuse, and the out-of-pool outcome that
+// leaves the host arrays untouched. Skips without a GPU.
+#include "core/cuda/gpu_worker.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/gpu/radix_reference.h"
+
+namespace sortd::cuda {
+namespace {
+
+using namespace sortd::cuda::testing;  // NOLINT: test helpers
+
+bool HaveGpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU visible"
+
+std::unique_ptr<GpuWorker> MakeWorker(size_t chunk = 1 << 16, size_t max_pool = 0, int slots = 2) {
+  GpuWorkerOptions o;
+  o.slots = slots;
+  o.staging_chunk_bytes = chunk;  // small: many chunks per job
+  o.max_pool_bytes = max_pool;
+  std::string error;
+  auto w = GpuWorker::Create(o, &error);
+  EXPECT_NE(w, nullptr) << error;
+  return w;
+}
+
+template <typename T>
+void CheckJob(GpuWorker& worker, const std::vector<T>& input, bool descending, bool indices,
+              const std::string& what) {
+  std::vector<T> keys = input;
+  std::vector<uint64_t> perm(indices ? input.size() : 0, ~uint64_t{0});
+  GpuSortJob job;
+  job.key_type = TypeOf<T>();
+  job.descending = descending;
+  job.num_items = keys.size();
+  job.keys = keys.data();
+  job.indices = indices ? perm.data() : nullptr;
+  const GpuSortReport report = worker.Sort(job);
+  ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << what << ": " << report.message;
+  const std::vector<uint64_t> ref = ReferenceOrder(input, descending);
+  for (size_t i = 0; i < input.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&keys[i], &input[ref[i]], sizeof(T)), 0) << what << " key at " << i;
+    if (indices) ASSERT_EQ(perm[i], ref[i]) << what << " index at " << i;
+  }
+}
+
+template <typename T>
+class GpuWorkerTest : public ::testing::Test {};
+using KeyTypes = ::testing::Types<uint32_t, int32_t, float, uint64_t, int64_t, double>;
+TYPED_TEST_SUITE(GpuWorkerTest, KeyTypes);
+
+TYPED_TEST(GpuWorkerTest, EveryOrderKeysAndIndicesAcrossChunkBoundaries) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker();
+  const size_t per_chunk = (1 << 16) / sizeof(TypeParam);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, per_chunk - 1, per_chunk, 2 * per_chunk + 3,
+                   5 * per_chunk + 1, (size_t{1} << 20) + 7}) {
+    const auto keys = std::is_floating_point_v<TypeParam> ? FloatSpecials<TypeParam>(n, n)
+                                                          : Random<TypeParam>(n, n);
+    for (bool desc : {false, true}) {
+      for (bool idx : {false, true}) {
+        CheckJob(*worker, keys, desc, idx, "n=" + std::to_string(n));
+      }
+    }
+  }
+}
+
+TEST(GpuWorker, ConcurrentJobsShareTwoSlotsAndReuseThePool) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(size_t{1} << 20);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 4; ++r) {
+        CheckJob(*worker, Random<uint32_t>(200000 + t * 1000 + r, t * 100 + r), t % 2 == 1, r % 2 == 0,
+                 "thread " + std::to_string(t));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(worker->in_flight(), 0);
+  const size_t pool = worker->pool_bytes();
+  EXPECT_GT(pool, 0u);
+  // Same-size work again: buffers are reused, the pool does not grow.
+  CheckJob(*worker, Random<uint32_t>(200000, 5), false, true, "again");
+  EXPECT_EQ(worker->pool_bytes(), pool);
+  EXPECT_TRUE(worker->healthy());
+}
+
+TEST(GpuWorker, JobLargerThanThePoolLeavesHostArraysUntouched) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(1 << 16, /*max_pool=*/size_t{4} << 20);
+  const auto input = Random<uint64_t>(1 << 20, 3);  // 8 MiB of keys: over the cap
+  std::vector<uint64_t> keys = input;
+  std::vector<uint64_t> perm(input.size(), 7);
+  GpuSortJob job;
+  job.key_type = RadixKeyType::kUint64;
+  job.num_items = keys.size();
+  job.keys = keys.data();
+  job.indices = perm.data();
+  const GpuSortReport report = worker->Sort(job);
+  EXPECT_EQ(report.outcome, GpuSortOutcome::kNoMemory);
+  EXPECT_NE(report.message.find("device memory"), std::string::npos) << report.message;
+  EXPECT_EQ(keys, input);
+  EXPECT_EQ(perm, std::vector<uint64_t>(input.size(), 7));
+  EXPECT_TRUE(worker->healthy());
+  // Small jobs still run within the cap.
+  CheckJob(*worker, Random<uint32_t>(100000, 4), false, true, "small after refusal");
+  EXPECT_LE(worker->pool_bytes(), size_t{4} << 20);
+}
+
+}  // namespace
+}  // namespace sortd::cuda

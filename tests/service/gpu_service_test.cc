@@ -1,0 +1,152 @@
+// The GPU radix engine behind the real service (in-process server): every
+// numeric type and order through Sort (with and without indices) and
+// SortPairs gives exactly the CPU engine's answer; small arrays stay on the
+// CPU; a request over the device pool falls back to the CPU and is counted;
+// GPU timings reach the metrics. Skips without a GPU.
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/gpu_info.h"
+#include "tests/service/test_server.h"
+
+namespace sortd::testing {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (ListGpus().empty()) GTEST_SKIP() << "no GPU visible"
+
+constexpr size_t kMinKeys = 5000;
+
+std::unique_ptr<SortdServer> StartEngine(EngineChoice engine, size_t pool_bytes = 0) {
+  ServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.metrics_listen = "";
+  options.dispatcher.engine = engine;
+  options.dispatcher.gpu.min_keys = kMinKeys;
+  options.dispatcher.gpu.max_pool_bytes = pool_bytes;
+  options.dispatcher.gpu.staging_chunk_bytes = 1 << 16;  // many pipeline steps
+  auto server = SortdServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+double Metric(SortdServer& server, const std::string& series) {
+  const std::string text = prometheus::TextSerializer().Serialize(server.metrics().registry()->Collect());
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+template <typename T>
+std::vector<T> RandomKeys(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(n);
+  for (T& x : v) {
+    const uint64_t bits = rng();
+    if constexpr (std::is_floating_point_v<T>) {
+      x = static_cast<T>(static_cast<int64_t>(bits) % 100000) * T(0.5);  // duplicates, +-0
+    } else {
+      x = static_cast<T>(bits % 1000003);  // duplicates: stability matters
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    v[0] = std::numeric_limits<T>::quiet_NaN();
+    v[n / 2] = -std::numeric_limits<T>::infinity();
+    v[n / 3] = -T(0);
+  }
+  return v;
+}
+
+template <typename T>
+bool BitsEqual(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <typename T>
+class GpuServiceTest : public ::testing::Test {};
+using KeyTypes = ::testing::Types<uint32_t, int32_t, float, uint64_t, int64_t, double>;
+TYPED_TEST_SUITE(GpuServiceTest, KeyTypes);
+
+TYPED_TEST(GpuServiceTest, SameAnswerAsTheCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = StartEngine(EngineChoice::kAuto);
+  auto cpu = StartEngine(EngineChoice::kCpu);
+  auto gpu_client = Connect(*gpu);
+  auto cpu_client = Connect(*cpu);
+  const auto keys = RandomKeys<TypeParam>(300007, sizeof(TypeParam));
+  std::vector<uint32_t> values(keys.size());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint32_t>(i * 7);
+  for (v1::SortOrder order : {v1::SORT_ORDER_ASCENDING, v1::SORT_ORDER_DESCENDING}) {
+    for (bool indices : {false, true}) {
+      auto g = gpu_client->Sort<TypeParam>(keys, order, indices);
+      auto c = cpu_client->Sort<TypeParam>(keys, order, indices);
+      ASSERT_TRUE(g.ok()) << g.status();
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_EQ(g->engine, v1::ENGINE_GPU_RADIX);
+      EXPECT_EQ(c->engine, v1::ENGINE_CPU);
+      EXPECT_TRUE(BitsEqual(g->keys, c->keys)) << "order " << order;
+      EXPECT_EQ(g->indices, c->indices) << "order " << order;
+    }
+    auto gp = gpu_client->SortPairs<TypeParam, uint32_t>(keys, values, order);
+    auto cp = cpu_client->SortPairs<TypeParam, uint32_t>(keys, values, order);
+    ASSERT_TRUE(gp.ok()) << gp.status();
+    ASSERT_TRUE(cp.ok()) << cp.status();
+    EXPECT_EQ(gp->engine, v1::ENGINE_GPU_RADIX);
+    EXPECT_TRUE(BitsEqual(gp->keys, cp->keys));
+    EXPECT_EQ(gp->values, cp->values);
+  }
+}
+
+TEST(GpuService, SmallArraysStayOnTheCpuAndGpuTimingsReachMetrics) {
+  SKIP_WITHOUT_GPU();
+  auto server = StartEngine(EngineChoice::kAuto);
+  auto client = Connect(*server);
+  auto small = client->Sort<uint32_t>(RandomKeys<uint32_t>(kMinKeys - 1, 1));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->engine, v1::ENGINE_CPU);
+  auto large = client->Sort<uint32_t>(RandomKeys<uint32_t>(kMinKeys, 2));
+  ASSERT_TRUE(large.ok());
+  EXPECT_EQ(large->engine, v1::ENGINE_GPU_RADIX);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_kernel_duration_seconds_count{gpu=\"0\"}"), 1);
+  EXPECT_EQ(Metric(*server, "sortd_transfer_duration_seconds_count{direction=\"h2d\"}"), 1);
+  EXPECT_GT(Metric(*server, "sortd_device_pool_bytes{gpu=\"0\"}"), 0);
+}
+
+TEST(GpuService, EngineGpuSendsEverySizeToTheGpu) {
+  SKIP_WITHOUT_GPU();
+  auto server = StartEngine(EngineChoice::kGpu);
+  auto client = Connect(*server);
+  auto r = client->Sort<int32_t>(std::vector<int32_t>{3, -1, 2});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->engine, v1::ENGINE_GPU_RADIX);
+  EXPECT_EQ(r->keys, (std::vector<int32_t>{-1, 2, 3}));
+}
+
+TEST(GpuService, OverThePoolFallsBackToTheCpuAndIsCounted) {
+  SKIP_WITHOUT_GPU();
+  auto server = StartEngine(EngineChoice::kAuto, /*pool_bytes=*/size_t{1} << 20);
+  auto client = Connect(*server);
+  const auto keys = RandomKeys<uint64_t>(1 << 18, 9);  // 2 MiB of keys
+  auto r = client->Sort<uint64_t>(keys, v1::SORT_ORDER_ASCENDING, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->engine, v1::ENGINE_CPU);
+  EXPECT_TRUE(std::is_sorted(r->keys.begin(), r->keys.end()));
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(r->keys[i], keys[r->indices[i]]);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_fallbacks_total{gpu=\"0\",reason=\"memory\"}"), 1);
+  // The server keeps serving on the GPU what fits.
+  auto small = client->Sort<uint32_t>(RandomKeys<uint32_t>(20000, 3));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->engine, v1::ENGINE_GPU_RADIX);
+}
+
+}  // namespace
+}  // namespace sortd::testing
