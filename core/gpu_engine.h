@@ -28,7 +28,7 @@ class GpuEngineObserver {
 struct GpuEngineOptions {
   // Numeric arrays with fewer keys run on the CPU engine under
   // --engine=auto (docs/benchmarks.md has the measurement behind it).
-  size_t min_keys = size_t{1} << 17;
+  size_t min_keys = size_t{1} << 16;
   // Concurrent requests per GPU (streams with their own buffers).
   int slots_per_gpu = 2;
   // Device memory cap of each GPU's buffer pool; 0 = 80% of free memory.
