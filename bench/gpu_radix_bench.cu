@@ -78,7 +78,7 @@ struct Variant {
 const Variant kVariants[] = {
     {"default", &sortd::cuda::RadixSort},
     {"k384x23m3 p384x23m2", &SortTuned<C<384, 23, 3>, C<384, 23, 2>, C<384, 16, 3>, C<384, 18, 2>>},
-    {"k384x21m3 p384x21m2", &SortTuned<C<384, 21, 3>, C<384, 21, 2>, C<384, 15, 3>, C<384, 16, 2>>},
+    {"k384x27m3 p384x27m2", &SortTuned<C<384, 27, 3>, C<384, 27, 2>, C<384, 18, 3>, C<384, 21, 2>>},
     {"k256x23m4 p256x23m3", &SortTuned<C<256, 23, 4>, C<256, 23, 3>, C<256, 16, 4>, C<256, 18, 3>>},
     {"k512x18m2 p512x18m2", &SortTuned<C<512, 18, 2>, C<512, 18, 2>, C<512, 12, 2>, C<512, 13, 2>>},
 };

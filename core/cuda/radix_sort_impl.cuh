@@ -62,7 +62,7 @@ struct Plan {
 template <typename Word, typename Value, typename Offset, typename Pass>
 cudaError_t LaunchPasses(const std::vector<int>& passes, const Word* keys_in, Word* keys_out,
                          Word* keys_alt, const Value* values_in, Value* values_out,
-                         Value* values_alt, size_t n, KeyClass cls, Word flip,
+                         Value* values_alt, size_t n, KeyMasks<Word> masks,
                          const unsigned long long* offsets, unsigned long long* status,
                          unsigned int* tile_counters, cudaStream_t stream) {
   constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
@@ -85,7 +85,7 @@ cudaError_t LaunchPasses(const std::vector<int>& passes, const Word* keys_in, Wo
     Value* dst_values = to_out ? values_out : values_alt;
     const int p = passes[i];
     kernel<<<static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream>>>(
-        src_keys, dst_keys, src_values, dst_values, n, p * kRadixBits, cls, flip,
+        src_keys, dst_keys, src_values, dst_values, n, p * kRadixBits, masks,
         /*encode=*/i == 0, /*decode=*/i == k - 1, offsets + p * kRadixBins, status,
         /*epoch=*/static_cast<unsigned int>(i + 1), tile_counters + p);
     SORTD_CUDA_TRY(cudaGetLastError());
@@ -99,18 +99,18 @@ cudaError_t LaunchPasses(const std::vector<int>& passes, const Word* keys_in, Wo
 template <typename Word, typename Value, typename Tuning>
 cudaError_t RunPasses(const std::vector<int>& passes, const Word* keys_in, Word* keys_out,
                       Word* keys_alt, const Value* values_in, Value* values_out,
-                      Value* values_alt, size_t n, KeyClass cls, Word flip,
+                      Value* values_alt, size_t n, KeyMasks<Word> masks,
                       const unsigned long long* offsets, unsigned long long* status,
                       unsigned int* tile_counters, cudaStream_t stream) {
   using Pass = std::conditional_t<std::is_same_v<Value, NoValue>, typename Tuning::Keys,
                                   typename Tuning::Pairs>;
   if (n < (size_t{1} << 32)) {
     return LaunchPasses<Word, Value, uint32_t, Pass>(passes, keys_in, keys_out, keys_alt, values_in,
-                                                     values_out, values_alt, n, cls, flip, offsets,
+                                                     values_out, values_alt, n, masks, offsets,
                                                      status, tile_counters, stream);
   }
   return LaunchPasses<Word, Value, uint64_t, Pass>(passes, keys_in, keys_out, keys_alt, values_in,
-                                                   values_out, values_alt, n, cls, flip, offsets,
+                                                   values_out, values_alt, n, masks, offsets,
                                                    status, tile_counters, stream);
 }
 
@@ -210,6 +210,8 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     stats->nan_mode = nans > 0;
   }
 
+  const KeyMasks<Word> masks = KeyMasks<Word>::For(cls, flip, nans > 0);
+
   if (passes.empty()) {  // every key equal: the input order is the answer
     if (keys_out != keys_in) {
       SORTD_CUDA_TRY(cudaMemcpyAsync(keys_out, keys_in, n * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
@@ -225,7 +227,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     // Keys-only with NaNs: all NaNs sort as one key, so the original bits
     // (payloads) ride along as values and become the output keys.
     return RunPasses<Word, Word, Tuning>(passes, keys_in, keys_scratch, keys_alt, keys_in, keys_out,
-                                 reinterpret_cast<Word*>(values_alt), n, cls, flip, offsets,
+                                 reinterpret_cast<Word*>(values_alt), n, masks, offsets,
                                  status, tile_counters, stream);
   }
   if (nans > 0) {
@@ -236,7 +238,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
       Index* idx_out = reinterpret_cast<Index*>(index_b);
       SORTD_CUDA_TRY(Iota(idx_in, n, stream));
       SORTD_CUDA_TRY((RunPasses<Word, Index, Tuning>(passes, keys_in, keys_scratch, keys_alt, idx_in, idx_out,
-                                             reinterpret_cast<Index*>(values_alt), n, cls, flip,
+                                             reinterpret_cast<Index*>(values_alt), n, masks,
                                              offsets, status, tile_counters, stream)));
       SORTD_CUDA_TRY(GatherBytes<Index>(sizeof(Word), keys_in, idx_out, keys_out, n, stream));
       return GatherBytes<Index>(p.value_bytes, p.d_values_in, idx_out, p.d_values_out, n, stream);
@@ -246,18 +248,18 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   switch (p.value_bytes) {
     case 0:
       return RunPasses<Word, NoValue, Tuning>(passes, keys_in, keys_out, keys_alt, nullptr, nullptr,
-                                      nullptr, n, cls, flip, offsets, status, tile_counters, stream);
+                                      nullptr, n, masks, offsets, status, tile_counters, stream);
     case 4:
       return RunPasses<Word, uint32_t, Tuning>(passes, keys_in, keys_out, keys_alt,
                                        static_cast<const uint32_t*>(p.d_values_in),
                                        static_cast<uint32_t*>(p.d_values_out),
-                                       reinterpret_cast<uint32_t*>(values_alt), n, cls, flip,
+                                       reinterpret_cast<uint32_t*>(values_alt), n, masks,
                                        offsets, status, tile_counters, stream);
     default:
       return RunPasses<Word, uint64_t, Tuning>(passes, keys_in, keys_out, keys_alt,
                                        static_cast<const uint64_t*>(p.d_values_in),
                                        static_cast<uint64_t*>(p.d_values_out),
-                                       reinterpret_cast<uint64_t*>(values_alt), n, cls, flip,
+                                       reinterpret_cast<uint64_t*>(values_alt), n, masks,
                                        offsets, status, tile_counters, stream);
   }
 }

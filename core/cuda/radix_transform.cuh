@@ -5,6 +5,7 @@
 #define SORTD_CORE_CUDA_RADIX_TRANSFORM_CUH_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda/radix_sort.cuh"
 
@@ -47,6 +48,40 @@ struct KeyCodec {
     if (c == KeyClass::kSigned) return bits ^ kSign;
     if (c == KeyClass::kFloat) return (bits & kSign) ? (bits ^ kSign) : ~bits;
     return bits;
+  }
+};
+
+// The same map, branch-free, for the digit passes (hot loops): XOR masks
+// chosen on the host per key class. float_mask selects the sign-dependent
+// part of the float map; NaN canonicalisation only when NaNs are present.
+template <typename Word>
+struct KeyMasks {
+  Word sign = 0;        // XORed always (signed and float classes)
+  Word float_mask = 0;  // all ones for floats: negatives are complemented
+  Word flip = 0;        // all ones when descending
+  bool canonical_nan = false;
+
+  static KeyMasks For(KeyClass c, Word flip_bits, bool nans_present) {
+    KeyMasks m;
+    m.sign = c == KeyClass::kUnsigned ? Word{0} : KeyCodec<Word>::kSign;
+    m.float_mask = c == KeyClass::kFloat ? ~Word{0} : Word{0};
+    m.flip = flip_bits;
+    m.canonical_nan = c == KeyClass::kFloat && nans_present;
+    return m;
+  }
+
+  __device__ __forceinline__ Word Encode(Word bits) const {
+    using Signed = std::make_signed_t<Word>;
+    const Word negative = static_cast<Word>(static_cast<Signed>(bits) >> (sizeof(Word) * 8 - 1));
+    Word x = bits ^ (sign | (float_mask & negative)) ^ flip;
+    if (canonical_nan && KeyCodec<Word>::IsNan(bits)) x = ~Word{0} ^ flip;
+    return x;
+  }
+  __device__ __forceinline__ Word Decode(Word ordered) const {
+    using Signed = std::make_signed_t<Word>;
+    const Word x = ordered ^ flip;
+    const Word top = static_cast<Word>(static_cast<Signed>(x) >> (sizeof(Word) * 8 - 1));
+    return x ^ (sign | (float_mask & ~top));
   }
 };
 
