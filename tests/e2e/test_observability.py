@@ -31,7 +31,8 @@ PROMTOOL = os.environ.get("PROMTOOL_BIN", "/usr/bin/promtool")
 DASHBOARD = os.environ["DASHBOARD_JSON"]
 
 # Metrics whose series exist only when the server sees a GPU.
-GPU_ONLY = {"sortd_gpu_kernel_duration_seconds", "sortd_device_pool_bytes"}
+GPU_ONLY = {"sortd_gpu_kernel_duration_seconds", "sortd_device_pool_bytes",
+            "sortd_gpu_fallbacks_total"}
 
 
 def free_port():
