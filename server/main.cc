@@ -37,6 +37,9 @@ ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
           "larger requests sort on the CPU");
 ABSL_FLAG(uint64_t, gpu_staging_chunk_bytes, uint64_t{8} << 20,
           "pinned host staging chunk per transfer step (two per stream)");
+ABSL_FLAG(bool, diagnostics, false,
+          "serve sortd.v1.DiagnosticsService (Echo, EchoStream): the gRPC baseline for "
+          "sortctl bench --with_echo");
 ABSL_FLAG(int, max_message_bytes, 64 << 20,
           "largest gRPC message received or sent (bytes)");
 ABSL_FLAG(int, worker_threads, 0, "threads running sorts; 0 = one per core");
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
   options.limits.max_chunked_bytes = absl::GetFlag(FLAGS_max_chunked_bytes);
   options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
   options.limits.max_stream_pending = absl::GetFlag(FLAGS_max_stream_pending);
+  options.enable_diagnostics = absl::GetFlag(FLAGS_diagnostics);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);

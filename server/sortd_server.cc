@@ -135,6 +135,10 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.RegisterService(s->service_.get());
+  if (options.enable_diagnostics) {
+    s->diagnostics_ = std::make_unique<DiagnosticsServiceImpl>();
+    builder.RegisterService(s->diagnostics_.get());
+  }
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/dispatcher.h"
+#include "server/service/diagnostics_service.h"
 #include "server/service/service_context.h"
 
 namespace sortd {
@@ -50,6 +51,8 @@ struct ServerOptions {
   RequestLogOptions request_log;
   // How long Shutdown() waits for in-flight RPCs before cancelling them.
   absl::Duration drain_timeout = absl::Seconds(30);
+  // Serve sortd.v1.DiagnosticsService (Echo, EchoStream) for benchmarks.
+  bool enable_diagnostics = false;
 };
 
 class SortdServer {
@@ -88,6 +91,7 @@ class SortdServer {
   int metrics_port_ = 0;
   std::unique_ptr<ServiceContext> context_;
   std::unique_ptr<SortServiceImpl> service_;
+  std::unique_ptr<DiagnosticsServiceImpl> diagnostics_;  // --diagnostics
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

@@ -79,10 +79,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const LoadOptions& options) {
 
 void UnaryWorker(const LoadOptions& options, int worker, Clock::time_point end,
                  WorkerResult* result) {
-  auto stub = v1::SortService::NewStub(MakeChannel(options));
+  auto channel = MakeChannel(options);
+  auto stub = v1::SortService::NewStub(channel);
+  auto diagnostics = v1::DiagnosticsService::NewStub(channel);
   v1::SortRequest sort;
   v1::SortPairsRequest pairs;
   const bool is_pairs = options.method == "pairs";
+  const bool is_echo = options.method == "echo";
   if (is_pairs) {
     FillKeys(options.type, options.keys_per_request, worker, pairs.mutable_keys()).IgnoreError();
     FillKeys("uint32", options.keys_per_request, worker + 1000, pairs.mutable_values()).IgnoreError();
@@ -98,6 +101,9 @@ void UnaryWorker(const LoadOptions& options, int worker, Clock::time_point end,
     if (is_pairs) {
       v1::SortPairsResponse response;
       status = stub->SortPairs(&ctx, pairs, &response);
+    } else if (is_echo) {
+      v1::SortResponse response;
+      status = diagnostics->Echo(&ctx, sort, &response);
     } else {
       v1::SortResponse response;
       status = stub->Sort(&ctx, sort, &response);
@@ -114,9 +120,12 @@ void UnaryWorker(const LoadOptions& options, int worker, Clock::time_point end,
 
 void StreamWorker(const LoadOptions& options, int worker, Clock::time_point end,
                   WorkerResult* result) {
-  auto stub = v1::SortService::NewStub(MakeChannel(options));
+  auto channel = MakeChannel(options);
+  auto stub = v1::SortService::NewStub(channel);
+  auto diagnostics = v1::DiagnosticsService::NewStub(channel);
   grpc::ClientContext ctx;
-  auto stream = stub->SortStream(&ctx);
+  auto stream = options.method == "echo_stream" ? diagnostics->EchoStream(&ctx)
+                                                 : stub->SortStream(&ctx);
   v1::SortRequest request;
   FillKeys(options.type, options.keys_per_request, worker, request.mutable_keys()).IgnoreError();
   request.set_order(options.descending ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
@@ -170,8 +179,10 @@ double LoadReport::Percentile(double p) const {
 }
 
 absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options) {
-  if (options.method != "sort" && options.method != "pairs" && options.method != "stream") {
-    return absl::InvalidArgumentError("method: expected sort, pairs or stream");
+  if (options.method != "sort" && options.method != "pairs" && options.method != "stream" &&
+      options.method != "echo" && options.method != "echo_stream") {
+    return absl::InvalidArgumentError(
+        "method: expected sort, pairs, stream, echo or echo_stream");
   }
   v1::TypedArray probe;
   absl::Status type_ok = FillKeys(options.type, 1, 0, &probe);
@@ -184,7 +195,7 @@ absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options) {
   const Clock::time_point end = start + absl::ToChronoNanoseconds(options.duration);
   for (int w = 0; w < options.concurrency; ++w) {
     workers.emplace_back([&, w] {
-      if (options.method == "stream") {
+      if (options.method == "stream" || options.method == "echo_stream") {
         StreamWorker(options, w, end, &results[w]);
       } else {
         UnaryWorker(options, w, end, &results[w]);
@@ -230,6 +241,18 @@ std::string FormatReport(const LoadOptions& options, const LoadReport& report) {
       report.Percentile(99) / 1e3,
       report.latencies_us.empty() ? 0.0 : report.latencies_us.back() / 1e3);
   return out;
+}
+
+std::string FormatComparison(const LoadReport& echo, const LoadReport& sort) {
+  const double echo_rps = echo.ok / std::max(echo.seconds, 1e-9);
+  const double sort_rps = sort.ok / std::max(sort.seconds, 1e-9);
+  return absl::StrFormat(
+      "Versus echo of the same payload:\n"
+      "  requests/s: %.2fx echo (%.1f vs %.1f)\n"
+      "  p50: %+.3f ms, p99: %+.3f ms (sort minus echo)\n",
+      echo_rps > 0 ? sort_rps / echo_rps : 0.0, sort_rps, echo_rps,
+      (sort.Percentile(50) - echo.Percentile(50)) / 1e3,
+      (sort.Percentile(99) - echo.Percentile(99)) / 1e3);
 }
 
 }  // namespace sortd::sortctl

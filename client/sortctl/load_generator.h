@@ -16,7 +16,7 @@ namespace sortd::sortctl {
 
 struct LoadOptions {
   std::string target;
-  std::string method = "sort";  // sort | pairs | stream
+  std::string method = "sort";  // sort | pairs | stream | echo | echo_stream
   std::string type = "uint32";  // numeric key type
   size_t keys_per_request = 1024;
   int concurrency = 8;          // workers; each has its own connection
@@ -37,6 +37,8 @@ struct LoadReport {
 
 absl::StatusOr<LoadReport> RunLoad(const LoadOptions& options);
 std::string FormatReport(const LoadOptions& options, const LoadReport& report);
+// Sort (or SortStream) against Echo (EchoStream) of the same payload.
+std::string FormatComparison(const LoadReport& echo, const LoadReport& sort);
 
 }  // namespace sortd::sortctl
 

@@ -4,6 +4,7 @@
 //   sortctl bench  --concurrency=8 --type=uint32 --keys=1024 --duration=10s [--method=sort|pairs|stream]
 //   sortctl gen    --type=T --count=N --out=FILE [--format=auto] [--seed=S]
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,7 +30,10 @@ ABSL_FLAG(std::string, service, "", "health: service name (empty = whole server)
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest message; bigger arrays use SortChunked");
 ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(), "per-call deadline");
 ABSL_FLAG(std::string, tls_root_certs, "", "PEM root certificates; enables TLS");
-ABSL_FLAG(std::string, method, "sort", "bench: sort, pairs or stream");
+ABSL_FLAG(bool, with_echo, false,
+          "bench: first run the same load against DiagnosticsService echo (sortd --diagnostics), "
+          "then compare");
+ABSL_FLAG(std::string, method, "sort", "bench: sort, pairs, stream, echo or echo_stream (echo needs sortd --diagnostics)");
 ABSL_FLAG(int, concurrency, 8, "bench: concurrent workers (one connection each)");
 ABSL_FLAG(int, stream_window, 16, "bench: outstanding requests per stream");
 ABSL_FLAG(uint64_t, keys, 1024, "bench: keys per request");
@@ -142,9 +146,26 @@ int RunBench() {
   options.duration = absl::GetFlag(FLAGS_duration);
   options.descending = absl::GetFlag(FLAGS_order) == "desc";
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  std::optional<LoadReport> echo;
+  if (absl::GetFlag(FLAGS_with_echo)) {
+    if (options.method != "sort" && options.method != "stream") {
+      return Fail(absl::InvalidArgumentError("with_echo: needs --method=sort or stream"));
+    }
+    LoadOptions echo_options = options;
+    echo_options.method = options.method == "sort" ? "echo" : "echo_stream";
+    auto echo_report = RunLoad(echo_options);
+    if (!echo_report.ok()) return Fail(echo_report.status());
+    std::cout << FormatReport(echo_options, *echo_report);
+    if (echo_report->ok == 0) {
+      return Fail(absl::FailedPreconditionError(
+          "with_echo: no echo succeeded (is sortd running with --diagnostics?)"));
+    }
+    echo = std::move(*echo_report);
+  }
   auto report = RunLoad(options);
   if (!report.ok()) return Fail(report.status());
   std::cout << FormatReport(options, *report);
+  if (echo) std::cout << FormatComparison(*echo, *report);
   return report->ok > 0 ? 0 : 1;
 }
 

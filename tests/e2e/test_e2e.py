@@ -61,7 +61,7 @@ def random_array(dtype, n, rng):
 class EndToEnd(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = SortdProcess(SORTD, "--max_message_bytes=67108864").start()
+        cls.server = SortdProcess(SORTD, "--max_message_bytes=67108864", "--diagnostics").start()
         cls.client = Client(cls.server.target)
         cls.tmp = tempfile.TemporaryDirectory(prefix="sortd-e2e-files-")
 
@@ -142,6 +142,16 @@ class EndToEnd(unittest.TestCase):
         r = self.sortctl("bench", "--duration=1s", "--concurrency=2", "--keys=256")
         self.assertIn("req/s", r.stdout)
         self.assertIn("0 errors", r.stdout)
+
+    def test_sortctl_bench_against_echo_unary_and_stream(self):
+        for method in ("sort", "stream"):
+            r = self.sortctl("bench", "--with_echo", "--method=" + method, "--duration=1s",
+                             "--concurrency=2", "--keys=512")
+            echo = "echo_stream" if method == "stream" else "echo"
+            self.assertIn("method %s," % echo, r.stdout)
+            self.assertIn("method %s," % method, r.stdout)
+            self.assertIn("Versus echo of the same payload", r.stdout)
+            self.assertEqual(r.stdout.count(" 0 errors"), 2, r.stdout)
 
     # --- Python client -------------------------------------------------
 

@@ -1,0 +1,22 @@
+// DiagnosticsService (--diagnostics): Echo and EchoStream return the
+// request's keys unchanged, the gRPC baseline that service benchmarks
+// compare Sort against. They run on gRPC's threads (no admission, no worker
+// pool): they measure transport, not sortd's scheduling.
+#ifndef SORTD_SERVER_SERVICE_DIAGNOSTICS_SERVICE_H_
+#define SORTD_SERVER_SERVICE_DIAGNOSTICS_SERVICE_H_
+
+#include "sortd/v1/sort.grpc.pb.h"
+
+namespace sortd {
+
+class DiagnosticsServiceImpl final : public v1::DiagnosticsService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* ctx, const v1::SortRequest* request,
+                                 v1::SortResponse* response) override;
+  grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>* EchoStream(
+      grpc::CallbackServerContext* ctx) override;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SERVICE_DIAGNOSTICS_SERVICE_H_

@@ -1,0 +1,68 @@
+// DiagnosticsService: absent unless enabled; Echo returns the payload and
+// request_id unchanged; EchoStream answers every request, in order.
+#include <grpcpp/grpcpp.h>
+
+#include "tests/service/test_server.h"
+
+namespace sortd::testing {
+namespace {
+
+v1::SortRequest Request(int n, const std::string& id) {
+  v1::SortRequest r;
+  for (int i = 0; i < n; ++i) r.mutable_keys()->mutable_float64()->add_values(n - i + 0.5);
+  r.set_request_id(id);
+  return r;
+}
+
+TEST(DiagnosticsTest, UnimplementedUnlessEnabled) {
+  auto server = StartServer();
+  auto channel = grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials());
+  auto stub = v1::DiagnosticsService::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::SortResponse response;
+  EXPECT_EQ(stub->Echo(&ctx, Request(3, "a"), &response).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST(DiagnosticsTest, EchoReturnsThePayloadUnsorted) {
+  ServerOptions options;
+  options.enable_diagnostics = true;
+  auto server = StartServer(options);
+  auto stub = v1::DiagnosticsService::NewStub(
+      grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials()));
+  const v1::SortRequest request = Request(1000, "id-7");
+  grpc::ClientContext ctx;
+  v1::SortResponse response;
+  ASSERT_TRUE(stub->Echo(&ctx, request, &response).ok());
+  EXPECT_EQ(response.keys().SerializeAsString(), request.keys().SerializeAsString());
+  EXPECT_EQ(response.request_id(), "id-7");
+  EXPECT_EQ(response.engine(), v1::ENGINE_UNSPECIFIED);
+}
+
+TEST(DiagnosticsTest, EchoStreamAnswersEveryRequestInOrder) {
+  ServerOptions options;
+  options.enable_diagnostics = true;
+  auto server = StartServer(options);
+  auto stub = v1::DiagnosticsService::NewStub(
+      grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto stream = stub->EchoStream(&ctx);
+  constexpr int kRequests = 500;  // more than the server's read-ahead window
+  std::thread writer([&] {
+    for (int i = 0; i < kRequests; ++i) ASSERT_TRUE(stream->Write(Request(i % 50, std::to_string(i))));
+    stream->WritesDone();
+  });
+  v1::SortResponse response;
+  int received = 0;
+  while (stream->Read(&response)) {
+    EXPECT_EQ(response.request_id(), std::to_string(received));
+    EXPECT_EQ(response.keys().float64().values_size(), received % 50);
+    ++received;
+  }
+  writer.join();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(received, kRequests);
+}
+
+}  // namespace
+}  // namespace sortd::testing
