@@ -52,6 +52,14 @@ class Dispatcher {
   const std::string& description() const { return description_; }
   // Whether numeric requests can run on a GPU.
   bool has_gpu() const { return gpu_ != nullptr; }
+  // GPUs serving (0 without the GPU engine).
+  int gpu_count() const { return gpu_ == nullptr ? 0 : gpu_->gpu_count(); }
+  // Whether ForNumeric(type, size) is the GPU engine (the server runs such
+  // requests on a pool of their own, so that requests waiting for a GPU
+  // never hold the CPU engine's threads).
+  bool RoutesToGpu(DataType type, size_t size) {
+    return gpu_ != nullptr && &ForNumeric(type, size) == gpu_.get();
+  }
 
  private:
   Dispatcher(std::unique_ptr<SortEngine> cpu, std::unique_ptr<GpuEngine> gpu,

@@ -121,6 +121,12 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   s->context_->request_log = s->request_log_.get();
   s->context_->dispatcher = s->dispatcher_.get();
   s->context_->pool = s->pool_.get();
+  if (s->dispatcher_->has_gpu()) {
+    // Enough threads to keep every slot busy plus as many queued behind it.
+    s->gpu_pool_ = std::make_unique<WorkPool>(
+        std::max(2, 2 * s->dispatcher_->gpu_count() * options.dispatcher.gpu.slots_per_gpu));
+    s->context_->gpu_pool = s->gpu_pool_.get();
+  }
   s->context_->admission = s->admission_.get();
   s->context_->limits = options.limits;
   s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
@@ -170,7 +176,8 @@ void SortdServer::Wait() { server_->Wait(); }
 SortdServer::~SortdServer() {
   Shutdown();
   server_->Wait();
-  pool_.reset();  // runs any job still queued, then joins
+  gpu_pool_.reset();  // runs any job still queued, then joins
+  pool_.reset();
   server_.reset();
   exposer_.reset();
 }

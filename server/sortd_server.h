@@ -80,6 +80,7 @@ class SortdServer {
   ServerOptions options_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<WorkPool> pool_;
+  std::unique_ptr<WorkPool> gpu_pool_;  // requests routed to a GPU
   std::unique_ptr<AdmissionControl> admission_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServiceMetrics> metrics_;

@@ -43,7 +43,7 @@ void SortChunkedReactor::OnReadDone(bool ok) {
       return;
     }
     const SteadyClock::time_point queued = SteadyClock::now();
-    context_->pool->Submit([this, queued] {
+    context_->PoolFor(keys_.type(), keys_.size()).Submit([this, queued] {
       const double queue_seconds = SecondsSince(queued);
       absl::Status result = cancelled_ || ctx_->IsCancelled()
                                 ? absl::CancelledError("SortChunked cancelled")

@@ -4,6 +4,7 @@
 #define SORTD_SERVER_SERVICE_SERVICE_CONTEXT_H_
 
 #include <atomic>
+#include <optional>
 #include <chrono>
 #include <string>
 #include <cstddef>
@@ -37,6 +38,10 @@ struct ServiceLimits {
 struct ServiceContext {
   Dispatcher* dispatcher = nullptr;
   WorkPool* pool = nullptr;
+  // Requests the dispatcher routes to a GPU (null: no GPU engine). They
+  // mostly wait on the device, so they get threads of their own instead of
+  // blocking the CPU engine's.
+  WorkPool* gpu_pool = nullptr;
   AdmissionControl* admission = nullptr;
   ServiceMetrics* metrics = nullptr;      // optional
   RequestLog* request_log = nullptr;      // optional
@@ -57,6 +62,15 @@ struct ServiceContext {
   // Counts one engine launch for a successful request.
   void RecordLaunch(const RequestRecord& record) const {
     if (record.engine && metrics != nullptr) metrics->RecordBatch(*record.engine, 1);
+  }
+
+  // The pool for a request of `size` keys of `type` (unset: no keys).
+  WorkPool& PoolFor(std::optional<DataType> type, size_t size) const {
+    if (gpu_pool != nullptr && type && *type != DataType::kBytes &&
+        dispatcher->RoutesToGpu(*type, size)) {
+      return *gpu_pool;
+    }
+    return *pool;
   }
 
   absl::Status CheckNotDraining() const {

@@ -46,7 +46,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     return reactor;
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
-  context->pool->Submit([=]() mutable {
+  context->PoolFor(record.key_type, KeysOf(*request)).Submit([=]() mutable {
     record.queue_seconds = SecondsSince(arrival);
     absl::Status result = CheckCallAlive(ctx);
     if (result.ok()) result = run(*context->dispatcher, *request, response);

@@ -59,7 +59,8 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
     lock.unlock();
     auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
     std::shared_ptr<v1::SortRequest> shared(std::move(request));
-    context_->pool->Submit([this, shared, admitted, record, arrival]() mutable {
+    WorkPool& pool = context_->PoolFor(record.key_type, KeysOf(*shared));
+    pool.Submit([this, shared, admitted, record, arrival]() mutable {
       record.queue_seconds = SecondsSince(arrival);
       auto response = std::make_unique<v1::SortResponse>();
       absl::Status result;

@@ -1,8 +1,10 @@
 // Engine selection: parsing --engine and creating the dispatcher on a
 // machine (or build) without a usable GPU engine.
 #include "core/dispatcher.h"
+#include "core/gpu_info.h"
 
 #include <string>
+#include <cmath>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,6 +45,8 @@ TEST(DispatcherTest, GpuChoiceFailsWithoutGpuEngine) {
 
 TEST(DispatcherTest, AutoAndCpuServeOnTheCpuEngine) {
   for (EngineChoice choice : {EngineChoice::kAuto, EngineChoice::kCpu}) {
+    // With a GPU, auto routes large arrays there (tests/service/gpu_service_test.cc).
+    if (choice == EngineChoice::kAuto && !ListGpus().empty()) continue;
     DispatcherOptions options;
     options.engine = choice;
     options.cpu.max_threads = 2;
@@ -53,6 +57,7 @@ TEST(DispatcherTest, AutoAndCpuServeOnTheCpuEngine) {
                        DataType::kUint64, DataType::kInt64, DataType::kFloat64}) {
       for (size_t n : {size_t{0}, size_t{10}, size_t{1} << 30}) {
         EXPECT_EQ((*d)->ForNumeric(t, n).kind(), EngineKind::kCpu);
+        EXPECT_FALSE((*d)->RoutesToGpu(t, n));
       }
     }
     EXPECT_EQ((*d)->ForBytes(100).kind(), EngineKind::kCpu);
@@ -64,6 +69,16 @@ TEST(DispatcherTest, AutoAndCpuServeOnTheCpuEngine) {
                                  SortOrder::kAscending, {})
                     .ok());
     EXPECT_EQ(keys, (std::vector<int32_t>{-1, 2, 3}));
+    // Dispatcher::SortNumeric reports the engine that ran.
+    std::vector<double> more = {2.5, -0.0, 0.0, -7};
+    auto ran = (*d)->SortNumeric(NumericSpan(more.data(), more.size()), SortOrder::kDescending, {});
+    ASSERT_TRUE(ran.ok()) << ran.status();
+    EXPECT_EQ(*ran, EngineKind::kCpu);
+    EXPECT_EQ(more[0], 2.5);
+    EXPECT_EQ(more[3], -7);
+    EXPECT_FALSE(std::signbit(more[1]));  // descending: +0.0 before -0.0
+    EXPECT_TRUE(std::signbit(more[2]));
+    EXPECT_EQ((*d)->gpu_count(), 0);
   }
 }
 
