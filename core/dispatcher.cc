@@ -70,7 +70,7 @@ Dispatcher::Dispatcher(std::unique_ptr<SortEngine> cpu, std::unique_ptr<GpuEngin
       description_(std::move(description)) {}
 
 SortEngine& Dispatcher::ForNumeric(DataType, size_t size) {
-  if (gpu_ != nullptr && size >= gpu_min_keys_ && size > 0) return *gpu_;
+  if (gpu_ != nullptr && size >= gpu_min_keys_ && size > 0 && gpu_->any_healthy()) return *gpu_;
   return *cpu_;
 }
 

@@ -34,6 +34,12 @@ class GpuRadixEngine final : public GpuEngine {
 
   EngineKind kind() const override { return EngineKind::kGpuRadix; }
   int gpu_count() const override { return static_cast<int>(workers_.size()); }
+  bool any_healthy() const override {
+    for (const auto& w : workers_) {
+      if (w->healthy()) return true;
+    }
+    return false;
+  }
   std::string description() const override { return description_; }
 
   absl::Status SortNumeric(NumericSpan keys, SortOrder order,
@@ -66,6 +72,8 @@ class GpuRadixEngine final : public GpuEngine {
         if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), "error");
         return absl::UnavailableError(report.message);
       case cuda::GpuSortOutcome::kFailedDirty:
+        // Output was partly written: the request fails (counted as an error).
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), "error");
         return absl::InternalError(report.message);
     }
     return absl::InternalError("GPU radix engine: unknown outcome");
@@ -105,6 +113,7 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
   }
   std::vector<std::unique_ptr<cuda::GpuWorker>> workers;
   std::vector<std::string> names;
+  std::vector<std::string> errors;
   for (const GpuDevice& gpu : gpus) {
     cuda::GpuWorkerOptions w;
     w.device = gpu.ordinal;
@@ -113,13 +122,18 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
     w.staging_chunk_bytes = options.staging_chunk_bytes;
     std::string error;
     std::unique_ptr<cuda::GpuWorker> worker = cuda::GpuWorker::Create(w, &error);
-    if (worker == nullptr) return absl::UnavailableError(error);
+    if (worker == nullptr) {  // serve with the GPUs that work
+      errors.push_back(error);
+      continue;
+    }
     names.push_back(absl::StrCat(gpu.ordinal, ":", gpu.name, " pool<=",
                                  worker->max_pool_bytes() >> 20, "MiB"));
     workers.push_back(std::move(worker));
   }
+  if (workers.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
   std::string description = absl::StrCat("GPUs ", absl::StrJoin(names, ", "), ", ",
                                          options.slots_per_gpu, " streams each");
+  if (!errors.empty()) absl::StrAppend(&description, "; not serving: ", absl::StrJoin(errors, "; "));
   return std::unique_ptr<GpuEngine>(
       new GpuRadixEngine(std::move(workers), options.observer, std::move(description)));
 }

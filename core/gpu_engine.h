@@ -46,11 +46,15 @@ bool GpuEngineBuilt();
 // memory, a CUDA error before output); the dispatcher then sorts on the CPU.
 class GpuEngine : public SortEngine {
  public:
-  // One worker per visible GPU; fails when none can be opened.
+  // One worker per visible GPU that can be opened (the others are named in
+  // description()); fails when none can.
   static absl::StatusOr<std::unique_ptr<GpuEngine>> Create(const GpuEngineOptions& options);
 
   // How many GPUs serve and which; one line for the startup log.
   virtual int gpu_count() const = 0;
+  // False once every GPU has had a sticky error (the dispatcher then sends
+  // everything to the CPU).
+  virtual bool any_healthy() const = 0;
   virtual std::string description() const = 0;
 };
 

@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.RegisterService(s->service_.get());
   if (options.enable_diagnostics) {
-    s->diagnostics_ = std::make_unique<DiagnosticsServiceImpl>();
+    s->diagnostics_ = std::make_unique<DiagnosticsServiceImpl>(&s->context_->draining);
     builder.RegisterService(s->diagnostics_.get());
   }
   s->server_ = builder.BuildAndStart();
@@ -162,6 +162,8 @@ const std::string& SortdServer::engine_description() const {
 void SortdServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // A Start() that failed part-way leaves a server without a listener.
+  if (context_ == nullptr || server_ == nullptr) return;
   context_->draining.store(true);
   server_->GetHealthCheckService()->SetServingStatus(false);
   if (options_.drain_delay > absl::ZeroDuration()) absl::SleepFor(options_.drain_delay);
@@ -171,11 +173,13 @@ void SortdServer::Shutdown() {
                     absl::ToChronoNanoseconds(options_.drain_timeout));
 }
 
-void SortdServer::Wait() { server_->Wait(); }
+void SortdServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
 
 SortdServer::~SortdServer() {
   Shutdown();
-  server_->Wait();
+  Wait();
   gpu_pool_.reset();  // runs any job still queued, then joins
   pool_.reset();
   server_.reset();

@@ -68,38 +68,54 @@ struct GpuWorker::State {
     }
   }
 
+  // Device bytes held by busy slots other than `slot` (they cannot be
+  // released now).
+  size_t BusyBytes(const Slot* except) const {
+    size_t bytes = 0;
+    for (const Slot& s : slots) {
+      if (&s != except && s.busy) bytes += s.device_bytes;
+    }
+    return bytes;
+  }
+
   // Makes `slot` hold at least `needed` device bytes within the pool cap,
-  // releasing idle slots' buffers if that makes room. Called with mu held.
+  // releasing idle slots' buffers (largest first) only as far as needed.
+  // Called with mu held; the caller has checked BusyBytes(&slot) + needed
+  // <= max_pool_bytes, so releasing idle buffers always makes room.
+  // (cudaMalloc/cudaFree under the lock: growth is rare, buffers are reused.)
   cudaError_t EnsureDevice(Slot& slot, size_t needed) {
     if (slot.device_bytes >= needed) return cudaSuccess;
-    auto others = [&] { return pool_bytes - slot.device_bytes; };
-    if (others() + needed > max_pool_bytes) {
+    auto release = [&](Slot& s) {
+      cudaFree(s.device);
+      pool_bytes -= s.device_bytes;
+      s.device = nullptr;
+      s.device_bytes = 0;
+    };
+    release(slot);
+    while (pool_bytes + needed > max_pool_bytes) {
+      Slot* largest = nullptr;
       for (Slot& s : slots) {
-        if (&s == &slot || s.busy || s.device == nullptr) continue;
-        cudaFree(s.device);
-        pool_bytes -= s.device_bytes;
-        s.device = nullptr;
-        s.device_bytes = 0;
+        if (s.busy || s.device == nullptr) continue;
+        if (largest == nullptr || s.device_bytes > largest->device_bytes) largest = &s;
+      }
+      if (largest == nullptr) break;
+      release(*largest);
+    }
+    cudaError_t err = cudaErrorMemoryAllocation;
+    if (pool_bytes + needed <= max_pool_bytes) {
+      const size_t grown = std::min(AlignUp(needed, kGrowStep), max_pool_bytes - pool_bytes);
+      void* p = nullptr;
+      err = cudaMalloc(&p, grown);
+      if (err == cudaSuccess) {
+        slot.device = static_cast<char*>(p);
+        slot.device_bytes = grown;
+        pool_bytes += grown;
+      } else {
+        cudaGetLastError();  // not sticky: clear it
       }
     }
-    if (others() + needed > max_pool_bytes) return cudaErrorMemoryAllocation;
-    const size_t grown = std::min(AlignUp(needed, kGrowStep), max_pool_bytes - others());
-    cudaFree(slot.device);
-    pool_bytes -= slot.device_bytes;
-    slot.device = nullptr;
-    slot.device_bytes = 0;
-    void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, grown);
-    if (err != cudaSuccess) {
-      cudaGetLastError();  // not sticky: clear it
-      pool_bytes_seen = pool_bytes;
-      return err;
-    }
-    slot.device = static_cast<char*>(p);
-    slot.device_bytes = grown;
-    pool_bytes += grown;
     pool_bytes_seen = pool_bytes;
-    return cudaSuccess;
+    return err;
   }
 };
 
@@ -241,46 +257,49 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   cudaError_t err = RadixSort(nullptr, l.temp_bytes, problem, nullptr);
   l.total = l.temp + AlignUp(l.temp_bytes);
 
-  cudaSetDevice(st.options.device);
+  auto no_memory = [&] {
+    report.outcome = GpuSortOutcome::kNoMemory;
+    report.message = where + "needs " + std::to_string(l.total >> 20) +
+                     " MiB of device memory; the pool is limited to " +
+                     std::to_string(st.max_pool_bytes >> 20) + " MiB";
+    return report;
+  };
+  // Never fits: do not queue behind GPU work.
+  if (err == cudaSuccess && l.total > st.max_pool_bytes) return no_memory();
+  if (err == cudaSuccess) err = cudaSetDevice(st.options.device);
   Slot* slot = nullptr;
-  {
+  if (err == cudaSuccess) {
+    // Wait for a free slot and for the busy slots to leave room (a job
+    // that fits the pool waits for memory instead of leaving the GPU).
     std::unique_lock<std::mutex> lock(st.mu);
     st.slot_free.wait(lock, [&] {
       for (Slot& s : st.slots) {
-        if (!s.busy) return true;
+        if (!s.busy && st.BusyBytes(&s) + l.total <= st.max_pool_bytes) {
+          slot = &s;
+          return true;
+        }
       }
       return false;
     });
-    for (Slot& s : st.slots) {
-      if (!s.busy) {
-        slot = &s;
-        break;
-      }
-    }
     slot->busy = true;
-    if (err == cudaSuccess) err = st.EnsureDevice(*slot, l.total);
+    err = st.EnsureDevice(*slot, l.total);
     report.pool_bytes = st.pool_bytes;
   }
   struct Release {
     State& st;
     Slot* slot;
     ~Release() {
+      if (slot == nullptr) return;
       {
         std::lock_guard<std::mutex> lock(st.mu);
         slot->busy = false;
       }
-      st.slot_free.notify_one();
+      // Waiters differ in the memory they need: let each re-check.
+      st.slot_free.notify_all();
     }
   } release{st, slot};
-  if (err == cudaErrorMemoryAllocation) {
-    report.outcome = GpuSortOutcome::kNoMemory;
-    report.message = where + "needs " + std::to_string(l.total >> 20) +
-                     " MiB of device memory; the pool is limited to " +
-                     std::to_string(st.max_pool_bytes >> 20) + " MiB";
-    return report;
-  }
+  if (err == cudaErrorMemoryAllocation) return no_memory();
 
-  Slot& s = *slot;
   const size_t chunk = st.options.staging_chunk_bytes;
   bool output_started = false;
   auto classify = [&](cudaError_t e, const char* step) {
@@ -295,18 +314,15 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
     }
     return report;
   };
-  if (err != cudaSuccess) return classify(err, "sizing");
+  if (err != cudaSuccess) return classify(err, "preparing the device");
 
+  Slot& s = *slot;
   char* base = s.device;
   problem.d_keys_in = base + l.keys_in;
   problem.d_keys_out = base + l.keys_out;
   problem.d_values_in = index_bytes ? base + l.index_in : nullptr;
   problem.d_values_out = index_bytes ? base + l.index_out : nullptr;
 
-  if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return classify(err, "event");
-  if ((err = Upload(s, chunk, job.keys, base + l.keys_in, n * key_bytes)) != cudaSuccess) {
-    return classify(err, "host to device copy");
-  }
   if (index_bytes == 4) {
     IotaKernel<uint32_t><<<std::min<size_t>((n + 255) / 256, 4096), 256, 0, s.stream>>>(
         reinterpret_cast<uint32_t*>(base + l.index_in), n);
@@ -315,6 +331,10 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
         reinterpret_cast<uint64_t*>(base + l.index_in), n);
   }
   if ((err = cudaGetLastError()) != cudaSuccess) return classify(err, "iota");
+  if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return classify(err, "event");
+  if ((err = Upload(s, chunk, job.keys, base + l.keys_in, n * key_bytes)) != cudaSuccess) {
+    return classify(err, "host to device copy");
+  }
   if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return classify(err, "event");
   size_t temp_bytes = l.temp_bytes;
   if ((err = RadixSort(base + l.temp, temp_bytes, problem, s.stream)) != cudaSuccess) {

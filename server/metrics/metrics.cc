@@ -155,8 +155,9 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
                       .Register(*registry_)),
       fallbacks_(prometheus::BuildCounter()
                      .Name("sortd_gpu_fallbacks_total")
-                     .Help("Requests routed to a GPU that were sorted on the CPU instead, by "
-                           "GPU and reason (memory: over the device pool; error: CUDA error).")
+                     .Help("Requests routed to a GPU that did not complete there, by GPU and "
+                           "reason (memory: over the device pool, sorted on the CPU; error: CUDA "
+                           "error, sorted on the CPU or failed if output had started).")
                      .Register(*registry_)),
       inflight_(std::make_shared<InflightCollector>()) {
   prometheus::BuildGauge()

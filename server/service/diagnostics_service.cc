@@ -1,6 +1,7 @@
 // Echo: one copy of the keys into the response, as Sort makes before it
-// sorts in place. EchoStream: reads ahead up to a window of pending echoes
-// and writes them in order, one write in flight (gRPC's limit).
+// sorts in place. EchoStream: reads ahead while fewer than kWindow echoes
+// and kWindowBytes are pending, writes them in order, one write in flight
+// (gRPC's limit).
 #include "server/service/diagnostics_service.h"
 
 #include <deque>
@@ -17,8 +18,10 @@ void EchoInto(const v1::SortRequest& request, v1::SortResponse* response) {
 
 class EchoStreamReactor final : public grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse> {
  public:
-  // Echoes queued or being written before reading pauses.
+  // Echoes (and their bytes) queued or being written before reading pauses;
+  // one message over the byte window is still taken, so any size passes.
   static constexpr size_t kWindow = 64;
+  static constexpr size_t kWindowBytes = size_t{64} << 20;
 
   EchoStreamReactor() { StartRead(&read_buffer_); }
 
@@ -29,6 +32,7 @@ class EchoStreamReactor final : public grpc::ServerBidiReactor<v1::SortRequest, 
       if (ok) {
         auto response = std::make_unique<v1::SortResponse>();
         EchoInto(read_buffer_, response.get());
+        queued_bytes_ += response->ByteSizeLong();
         queue_.push_back(std::move(response));
       } else {
         reads_done_ = true;
@@ -44,6 +48,7 @@ class EchoStreamReactor final : public grpc::ServerBidiReactor<v1::SortRequest, 
     {
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
+      queued_bytes_ -= queue_.front()->ByteSizeLong();
       queue_.pop_front();
       if (!ok) failed_ = true;
       next = DecideLocked();
@@ -76,7 +81,8 @@ class EchoStreamReactor final : public grpc::ServerBidiReactor<v1::SortRequest, 
       writing_ = true;
       next.write = queue_.front().get();
     }
-    if (!reads_done_ && !read_in_flight_ && queue_.size() < kWindow) {
+    if (!reads_done_ && !read_in_flight_ && queue_.size() < kWindow &&
+        queued_bytes_ < kWindowBytes) {
       read_in_flight_ = true;
       next.read = true;
     }
@@ -97,6 +103,7 @@ class EchoStreamReactor final : public grpc::ServerBidiReactor<v1::SortRequest, 
   v1::SortRequest read_buffer_;
   std::mutex mu_;
   std::deque<std::unique_ptr<v1::SortResponse>> queue_;  // front is being written when writing_
+  size_t queued_bytes_ = 0;
   bool read_in_flight_ = true;  // the constructor's read
   bool reads_done_ = false;
   bool writing_ = false;
@@ -104,19 +111,33 @@ class EchoStreamReactor final : public grpc::ServerBidiReactor<v1::SortRequest, 
   bool finished_ = false;
 };
 
+const grpc::Status kDraining(grpc::StatusCode::UNAVAILABLE, "server is shutting down (draining)");
+
+// A stream refused at once (the server is draining).
+class RefusedStream final : public grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse> {
+ public:
+  RefusedStream() { Finish(kDraining); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 grpc::ServerUnaryReactor* DiagnosticsServiceImpl::Echo(grpc::CallbackServerContext* ctx,
                                                        const v1::SortRequest* request,
                                                        v1::SortResponse* response) {
-  EchoInto(*request, response);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (draining_->load(std::memory_order_relaxed)) {
+    reactor->Finish(kDraining);
+    return reactor;
+  }
+  EchoInto(*request, response);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>* DiagnosticsServiceImpl::EchoStream(
     grpc::CallbackServerContext*) {
+  if (draining_->load(std::memory_order_relaxed)) return new RefusedStream();
   return new EchoStreamReactor();
 }
 

@@ -123,5 +123,21 @@ TEST(GpuWorker, JobLargerThanThePoolLeavesHostArraysUntouched) {
   EXPECT_LE(worker->pool_bytes(), size_t{4} << 20);
 }
 
+TEST(GpuWorker, JobsThatFitThePoolWaitForMemoryInsteadOfLeaving) {
+  SKIP_WITHOUT_GPU();
+  // One 1 Mi-key argsort (~25 MiB of buffers) fits in 40 MiB, two do not:
+  // concurrent jobs must take turns on the GPU, none may be refused.
+  auto worker = MakeWorker(size_t{1} << 20, /*max_pool=*/size_t{40} << 20, /*slots=*/2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 3; ++r) CheckJob(*worker, Random<uint32_t>(1 << 20, t * 10 + r), false, true, "turns");
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(worker->pool_bytes(), size_t{40} << 20);
+  EXPECT_TRUE(worker->healthy());
+}
+
 }  // namespace
 }  // namespace sortd::cuda

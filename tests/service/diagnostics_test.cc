@@ -2,6 +2,10 @@
 // request_id unchanged; EchoStream answers every request, in order.
 #include <grpcpp/grpcpp.h>
 
+#include <thread>
+
+#include "absl/time/clock.h"
+
 #include "tests/service/test_server.h"
 
 namespace sortd::testing {
@@ -62,6 +66,32 @@ TEST(DiagnosticsTest, EchoStreamAnswersEveryRequestInOrder) {
   writer.join();
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_EQ(received, kRequests);
+}
+
+TEST(DiagnosticsTest, RefusesEchoWhileDraining) {
+  ServerOptions options;
+  options.enable_diagnostics = true;
+  options.drain_delay = absl::Milliseconds(1500);  // listener stays open meanwhile
+  auto server = StartServer(options);
+  auto stub = v1::DiagnosticsService::NewStub(
+      grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    v1::SortResponse response;
+    ASSERT_TRUE(stub->Echo(&ctx, Request(3, "before"), &response).ok());
+  }
+  std::thread shutdown([&] { server->Shutdown(); });
+  absl::SleepFor(absl::Milliseconds(300));
+  grpc::ClientContext ctx;
+  v1::SortResponse response;
+  const grpc::Status status = stub->Echo(&ctx, Request(3, "during"), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(status.error_message().find("draining"), std::string::npos) << status.error_message();
+  grpc::ClientContext sctx;
+  auto stream = stub->EchoStream(&sctx);
+  stream->WritesDone();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  shutdown.join();
 }
 
 }  // namespace
