@@ -66,14 +66,14 @@ class GpuRadixEngine final : public GpuEngine {
         }
         return absl::OkStatus();
       case cuda::GpuSortOutcome::kNoMemory:
-        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), "memory");
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), GpuFallbackReason::kMemory);
         return absl::UnavailableError(report.message);
       case cuda::GpuSortOutcome::kFailedIntact:
-        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), "error");
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), GpuFallbackReason::kError);
         return absl::UnavailableError(report.message);
       case cuda::GpuSortOutcome::kFailedDirty:
         // Output was partly written: the request fails (counted as an error).
-        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), "error");
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), GpuFallbackReason::kError);
         return absl::InternalError(report.message);
     }
     return absl::InternalError("GPU radix engine: unknown outcome");

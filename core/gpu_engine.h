@@ -14,15 +14,19 @@
 
 namespace sortd {
 
+// Why a request routed to a GPU did not complete there.
+enum class GpuFallbackReason {
+  kMemory,  // larger than the device pool: sorted on the CPU
+  kError,   // CUDA error: sorted on the CPU, or failed if output had started
+};
+
 // Receives GPU timings and pool sizes (the server feeds them to metrics).
 class GpuEngineObserver {
  public:
   virtual ~GpuEngineObserver() = default;
   virtual void OnGpuSort(int gpu, double h2d_seconds, double kernel_seconds,
                          double d2h_seconds, size_t pool_bytes) = 0;
-  // A request the GPU could not take ("memory") or failed ("error") that
-  // was sorted on the CPU instead.
-  virtual void OnGpuFallback(int gpu, const char* reason) = 0;
+  virtual void OnGpuFallback(int gpu, GpuFallbackReason reason) = 0;
 };
 
 struct GpuEngineOptions {

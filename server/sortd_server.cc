@@ -58,7 +58,7 @@ class GpuMetricsObserver final : public GpuEngineObserver {
     metrics_->RecordTransfer(/*host_to_device=*/false, d2h_seconds);
     metrics_->SetDevicePoolBytes(gpu, static_cast<double>(pool_bytes));
   }
-  void OnGpuFallback(int gpu, const char* reason) override {
+  void OnGpuFallback(int gpu, GpuFallbackReason reason) override {
     metrics_->RecordGpuFallback(gpu, reason);
   }
 

@@ -232,10 +232,11 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
     std::atomic<int>& n;
     ~InFlight() { n.fetch_sub(1); }
   } in_flight_guard{st.in_flight};
-  const std::string where = "GPU " + std::to_string(st.options.device) + ": ";
+  // Error-message prefix, built only when a message is.
+  auto where = [&] { return "GPU " + std::to_string(st.options.device) + ": "; };
   if (!st.healthy.load()) {
     report.outcome = GpuSortOutcome::kFailedIntact;
-    report.message = where + "unavailable after an earlier device error";
+    report.message = where() + "unavailable after an earlier device error";
     return report;
   }
   if (job.num_items == 0) return report;
@@ -259,7 +260,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
 
   auto no_memory = [&] {
     report.outcome = GpuSortOutcome::kNoMemory;
-    report.message = where + "needs " + std::to_string(l.total >> 20) +
+    report.message = where() + "needs " + std::to_string(l.total >> 20) +
                      " MiB of device memory; the pool is limited to " +
                      std::to_string(st.max_pool_bytes >> 20) + " MiB";
     return report;
@@ -304,7 +305,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   bool output_started = false;
   auto classify = [&](cudaError_t e, const char* step) {
     report.outcome = output_started ? GpuSortOutcome::kFailedDirty : GpuSortOutcome::kFailedIntact;
-    report.message = where + step + ": " + cudaGetErrorString(e);
+    report.message = where() + step + ": " + cudaGetErrorString(e);
     // A sticky error leaves the context unusable: stop taking work.
     if (cudaDeviceSynchronize() != cudaSuccess) {
       report.device_lost = true;

@@ -28,7 +28,7 @@ struct NoValue {};
 // hist is [passes][kRadixBins], zeroed by the caller.
 template <typename Word, int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
-GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyClass cls, Word flip,
+GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> masks,
                       unsigned long long* __restrict__ hist,
                       unsigned long long* __restrict__ nan_count) {
   constexpr int kPasses = sizeof(Word) * 8 / kRadixBits;
@@ -37,8 +37,8 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyClass cls, Wor
   __syncthreads();
   unsigned int nans = 0;
   auto count_key = [&](Word bits) {
-    if (cls == KeyClass::kFloat && KeyCodec<Word>::IsNan(bits)) ++nans;
-    const Word w = KeyCodec<Word>::Encode(bits, cls, flip);
+    if (masks.canonical_nan && KeyCodec<Word>::IsNan(bits)) ++nans;
+    const Word w = masks.Encode(bits);
 #pragma unroll
     for (int p = 0; p < kPasses; ++p) {
       atomicAdd(&counts[p * kRadixBins + ((w >> (p * kRadixBits)) & (kRadixBins - 1))], 1u);

@@ -182,7 +182,8 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
       static_cast<size_t>(sms) * HistogramTuning::kBlocksPerSm,
       std::max<size_t>(1, (n + HistogramTuning::kBlockThreads - 1) / HistogramTuning::kBlockThreads)));
   GlobalHistogramKernel<Word, HistogramTuning::kBlockThreads>
-      <<<hist_grid, HistogramTuning::kBlockThreads, 0, stream>>>(keys_in, n, cls, flip, hist, nan_count);
+      <<<hist_grid, HistogramTuning::kBlockThreads, 0, stream>>>(
+          keys_in, n, KeyMasks<Word>::For(cls, flip, /*nans_present=*/true), hist, nan_count);
   SORTD_CUDA_TRY(cudaGetLastError());
   DigitOffsetsKernel<kRadixBins><<<kPasses, kRadixBins, 0, stream>>>(hist, offsets);
   SORTD_CUDA_TRY(cudaGetLastError());

@@ -32,28 +32,14 @@ struct KeyCodec {
   __device__ __forceinline__ static bool IsNan(Word bits) {
     return (bits & ~kSign) > kExponent;
   }
-  // Original bits -> ordered bits (descending: complemented).
-  __device__ __forceinline__ static Word Encode(Word bits, KeyClass c, Word flip) {
-    if (c == KeyClass::kSigned) {
-      bits ^= kSign;
-    } else if (c == KeyClass::kFloat) {
-      bits = IsNan(bits) ? ~Word{0} : ((bits & kSign) ? ~bits : (bits | kSign));
-    }
-    return bits ^ flip;
-  }
-  // Ordered bits -> original bits (NaNs are never decoded: in NaN mode the
-  // originals travel as values).
-  __device__ __forceinline__ static Word Decode(Word bits, KeyClass c, Word flip) {
-    bits ^= flip;
-    if (c == KeyClass::kSigned) return bits ^ kSign;
-    if (c == KeyClass::kFloat) return (bits & kSign) ? (bits ^ kSign) : ~bits;
-    return bits;
-  }
 };
 
-// The same map, branch-free, for the digit passes (hot loops): XOR masks
-// chosen on the host per key class. float_mask selects the sign-dependent
-// part of the float map; NaN canonicalisation only when NaNs are present.
+// Original bits <-> ordered bits (descending: complemented), branch-free:
+// XOR masks chosen on the host per key class. float_mask selects the
+// sign-dependent part of the float map. With canonical_nan every NaN
+// becomes the largest ordered word (the histogram, and passes when NaNs
+// are present); NaNs are never decoded: in NaN mode the originals travel
+// as values.
 template <typename Word>
 struct KeyMasks {
   Word sign = 0;        // XORed always (signed and float classes)

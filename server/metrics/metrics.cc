@@ -2,8 +2,6 @@
 // in-flight gauges.
 #include "server/metrics/metrics.h"
 
-#include <string_view>
-
 #include <mutex>
 
 #include <prometheus/collectable.h>
@@ -257,9 +255,9 @@ void ServiceMetrics::SetDevicePoolBytes(int gpu, double bytes) {
   if (gpu >= 0 && gpu < static_cast<int>(pool_cells_.size())) pool_cells_[gpu]->Set(bytes);
 }
 
-void ServiceMetrics::RecordGpuFallback(int gpu, const char* reason) {
+void ServiceMetrics::RecordGpuFallback(int gpu, GpuFallbackReason reason) {
   if (gpu < 0 || gpu >= static_cast<int>(fallback_cells_.size())) return;
-  fallback_cells_[gpu][std::string_view(reason) == "memory" ? 0 : 1]->Increment();
+  fallback_cells_[gpu][reason == GpuFallbackReason::kMemory ? 0 : 1]->Increment();
 }
 
 void ServiceMetrics::WatchAdmission(const AdmissionControl* admission) {

@@ -22,6 +22,7 @@
 #include <prometheus/registry.h>
 
 #include "absl/status/status.h"
+#include "core/gpu_engine.h"
 #include "core/types.h"
 
 namespace sortd {
@@ -69,8 +70,8 @@ class ServiceMetrics {
   void RecordKernel(int gpu, double seconds);
   void RecordTransfer(bool host_to_device, double seconds);
   void SetDevicePoolBytes(int gpu, double bytes);
-  // A GPU request sorted on the CPU instead; reason "memory" or "error".
-  void RecordGpuFallback(int gpu, const char* reason);
+  // A request routed to a GPU that did not complete there.
+  void RecordGpuFallback(int gpu, GpuFallbackReason reason);
 
   // In-flight gauges are read from admission control at scrape time.
   void WatchAdmission(const AdmissionControl* admission);

@@ -19,14 +19,6 @@ namespace {
 
 using namespace sortd::cuda::testing;  // NOLINT: test helpers
 
-bool HaveGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (!HaveGpu()) GTEST_SKIP() << "no GPU visible"
-
 std::unique_ptr<GpuWorker> MakeWorker(size_t chunk = 1 << 16, size_t max_pool = 0, int slots = 2) {
   GpuWorkerOptions o;
   o.slots = slots;

@@ -1,7 +1,7 @@
-// Host reference for the GPU radix tests: the sortd order written from
-// the contract (NaNs last and equal, -0.0 before +0.0), a stable reference
-// permutation, and input generators. CUDA-free, shared by the radix core
-// and GPU worker tests.
+// Shared by the GPU radix core and GPU worker tests: the host reference
+// (the sortd order written from the contract: NaNs last and equal, -0.0
+// before +0.0), a stable reference permutation, input generators, and the
+// skip-without-GPU check.
 #ifndef SORTD_TESTS_GPU_RADIX_REFERENCE_H_
 #define SORTD_TESTS_GPU_RADIX_REFERENCE_H_
 
@@ -18,6 +18,14 @@
 #include "core/cuda/radix_sort.cuh"
 
 namespace sortd::cuda::testing {
+
+inline bool HaveGpu() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (!::sortd::cuda::testing::HaveGpu()) GTEST_SKIP() << "no GPU visible"
 
 template <typename T> constexpr RadixKeyType TypeOf();
 template <> constexpr RadixKeyType TypeOf<uint32_t>() { return RadixKeyType::kUint32; }

@@ -24,14 +24,6 @@ namespace {
 
 using namespace sortd::cuda::testing;  // NOLINT: test helpers
 
-bool HaveGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (!HaveGpu()) GTEST_SKIP() << "no GPU visible"
-
 
 struct DeviceBuffer {
   void* ptr = nullptr;

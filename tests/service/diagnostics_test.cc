@@ -18,10 +18,19 @@ v1::SortRequest Request(int n, const std::string& id) {
   return r;
 }
 
+std::unique_ptr<SortdServer> StartWithDiagnostics(ServerOptions options = {}) {
+  options.enable_diagnostics = true;
+  return StartServer(options);
+}
+
+std::unique_ptr<v1::DiagnosticsService::Stub> DiagnosticsStub(const SortdServer& server) {
+  return v1::DiagnosticsService::NewStub(
+      grpc::CreateChannel(Target(server), grpc::InsecureChannelCredentials()));
+}
+
 TEST(DiagnosticsTest, UnimplementedUnlessEnabled) {
   auto server = StartServer();
-  auto channel = grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials());
-  auto stub = v1::DiagnosticsService::NewStub(channel);
+  auto stub = DiagnosticsStub(*server);
   grpc::ClientContext ctx;
   v1::SortResponse response;
   EXPECT_EQ(stub->Echo(&ctx, Request(3, "a"), &response).error_code(),
@@ -29,11 +38,8 @@ TEST(DiagnosticsTest, UnimplementedUnlessEnabled) {
 }
 
 TEST(DiagnosticsTest, EchoReturnsThePayloadUnsorted) {
-  ServerOptions options;
-  options.enable_diagnostics = true;
-  auto server = StartServer(options);
-  auto stub = v1::DiagnosticsService::NewStub(
-      grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials()));
+  auto server = StartWithDiagnostics();
+  auto stub = DiagnosticsStub(*server);
   const v1::SortRequest request = Request(1000, "id-7");
   grpc::ClientContext ctx;
   v1::SortResponse response;
@@ -44,11 +50,8 @@ TEST(DiagnosticsTest, EchoReturnsThePayloadUnsorted) {
 }
 
 TEST(DiagnosticsTest, EchoStreamAnswersEveryRequestInOrder) {
-  ServerOptions options;
-  options.enable_diagnostics = true;
-  auto server = StartServer(options);
-  auto stub = v1::DiagnosticsService::NewStub(
-      grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials()));
+  auto server = StartWithDiagnostics();
+  auto stub = DiagnosticsStub(*server);
   grpc::ClientContext ctx;
   auto stream = stub->EchoStream(&ctx);
   constexpr int kRequests = 500;  // more than the server's read-ahead window
@@ -70,11 +73,9 @@ TEST(DiagnosticsTest, EchoStreamAnswersEveryRequestInOrder) {
 
 TEST(DiagnosticsTest, RefusesEchoWhileDraining) {
   ServerOptions options;
-  options.enable_diagnostics = true;
   options.drain_delay = absl::Milliseconds(1500);  // listener stays open meanwhile
-  auto server = StartServer(options);
-  auto stub = v1::DiagnosticsService::NewStub(
-      grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials()));
+  auto server = StartWithDiagnostics(options);
+  auto stub = DiagnosticsStub(*server);
   {
     grpc::ClientContext ctx;
     v1::SortResponse response;

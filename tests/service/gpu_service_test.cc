@@ -4,11 +4,9 @@
 // CPU; a request over the device pool falls back to the CPU and is counted;
 // GPU timings reach the metrics. Skips without a GPU.
 #include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
 
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,13 +35,7 @@ std::unique_ptr<SortdServer> StartEngine(EngineChoice engine, size_t pool_bytes 
 }
 
 double Metric(SortdServer& server, const std::string& series) {
-  const std::string text = prometheus::TextSerializer().Serialize(server.metrics().registry()->Collect());
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
+  return Sample(Scrape(server), series);
 }
 
 template <typename T>

@@ -82,37 +82,26 @@ TEST(DrainTest, ShutdownRefusesNewWorkAndFinishesInFlightStreams) {
   shutdown.get();
 }
 
-}  // namespace
-}  // namespace sortd::testing
-
-namespace sortd::testing {
-namespace {
-
 // A Start() that fails part-way returns its error and cleans up without
 // crashing: a port that cannot be bound, and --engine=gpu without a GPU.
 TEST(StartTest, FailuresReturnAnErrorAndCleanUp) {
-  ServerOptions bad_listen;
-  bad_listen.listen_address = "256.0.0.1:1";
-  bad_listen.metrics_listen = "";
-  bad_listen.dispatcher.engine = EngineChoice::kCpu;
-  auto s = SortdServer::Start(bad_listen);
+  auto options = [](const char* listen, const char* metrics, EngineChoice engine) {
+    ServerOptions o;
+    o.listen_address = listen;
+    o.metrics_listen = metrics;
+    o.dispatcher.engine = engine;
+    return o;
+  };
+  auto s = SortdServer::Start(options("256.0.0.1:1", "", EngineChoice::kCpu));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
 
-  ServerOptions bad_metrics;
-  bad_metrics.listen_address = "127.0.0.1:0";
-  bad_metrics.metrics_listen = "256.0.0.1:1";
-  bad_metrics.dispatcher.engine = EngineChoice::kCpu;
-  auto m = SortdServer::Start(bad_metrics);
+  auto m = SortdServer::Start(options("127.0.0.1:0", "256.0.0.1:1", EngineChoice::kCpu));
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("metrics_listen"), std::string::npos) << m.status();
 
   if (ListGpus().empty()) {
-    ServerOptions gpu;
-    gpu.listen_address = "127.0.0.1:0";
-    gpu.metrics_listen = "";
-    gpu.dispatcher.engine = EngineChoice::kGpu;
-    auto g = SortdServer::Start(gpu);
+    auto g = SortdServer::Start(options("127.0.0.1:0", "", EngineChoice::kGpu));
     ASSERT_FALSE(g.ok());
     EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition) << g.status();
     EXPECT_NE(g.status().message().find("engine=gpu"), std::string::npos) << g.status();

@@ -1,31 +1,10 @@
 // Metrics recorded by a real in-process server for a known mix of requests,
 // read back from the Prometheus registry; and the request log's rate limit.
-#include <sstream>
-
-#include <prometheus/text_serializer.h>
-
 #include "server/metrics/request_log.h"
 #include "tests/service/test_server.h"
 
 namespace sortd::testing {
 namespace {
-
-// Value of the sample `name{labels}` in the text exposition, or -1.
-double Sample(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
-}
-
-std::string Scrape(SortdServer& server) {
-  auto families = server.metrics().registry()->Collect();
-  auto inflight = server.metrics().inflight_collectable()->Collect();
-  families.insert(families.end(), inflight.begin(), inflight.end());
-  return prometheus::TextSerializer().Serialize(families);
-}
 
 TEST(MetricsTest, CountsKnownRequestsBytesAndDurations) {
   auto server = StartServer();

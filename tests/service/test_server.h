@@ -3,9 +3,11 @@
 #define SORTD_TESTS_SERVICE_TEST_SERVER_H_
 
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
 
 #include "client/sortd_client.h"
 #include "server/sortd_server.h"
@@ -23,6 +25,24 @@ inline std::unique_ptr<SortdServer> StartServer(ServerOptions options = {}) {
 
 inline std::string Target(const SortdServer& server) {
   return "127.0.0.1:" + std::to_string(server.port());
+}
+
+// The server's /metrics page as text (registry and scrape-time gauges).
+inline std::string Scrape(SortdServer& server) {
+  auto families = server.metrics().registry()->Collect();
+  auto inflight = server.metrics().inflight_collectable()->Collect();
+  families.insert(families.end(), inflight.begin(), inflight.end());
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+// Value of the sample `name{labels}` in the text exposition, or -1.
+inline double Sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
 }
 
 inline std::unique_ptr<client::SortClient> Connect(const SortdServer& server,
