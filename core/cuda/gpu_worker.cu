@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/cuda/radix_kernels.cuh"
+#include "core/cuda/segmented_sort.cuh"
 
 namespace sortd::cuda {
 namespace {
@@ -121,10 +122,11 @@ struct GpuWorker::State {
 
 namespace {
 
-// Host -> device through the two pinned chunks: the host copy of chunk c+1
-// overlaps the DMA of chunk c.
-cudaError_t Upload(Slot& s, size_t chunk, const void* host, void* dev, size_t bytes) {
-  const char* src = static_cast<const char*>(host);
+// Host -> device through the two pinned chunks: fill(staging, offset, len)
+// puts bytes [offset, offset + len) of the upload into a chunk, and that
+// host copy overlaps the DMA of the other chunk.
+template <typename Fill>
+cudaError_t Upload(Slot& s, size_t chunk, void* dev, size_t bytes, Fill fill) {
   char* dst = static_cast<char*>(dev);
   for (size_t c = 0, off = 0; off < bytes; ++c, off += chunk) {
     const int b = static_cast<int>(c & 1);
@@ -133,7 +135,7 @@ cudaError_t Upload(Slot& s, size_t chunk, const void* host, void* dev, size_t by
       cudaError_t err = cudaEventSynchronize(s.chunk_done[b]);
       if (err != cudaSuccess) return err;
     }
-    std::memcpy(s.staging[b], src + off, len);
+    fill(static_cast<char*>(s.staging[b]), off, len);
     cudaError_t err = cudaMemcpyAsync(dst + off, s.staging[b], len, cudaMemcpyHostToDevice, s.stream);
     if (err == cudaSuccess) err = cudaEventRecord(s.chunk_done[b], s.stream);
     if (err != cudaSuccess) return err;
@@ -224,22 +226,103 @@ int GpuWorker::in_flight() const { return state_->in_flight.load(); }
 size_t GpuWorker::pool_bytes() const { return state_->pool_bytes_seen.load(); }
 size_t GpuWorker::max_pool_bytes() const { return state_->max_pool_bytes; }
 
+// What Sort and SortBatch share: the in-flight count, waiting for a slot
+// with room in the pool, releasing it, and turning CUDA errors into
+// outcomes (a sticky error marks the worker unhealthy).
+class GpuWorker::Job {
+ public:
+  explicit Job(State& st) : st_(st) { st_.in_flight.fetch_add(1); }
+  ~Job() {
+    if (slot_ != nullptr) {
+      {
+        std::lock_guard<std::mutex> lock(st_.mu);
+        slot_->busy = false;
+      }
+      // Waiters differ in the memory they need: let each re-check.
+      st_.slot_free.notify_all();
+    }
+    st_.in_flight.fetch_sub(1);
+  }
+
+  GpuSortReport& report() { return report_; }
+  // Error-message prefix, built only when a message is.
+  std::string where() const { return "GPU " + std::to_string(st_.options.device) + ": "; }
+
+  bool Refused() {
+    if (st_.healthy.load()) return false;
+    report_.outcome = GpuSortOutcome::kFailedIntact;
+    report_.message = where() + "unavailable after an earlier device error";
+    return true;
+  }
+
+  GpuSortReport NoMemory(size_t needed) {
+    report_.outcome = GpuSortOutcome::kNoMemory;
+    report_.message = where() + "needs " + std::to_string(needed >> 20) +
+                      " MiB of device memory; the pool is limited to " +
+                      std::to_string(st_.max_pool_bytes >> 20) + " MiB";
+    return report_;
+  }
+
+  // Waits for a free slot and for the busy slots to leave room for `total`
+  // bytes (a job that fits the pool waits for memory instead of leaving the
+  // GPU), then makes the slot's buffer large enough.
+  cudaError_t Acquire(size_t total) {
+    cudaError_t err = cudaSetDevice(st_.options.device);
+    if (err != cudaSuccess) return err;
+    std::unique_lock<std::mutex> lock(st_.mu);
+    st_.slot_free.wait(lock, [&] {
+      for (Slot& s : st_.slots) {
+        if (!s.busy && st_.BusyBytes(&s) + total <= st_.max_pool_bytes) {
+          slot_ = &s;
+          return true;
+        }
+      }
+      return false;
+    });
+    slot_->busy = true;
+    err = st_.EnsureDevice(*slot_, total);
+    report_.pool_bytes = st_.pool_bytes;
+    return err;
+  }
+
+  Slot& slot() { return *slot_; }
+  size_t chunk() const { return st_.options.staging_chunk_bytes; }
+  void OutputStarted() { output_started_ = true; }
+
+  GpuSortReport Fail(cudaError_t e, const char* step) {
+    report_.outcome = output_started_ ? GpuSortOutcome::kFailedDirty : GpuSortOutcome::kFailedIntact;
+    report_.message = where() + step + ": " + cudaGetErrorString(e);
+    // A sticky error leaves the context unusable: stop taking work.
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+      report_.device_lost = true;
+      st_.healthy.store(false);
+    } else {
+      cudaGetLastError();
+    }
+    return report_;
+  }
+
+  // Kernel timing from the slot's events (after sort_stop completed).
+  void RecordTimes() {
+    float upload_ms = 0, sort_ms = 0;
+    cudaEventElapsedTime(&upload_ms, slot_->upload_start, slot_->sort_start);
+    cudaEventElapsedTime(&sort_ms, slot_->sort_start, slot_->sort_stop);
+    report_.h2d_seconds = upload_ms / 1e3;
+    report_.kernel_seconds = sort_ms / 1e3;
+  }
+
+ private:
+  State& st_;
+  Slot* slot_ = nullptr;
+  GpuSortReport report_;
+  bool output_started_ = false;
+};
+
 GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   State& st = *state_;
-  GpuSortReport report;
-  st.in_flight.fetch_add(1);
-  struct InFlight {
-    std::atomic<int>& n;
-    ~InFlight() { n.fetch_sub(1); }
-  } in_flight_guard{st.in_flight};
-  // Error-message prefix, built only when a message is.
-  auto where = [&] { return "GPU " + std::to_string(st.options.device) + ": "; };
-  if (!st.healthy.load()) {
-    report.outcome = GpuSortOutcome::kFailedIntact;
-    report.message = where() + "unavailable after an earlier device error";
-    return report;
-  }
-  if (job.num_items == 0) return report;
+  Job run(st);
+  if (run.Refused()) return run.report();
+  if (job.num_items == 0) return run.report();
 
   const size_t n = job.num_items;
   const size_t key_bytes = RadixKeyBytes(job.key_type);
@@ -257,67 +340,15 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   l.temp = l.index_out + AlignUp(n * index_bytes);
   cudaError_t err = RadixSort(nullptr, l.temp_bytes, problem, nullptr);
   l.total = l.temp + AlignUp(l.temp_bytes);
-
-  auto no_memory = [&] {
-    report.outcome = GpuSortOutcome::kNoMemory;
-    report.message = where() + "needs " + std::to_string(l.total >> 20) +
-                     " MiB of device memory; the pool is limited to " +
-                     std::to_string(st.max_pool_bytes >> 20) + " MiB";
-    return report;
-  };
+  if (err != cudaSuccess) return run.Fail(err, "sizing the radix sort");
   // Never fits: do not queue behind GPU work.
-  if (err == cudaSuccess && l.total > st.max_pool_bytes) return no_memory();
-  if (err == cudaSuccess) err = cudaSetDevice(st.options.device);
-  Slot* slot = nullptr;
-  if (err == cudaSuccess) {
-    // Wait for a free slot and for the busy slots to leave room (a job
-    // that fits the pool waits for memory instead of leaving the GPU).
-    std::unique_lock<std::mutex> lock(st.mu);
-    st.slot_free.wait(lock, [&] {
-      for (Slot& s : st.slots) {
-        if (!s.busy && st.BusyBytes(&s) + l.total <= st.max_pool_bytes) {
-          slot = &s;
-          return true;
-        }
-      }
-      return false;
-    });
-    slot->busy = true;
-    err = st.EnsureDevice(*slot, l.total);
-    report.pool_bytes = st.pool_bytes;
-  }
-  struct Release {
-    State& st;
-    Slot* slot;
-    ~Release() {
-      if (slot == nullptr) return;
-      {
-        std::lock_guard<std::mutex> lock(st.mu);
-        slot->busy = false;
-      }
-      // Waiters differ in the memory they need: let each re-check.
-      st.slot_free.notify_all();
-    }
-  } release{st, slot};
-  if (err == cudaErrorMemoryAllocation) return no_memory();
+  if (l.total > st.max_pool_bytes) return run.NoMemory(l.total);
+  err = run.Acquire(l.total);
+  if (err == cudaErrorMemoryAllocation) return run.NoMemory(l.total);
+  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
 
-  const size_t chunk = st.options.staging_chunk_bytes;
-  bool output_started = false;
-  auto classify = [&](cudaError_t e, const char* step) {
-    report.outcome = output_started ? GpuSortOutcome::kFailedDirty : GpuSortOutcome::kFailedIntact;
-    report.message = where() + step + ": " + cudaGetErrorString(e);
-    // A sticky error leaves the context unusable: stop taking work.
-    if (cudaDeviceSynchronize() != cudaSuccess) {
-      report.device_lost = true;
-      st.healthy.store(false);
-    } else {
-      cudaGetLastError();
-    }
-    return report;
-  };
-  if (err != cudaSuccess) return classify(err, "preparing the device");
-
-  Slot& s = *slot;
+  Slot& s = run.slot();
+  const size_t chunk = run.chunk();
   char* base = s.device;
   problem.d_keys_in = base + l.keys_in;
   problem.d_keys_out = base + l.keys_out;
@@ -331,32 +362,30 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
     IotaKernel<uint64_t><<<std::min<size_t>((n + 255) / 256, 4096), 256, 0, s.stream>>>(
         reinterpret_cast<uint64_t*>(base + l.index_in), n);
   }
-  if ((err = cudaGetLastError()) != cudaSuccess) return classify(err, "iota");
-  if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return classify(err, "event");
-  if ((err = Upload(s, chunk, job.keys, base + l.keys_in, n * key_bytes)) != cudaSuccess) {
-    return classify(err, "host to device copy");
-  }
-  if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return classify(err, "event");
+  if ((err = cudaGetLastError()) != cudaSuccess) return run.Fail(err, "iota");
+  if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  const char* keys_in = static_cast<const char*>(job.keys);
+  err = Upload(s, chunk, base + l.keys_in, n * key_bytes, [&](char* staged, size_t off, size_t len) {
+    std::memcpy(staged, keys_in + off, len);
+  });
+  if (err != cudaSuccess) return run.Fail(err, "host to device copy");
+  if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   size_t temp_bytes = l.temp_bytes;
   if ((err = RadixSort(base + l.temp, temp_bytes, problem, s.stream)) != cudaSuccess) {
-    return classify(err, "radix sort");
+    return run.Fail(err, "radix sort");
   }
-  if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return classify(err, "event");
-  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return classify(err, "radix sort");
-  float upload_ms = 0, sort_ms = 0;
-  cudaEventElapsedTime(&upload_ms, s.upload_start, s.sort_start);
-  cudaEventElapsedTime(&sort_ms, s.sort_start, s.sort_stop);
-  report.h2d_seconds = upload_ms / 1e3;
-  report.kernel_seconds = sort_ms / 1e3;
+  if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return run.Fail(err, "radix sort");
+  run.RecordTimes();
 
   const auto download_start = std::chrono::steady_clock::now();
-  output_started = true;
+  run.OutputStarted();
   char* keys_out = static_cast<char*>(job.keys);
   err = Download(s, chunk, base + l.keys_out, n * key_bytes,
                  [&](const void* staged, size_t off, size_t len) {
                    std::memcpy(keys_out + off, staged, len);
                  });
-  if (err != cudaSuccess) return classify(err, "device to host copy");
+  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   if (index_bytes == 4) {
     err = Download(s, chunk, base + l.index_out, n * 4,
                    [&](const void* staged, size_t off, size_t len) {
@@ -370,9 +399,147 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
                      std::memcpy(reinterpret_cast<char*>(job.indices) + off, staged, len);
                    });
   }
-  if (err != cudaSuccess) return classify(err, "device to host copy");
-  report.d2h_seconds = SecondsSince(download_start);
-  return report;
+  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
+  run.report().d2h_seconds = SecondsSince(download_start);
+  return run.report();
+}
+
+namespace {
+
+// Walks the concatenation of a batch's arrays, `element_bytes` per key, in
+// order: Next(len, fn) calls fn(segment, byte offset in that segment, byte
+// offset in this step, bytes) for the next `len` bytes.
+class ConcatWalker {
+ public:
+  ConcatWalker(const GpuBatchJob& job, size_t element_bytes)
+      : job_(job), element_bytes_(element_bytes) {}
+  template <typename Fn>
+  void Next(size_t len, Fn fn) {
+    size_t done = 0;
+    while (done < len && segment_ < job_.num_segments) {
+      const size_t segment_bytes = job_.segments[segment_].num_items * element_bytes_;
+      if (within_ == segment_bytes) {
+        ++segment_;
+        within_ = 0;
+        continue;
+      }
+      const size_t take = std::min(len - done, segment_bytes - within_);
+      fn(job_.segments[segment_], within_, done, take);
+      within_ += take;
+      done += take;
+    }
+  }
+
+ private:
+  const GpuBatchJob& job_;
+  size_t element_bytes_;
+  size_t segment_ = 0;
+  size_t within_ = 0;
+};
+
+}  // namespace
+
+GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
+  State& st = *state_;
+  Job run(st);
+  if (run.Refused()) return run.report();
+  size_t n = 0;
+  bool want_positions = false;
+  for (size_t i = 0; i < job.num_segments; ++i) {
+    n += job.segments[i].num_items;
+    want_positions = want_positions || job.segments[i].indices != nullptr;
+  }
+  if (n == 0) return run.report();
+  if (n >= (size_t{1} << 32) || job.num_segments >= (size_t{1} << 31)) {
+    return run.NoMemory(n * 8);  // batches are bounded far below this
+  }
+  const size_t key_bytes = RadixKeyBytes(job.key_type);
+  const size_t segments = job.num_segments;
+  // Host offsets: the first part of the upload (the kernel plans bins
+  // from them too).
+  std::vector<uint32_t> offsets(segments + 1, 0);
+  for (size_t i = 0; i < segments; ++i) {
+    offsets[i + 1] = offsets[i] + static_cast<uint32_t>(job.segments[i].num_items);
+  }
+  SegmentedSortProblem problem;
+  problem.key_type = job.key_type;
+  problem.descending = job.descending;
+  problem.num_segments = static_cast<int>(segments);
+  problem.h_offsets = offsets.data();
+  size_t temp_bytes = 0;
+  cudaError_t err = SegmentedSort(nullptr, temp_bytes, problem, nullptr);
+  if (err != cudaSuccess) return run.Fail(err, "sizing the segmented sort");
+  const size_t offsets_bytes = AlignUp(offsets.size() * 4);
+  const size_t keys_in_at = offsets_bytes;  // offsets and keys: one upload
+  const size_t keys_out_at = keys_in_at + AlignUp(n * key_bytes);
+  const size_t positions_at = keys_out_at + AlignUp(n * key_bytes);
+  const size_t temp_at = positions_at + (want_positions ? AlignUp(n * 4) : 0);
+  const size_t total = temp_at + AlignUp(temp_bytes);
+  if (total > st.max_pool_bytes) return run.NoMemory(total);
+  err = run.Acquire(total);
+  if (err == cudaErrorMemoryAllocation) return run.NoMemory(total);
+  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+
+  Slot& s = run.slot();
+  const size_t chunk = run.chunk();
+  char* base = s.device;
+  problem.d_offsets = reinterpret_cast<const uint32_t*>(base);
+  problem.d_keys_in = base + keys_in_at;
+  problem.d_keys_out = base + keys_out_at;
+  problem.d_indices_out = want_positions ? reinterpret_cast<uint32_t*>(base + positions_at) : nullptr;
+
+  if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  ConcatWalker gather(job, key_bytes);
+  const char* offsets_src = reinterpret_cast<const char*>(offsets.data());
+  err = Upload(s, chunk, base, keys_in_at + n * key_bytes, [&](char* staged, size_t off, size_t len) {
+    if (off < offsets_bytes) {  // the offsets (the alignment gap is never read)
+      const size_t head = std::min(len, offsets_bytes - off);
+      const size_t real = off < offsets.size() * 4 ? std::min(head, offsets.size() * 4 - off) : 0;
+      std::memcpy(staged, offsets_src + off, real);
+      staged += head;
+      len -= head;
+    }
+    gather.Next(len, [&](const GpuBatchSegment& seg, size_t within, size_t at, size_t bytes) {
+      std::memcpy(staged + at, static_cast<const char*>(seg.keys_in) + within, bytes);
+    });
+  });
+  if (err != cudaSuccess) return run.Fail(err, "host to device copy");
+  if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  err = SegmentedSort(base + temp_at, temp_bytes, problem, s.stream);
+  if (err != cudaSuccess) return run.Fail(err, "segmented sort");
+  if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return run.Fail(err, "segmented sort");
+  run.RecordTimes();
+
+  const auto download_start = std::chrono::steady_clock::now();
+  run.OutputStarted();
+  ConcatWalker scatter(job, key_bytes);
+  err = Download(s, chunk, base + keys_out_at, n * key_bytes,
+                 [&](const void* staged, size_t, size_t len) {
+                   scatter.Next(len, [&](const GpuBatchSegment& seg, size_t within, size_t at,
+                                         size_t bytes) {
+                     std::memcpy(static_cast<char*>(seg.keys_out) + within,
+                                 static_cast<const char*>(staged) + at, bytes);
+                   });
+                 });
+  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
+  if (want_positions) {
+    ConcatWalker widen(job, 4);
+    err = Download(s, chunk, base + positions_at, n * 4,
+                   [&](const void* staged, size_t, size_t len) {
+                     widen.Next(len, [&](const GpuBatchSegment& seg, size_t within, size_t at,
+                                         size_t bytes) {
+                       if (seg.indices == nullptr) return;
+                       const uint32_t* src = reinterpret_cast<const uint32_t*>(
+                           static_cast<const char*>(staged) + at);
+                       uint64_t* dst = seg.indices + within / 4;
+                       for (size_t i = 0; i < bytes / 4; ++i) dst[i] = src[i];
+                     });
+                   });
+    if (err != cudaSuccess) return run.Fail(err, "device to host copy");
+  }
+  run.report().d2h_seconds = SecondsSince(download_start);
+  return run.report();
 }
 
 }  // namespace sortd::cuda

@@ -37,6 +37,26 @@ struct GpuSortJob {
   uint64_t* indices = nullptr;  // host, optional: receives the permutation
 };
 
+// One array of a batch: num_items keys at keys_in (host) sorted into
+// keys_out (host; may be keys_in); indices (optional) receives the
+// permutation local to this array.
+struct GpuBatchSegment {
+  const void* keys_in = nullptr;
+  void* keys_out = nullptr;
+  uint64_t* indices = nullptr;
+  size_t num_items = 0;
+};
+
+// Many small arrays of one key type and order, sorted by one segmented
+// launch: gathered into pinned staging, one upload, one sort, one download.
+// The total must stay below 2^32 keys.
+struct GpuBatchJob {
+  RadixKeyType key_type = RadixKeyType::kUint32;
+  bool descending = false;
+  const GpuBatchSegment* segments = nullptr;
+  size_t num_segments = 0;
+};
+
 enum class GpuSortOutcome {
   kOk,
   // Did not fit in the device pool (or the device ran out of memory); the
@@ -70,6 +90,9 @@ class GpuWorker {
   // Sorts one job; blocks until a slot is free and the result is in host
   // memory. Thread-safe.
   GpuSortReport Sort(const GpuSortJob& job);
+  // Sorts every array of a batch with the segmented kernel; same slots,
+  // pool and outcomes as Sort. Thread-safe.
+  GpuSortReport SortBatch(const GpuBatchJob& job);
 
   int device() const;
   bool healthy() const;
@@ -79,6 +102,7 @@ class GpuWorker {
 
  private:
   struct State;
+  class Job;
   explicit GpuWorker(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };

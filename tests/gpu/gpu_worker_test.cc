@@ -50,10 +50,79 @@ void CheckJob(GpuWorker& worker, const std::vector<T>& input, bool descending, b
   }
 }
 
+// A batch of arrays of the given lengths through SortBatch; every other
+// array asks for its permutation; each array is checked on its own.
+template <typename T>
+void CheckBatch(GpuWorker& worker, const std::vector<size_t>& lengths, bool descending,
+                uint64_t seed) {
+  std::vector<std::vector<T>> inputs, outputs;
+  std::vector<std::vector<uint64_t>> perms(lengths.size());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    inputs.push_back(std::is_floating_point_v<T> ? FloatSpecials<T>(lengths[i], seed + i)
+                                                 : Random<T>(lengths[i], seed + i, 10));
+    outputs.emplace_back(lengths[i]);
+    if (i % 2 == 0) perms[i].assign(lengths[i], ~uint64_t{0});
+  }
+  std::vector<GpuBatchSegment> segments(lengths.size());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    segments[i].keys_in = inputs[i].data();
+    segments[i].keys_out = outputs[i].data();
+    segments[i].indices = i % 2 == 0 ? perms[i].data() : nullptr;
+    segments[i].num_items = lengths[i];
+  }
+  GpuBatchJob job;
+  job.key_type = TypeOf<T>();
+  job.descending = descending;
+  job.segments = segments.data();
+  job.num_segments = segments.size();
+  const GpuSortReport report = worker.SortBatch(job);
+  ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << report.message;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const std::vector<uint64_t> ref = ReferenceOrder(inputs[i], descending);
+    for (size_t k = 0; k < lengths[i]; ++k) {
+      ASSERT_EQ(std::memcmp(&outputs[i][k], &inputs[i][ref[k]], sizeof(T)), 0)
+          << "array " << i << " key at " << k;
+      if (i % 2 == 0) ASSERT_EQ(perms[i][k], ref[k]) << "array " << i << " index at " << k;
+    }
+  }
+}
+
 template <typename T>
 class GpuWorkerTest : public ::testing::Test {};
 using KeyTypes = ::testing::Types<uint32_t, int32_t, float, uint64_t, int64_t, double>;
 TYPED_TEST_SUITE(GpuWorkerTest, KeyTypes);
+
+TYPED_TEST(GpuWorkerTest, BatchOfArraysAcrossChunkBoundariesEveryOrder) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker();  // 64 KiB staging chunks: the batch spans many
+  std::vector<size_t> lengths = {0, 1, 1000, 33, 0, 20000, 5, 4096, 70000, 2};
+  for (int i = 0; i < 300; ++i) lengths.push_back((i * 37) % 300);
+  for (bool desc : {false, true}) CheckBatch<TypeParam>(*worker, lengths, desc, desc ? 7 : 3);
+}
+
+TEST(GpuWorker, BatchOfManyTinyArraysAndEmptyBatch) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(size_t{1} << 20);
+  std::vector<size_t> lengths(20000);
+  for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = i % 70;
+  CheckBatch<uint32_t>(*worker, lengths, false, 1);
+  CheckBatch<double>(*worker, {}, true, 1);
+  CheckBatch<int64_t>(*worker, {0, 0}, true, 1);
+}
+
+TEST(GpuWorker, BatchLargerThanThePoolIsRefusedUntouched) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(1 << 16, size_t{8} << 20);
+  std::vector<uint64_t> keys(size_t{2} << 20, 5), out(keys.size(), 9);
+  GpuBatchSegment segment{keys.data(), out.data(), nullptr, keys.size()};
+  GpuBatchJob job;
+  job.key_type = RadixKeyType::kUint64;
+  job.segments = &segment;
+  job.num_segments = 1;
+  const GpuSortReport report = worker->SortBatch(job);
+  EXPECT_EQ(report.outcome, GpuSortOutcome::kNoMemory);
+  EXPECT_EQ(out[0], 9u);
+}
 
 TYPED_TEST(GpuWorkerTest, EveryOrderKeysAndIndicesAcrossChunkBoundaries) {
   SKIP_WITHOUT_GPU();

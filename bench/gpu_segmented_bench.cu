@@ -1,0 +1,201 @@
+// Segmented sort vs cub::DeviceSegmentedSort in the same process. Both are
+// timed on the host clock from the call to the end of a stream
+// synchronisation (our API plans bins from host offsets, so host time
+// counts), after warm-up, median of repeats, on fresh random keys. Outputs
+// are compared on the GPU for every case (pairs against CUB's stable sort,
+// values = input positions). Prints a table of Gkeys/s and ratios last.
+//   sortd_gpu_segmented_bench [--repeats=9]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cub/device/device_segmented_sort.cuh>
+
+#include "core/cuda/segmented_sort.cuh"
+
+namespace {
+
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    cudaError_t e = (call);                                                               \
+    if (e != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e)); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+__global__ void FillRandom(uint32_t* out, size_t words, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words;
+       i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 33;
+    out[i] = static_cast<uint32_t>(x);
+  }
+}
+
+__global__ void Iota(uint32_t* out, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    out[i] = static_cast<uint32_t>(i);
+  }
+}
+
+__global__ void CountMismatches(const uint32_t* a, const uint32_t* b, size_t words,
+                                unsigned long long* count) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words;
+       i += (size_t)gridDim.x * blockDim.x) {
+    if (a[i] != b[i]) atomicAdd(count, 1ull);
+  }
+}
+
+double Seconds(std::chrono::steady_clock::time_point a) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Case {
+  const char* name;
+  int key_bytes;
+  bool pairs;
+  int segments;
+  int length;
+};
+
+struct Result {
+  Case c;
+  double ours, cub;
+  bool match;
+};
+
+template <typename Fn>
+double Time(Fn fn, int repeats, cudaStream_t stream) {
+  fn();
+  CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    CHECK(cudaStreamSynchronize(stream));
+    t.push_back(Seconds(start));
+  }
+  return Median(t);
+}
+
+template <typename Key>
+Result Run(const Case& c, int repeats, cudaStream_t stream) {
+  const size_t n = static_cast<size_t>(c.segments) * c.length;
+  std::vector<uint32_t> offsets(c.segments + 1);
+  for (int s = 0; s <= c.segments; ++s) offsets[s] = static_cast<uint32_t>(s) * c.length;
+  Key *keys, *ours_out, *cub_out;
+  uint32_t *values, *ours_values, *cub_values, *d_offsets;
+  CHECK(cudaMalloc(&keys, n * sizeof(Key)));
+  CHECK(cudaMalloc(&ours_out, n * sizeof(Key)));
+  CHECK(cudaMalloc(&cub_out, n * sizeof(Key)));
+  CHECK(cudaMalloc(&values, n * 4));
+  CHECK(cudaMalloc(&ours_values, n * 4));
+  CHECK(cudaMalloc(&cub_values, n * 4));
+  CHECK(cudaMalloc(&d_offsets, offsets.size() * 4));
+  CHECK(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
+  FillRandom<<<1024, 256, 0, stream>>>(reinterpret_cast<uint32_t*>(keys), n * sizeof(Key) / 4, 42);
+  Iota<<<1024, 256, 0, stream>>>(values, n);
+
+  sortd::cuda::SegmentedSortProblem p;
+  p.key_type = sizeof(Key) == 4 ? sortd::cuda::RadixKeyType::kUint32 : sortd::cuda::RadixKeyType::kUint64;
+  p.num_segments = c.segments;
+  p.h_offsets = offsets.data();
+  p.d_offsets = d_offsets;
+  p.d_keys_in = keys;
+  p.d_keys_out = ours_out;
+  p.value_bytes = c.pairs ? 4 : 0;
+  p.d_values_in = c.pairs ? values : nullptr;
+  p.d_values_out = c.pairs ? ours_values : nullptr;
+  size_t ours_bytes = 0;
+  CHECK(sortd::cuda::SegmentedSort(nullptr, ours_bytes, p, stream));
+  void* ours_temp;
+  CHECK(cudaMalloc(&ours_temp, ours_bytes));
+
+  size_t cub_bytes = 0;
+  auto cub_sort = [&](void* temp, size_t& bytes) {
+    if (c.pairs) {
+      return cub::DeviceSegmentedSort::StableSortPairs(temp, bytes, keys, cub_out, values, cub_values,
+                                                       static_cast<int>(n), c.segments, d_offsets,
+                                                       d_offsets + 1, stream);
+    }
+    return cub::DeviceSegmentedSort::SortKeys(temp, bytes, keys, cub_out, static_cast<int>(n),
+                                              c.segments, d_offsets, d_offsets + 1, stream);
+  };
+  CHECK(cub_sort(nullptr, cub_bytes));
+  void* cub_temp;
+  CHECK(cudaMalloc(&cub_temp, cub_bytes));
+
+  Result r{c, 0, 0, false};
+  r.ours = n / Time([&] { CHECK(sortd::cuda::SegmentedSort(ours_temp, ours_bytes, p, stream)); },
+                    repeats, stream) / 1e9;
+  r.cub = n / Time([&] { CHECK(cub_sort(cub_temp, cub_bytes)); }, repeats, stream) / 1e9;
+
+  unsigned long long* mismatches;
+  CHECK(cudaMalloc(&mismatches, 8));
+  CHECK(cudaMemsetAsync(mismatches, 0, 8, stream));
+  CountMismatches<<<1024, 256, 0, stream>>>(reinterpret_cast<uint32_t*>(ours_out),
+                                            reinterpret_cast<uint32_t*>(cub_out),
+                                            n * sizeof(Key) / 4, mismatches);
+  if (c.pairs) CountMismatches<<<1024, 256, 0, stream>>>(ours_values, cub_values, n, mismatches);
+  unsigned long long bad = 0;
+  CHECK(cudaMemcpyAsync(&bad, mismatches, 8, cudaMemcpyDeviceToHost, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  r.match = bad == 0;
+  for (void* ptr : {(void*)keys, (void*)ours_out, (void*)cub_out, (void*)values, (void*)ours_values,
+                    (void*)cub_values, (void*)d_offsets, ours_temp, cub_temp, (void*)mismatches}) {
+    cudaFree(ptr);
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 9;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
+  }
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const Case cases[] = {
+      {"u32 keys", 4, false, 65536, 64},    {"u32 keys", 4, false, 16384, 1024},
+      {"u32 keys", 4, false, 1024, 16384},  {"u32 keys", 4, false, 4096, 256},
+      {"u32 keys", 4, false, 1024, 4096},   {"u32/u32 pairs", 4, true, 65536, 64},
+      {"u32/u32 pairs", 4, true, 16384, 1024}, {"u32/u32 pairs", 4, true, 1024, 16384},
+      {"u64 keys", 8, false, 65536, 64},    {"u64 keys", 8, false, 16384, 1024},
+      {"u64 keys", 8, false, 1024, 16384},
+  };
+  std::vector<Result> results;
+  for (const Case& c : cases) {
+    results.push_back(c.key_bytes == 4 ? Run<uint32_t>(c, repeats, stream)
+                                       : Run<uint64_t>(c, repeats, stream));
+    std::fprintf(stderr, "%s %dx%d done\n", c.name, c.segments, c.length);
+  }
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  std::printf("\nGPU: %s (%d SMs), CUDA runtime %d, host-timed call+sync, median of %d after warm-up\n",
+              prop.name, prop.multiProcessorCount, runtime, repeats);
+  std::printf("%-14s %16s %10s %10s %7s %6s\n", "case", "segments x len", "ours G/s", "CUB G/s",
+              "ratio", "match");
+  for (const Result& r : results) {
+    char shape[32];
+    std::snprintf(shape, sizeof(shape), "%d x %d", r.c.segments, r.c.length);
+    std::printf("%-14s %16s %10.2f %10.2f %6.2fx %6s\n", r.c.name, shape, r.ours, r.cub,
+                r.ours / r.cub, r.match ? "yes" : "NO");
+  }
+  return 0;
+}

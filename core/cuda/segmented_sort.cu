@@ -1,0 +1,232 @@
+// Segmented sort host side: plans the length bins from the host offsets,
+// files segments into bins on the device, launches one kernel per bin that
+// has segments, and sorts segments longer than the largest bin with the
+// OneSweep radix core, one by one.
+#include "core/cuda/segmented_sort.cuh"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/cuda/radix_kernels.cuh"
+#include "core/cuda/segmented_kernels.cuh"
+
+namespace sortd::cuda {
+namespace {
+
+using segmented::BinPlan;
+using segmented::SegmentedParams;
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// Launches one bin's kernel over `count` segments.
+using LaunchFn = cudaError_t (*)(const void* params, const uint32_t* list, int count,
+                                 cudaStream_t stream);
+
+struct Bin {
+  uint32_t max_len;
+  LaunchFn launch;
+};
+
+template <typename Word, int kThreads, int kItems, int kGroup>
+cudaError_t LaunchBin(const void* params, const uint32_t* list, int count, cudaStream_t stream) {
+  constexpr size_t smem = segmented::BinSmemBytes<Word, kThreads, kItems, kGroup>();
+  auto kernel = segmented::SegmentedBinKernel<Word, kThreads, kItems, kGroup>;
+  if constexpr (smem > 48 * 1024) {
+    // Opt in to large dynamic shared memory (per device, so every time:
+    // a host-side attribute write).
+    const cudaError_t attribute = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (attribute != cudaSuccess) return attribute;
+  }
+  constexpr int kGroups = kThreads / kGroup;
+  const int blocks = (count + kGroups - 1) / kGroups;
+  kernel<<<blocks, kThreads, smem, stream>>>(*static_cast<const SegmentedParams<Word>*>(params),
+                                             list, count);
+  return cudaGetLastError();
+}
+
+// Bins by increasing length. Warp bins: 8 warps per block, one segment per
+// warp. Block bins: one segment per block. Sizes measured on the H200
+// (docs/benchmarks.md, "Segmented sort").
+template <typename Word>
+std::vector<Bin> BinsFor() {
+  std::vector<Bin> bins = {
+      {32, &LaunchBin<Word, 256, 1, 32>},
+      {64, &LaunchBin<Word, 256, 2, 32>},
+      {128, &LaunchBin<Word, 256, 4, 32>},
+      {256, &LaunchBin<Word, 256, 8, 32>},
+      {512, &LaunchBin<Word, 128, 4, 128>},
+      {1024, &LaunchBin<Word, 256, 4, 256>},
+      {2048, &LaunchBin<Word, 256, 8, 256>},
+      {4096, &LaunchBin<Word, 256, 16, 256>},
+      {8192, &LaunchBin<Word, 512, 16, 512>},
+  };
+  if constexpr (sizeof(Word) == 4) bins.push_back({16384, &LaunchBin<Word, 512, 32, 512>});
+  return bins;
+}
+
+template <typename Word>
+const std::vector<Bin>& Bins() {
+  static const std::vector<Bin> bins = BinsFor<Word>();
+  return bins;
+}
+
+struct Large {
+  uint32_t begin, len;
+};
+
+template <typename Word>
+cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortProblem& p,
+                          cudaStream_t stream, SegmentedSortStats* stats) {
+  const std::vector<Bin>& bins = Bins<Word>();
+  const int num_bins = static_cast<int>(bins.size());
+  std::vector<int> counts(num_bins, 0);
+  std::vector<Large> large;
+  uint32_t max_large = 0;
+  for (int s = 0; s < p.num_segments; ++s) {
+    const uint32_t begin = p.h_offsets[s];
+    const uint32_t len = p.h_offsets[s + 1] - begin;
+    int b = 0;
+    while (b < num_bins && len > bins[b].max_len) ++b;
+    if (b < num_bins) {
+      ++counts[b];
+    } else {
+      large.push_back({begin, len});
+      max_large = std::max(max_large, len);
+    }
+  }
+  // Large segments: keys with their positions (u32) through the radix core.
+  RadixSortProblem radix;
+  radix.key_type = p.key_type;
+  radix.descending = p.descending;
+  radix.num_items = max_large;
+  size_t radix_temp = 0;
+  if (max_large > 0) {
+    radix.value_bytes = 4;
+    cudaError_t err = RadixSort(nullptr, radix_temp, radix, stream);
+    if (err != cudaSuccess) return err;
+    size_t keys_only = 0;
+    radix.value_bytes = 0;
+    err = RadixSort(nullptr, keys_only, radix, stream);
+    if (err != cudaSuccess) return err;
+    radix_temp = std::max(radix_temp, keys_only);
+  }
+  const size_t cursors_at = 0;
+  const size_t list_at = cursors_at + AlignUp(sizeof(uint32_t) * segmented::kMaxBins);
+  const size_t iota_at = list_at + AlignUp(sizeof(uint32_t) * std::max(p.num_segments, 1));
+  const size_t perm_at = iota_at + AlignUp(sizeof(uint32_t) * max_large);
+  const size_t radix_at = perm_at + AlignUp(sizeof(uint32_t) * max_large);
+  const size_t needed = radix_at + AlignUp(radix_temp);
+  if (d_temp == nullptr) {
+    temp_bytes = needed;
+    return cudaSuccess;
+  }
+  if (temp_bytes < needed) return cudaErrorInvalidValue;
+  if (stats != nullptr) *stats = SegmentedSortStats{};
+  if (p.num_segments == 0) return cudaSuccess;
+
+  char* temp = static_cast<char*>(d_temp);
+  auto* cursors = reinterpret_cast<uint32_t*>(temp + cursors_at);
+  auto* list = reinterpret_cast<uint32_t*>(temp + list_at);
+  BinPlan plan;
+  plan.bins = num_bins;
+  uint32_t base = 0;
+  for (int b = 0; b < num_bins; ++b) {
+    plan.max_len[b] = bins[b].max_len;
+    plan.base[b] = base;
+    base += counts[b];
+  }
+  const Word flip = p.descending ? ~Word{0} : Word{0};
+  SegmentedParams<Word> params;
+  params.offsets = p.d_offsets;
+  params.keys_in = static_cast<const Word*>(p.d_keys_in);
+  params.keys_out = static_cast<Word*>(p.d_keys_out);
+  params.masks = KeyMasks<Word>::For(ClassOf(p.key_type), flip, /*nans_present=*/true);
+  params.value_bytes = p.value_bytes;
+  params.values_in = p.d_values_in;
+  params.values_out = p.d_values_out;
+  params.indices_out = p.d_indices_out;
+
+  int launches = 0;
+  if (base > 0) {
+    cudaError_t err = cudaMemsetAsync(cursors, 0, sizeof(uint32_t) * segmented::kMaxBins, stream);
+    if (err != cudaSuccess) return err;
+    segmented::BinSegmentsKernel<<<(p.num_segments + 255) / 256, 256, 0, stream>>>(
+        p.d_offsets, p.num_segments, plan, cursors, list);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    ++launches;
+    for (int b = 0; b < num_bins; ++b) {
+      if (counts[b] == 0) continue;
+      err = bins[b].launch(&params, list + plan.base[b], counts[b], stream);
+      if (err != cudaSuccess) return err;
+      ++launches;
+    }
+  }
+
+  if (!large.empty()) {
+    auto* iota = reinterpret_cast<uint32_t*>(temp + iota_at);
+    auto* perm = reinterpret_cast<uint32_t*>(temp + perm_at);
+    const bool positions = p.d_indices_out != nullptr || p.value_bytes != 0;
+    if (positions) {
+      IotaKernel<uint32_t><<<std::min<uint32_t>((max_large + 255) / 256, 4096), 256, 0, stream>>>(
+          iota, max_large);
+      ++launches;
+    }
+    const size_t key_bytes = sizeof(Word);
+    for (const Large& seg : large) {
+      radix.num_items = seg.len;
+      radix.d_keys_in = static_cast<const char*>(p.d_keys_in) + seg.begin * key_bytes;
+      radix.d_keys_out = static_cast<char*>(p.d_keys_out) + seg.begin * key_bytes;
+      radix.value_bytes = positions ? 4 : 0;
+      radix.d_values_in = positions ? iota : nullptr;
+      uint32_t* sorted_positions = p.d_indices_out != nullptr ? p.d_indices_out + seg.begin : perm;
+      radix.d_values_out = positions ? sorted_positions : nullptr;
+      size_t bytes = radix_temp;
+      RadixSortStats radix_stats;
+      cudaError_t err = RadixSort(temp + radix_at, bytes, radix, stream, &radix_stats);
+      if (err != cudaSuccess) return err;
+      launches += radix_stats.passes_run + 1;
+      const int blocks = std::min<uint32_t>((seg.len + 255) / 256, 4096);
+      if (p.value_bytes == 4) {
+        GatherKernel<uint32_t, uint32_t><<<blocks, 256, 0, stream>>>(
+            static_cast<const uint32_t*>(p.d_values_in) + seg.begin, sorted_positions,
+            static_cast<uint32_t*>(p.d_values_out) + seg.begin, seg.len);
+        ++launches;
+      } else if (p.value_bytes == 8) {
+        GatherKernel<uint64_t, uint32_t><<<blocks, 256, 0, stream>>>(
+            static_cast<const uint64_t*>(p.d_values_in) + seg.begin, sorted_positions,
+            static_cast<uint64_t*>(p.d_values_out) + seg.begin, seg.len);
+        ++launches;
+      }
+      if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+  }
+  if (stats != nullptr) {
+    stats->launches = launches;
+    stats->large_segments = static_cast<int>(large.size());
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+size_t SegmentedBlockCapacity(RadixKeyType key_type) {
+  return RadixKeyBytes(key_type) == 4 ? Bins<uint32_t>().back().max_len
+                                      : Bins<uint64_t>().back().max_len;
+}
+
+cudaError_t SegmentedSort(void* d_temp_storage, size_t& temp_storage_bytes,
+                          const SegmentedSortProblem& problem, cudaStream_t stream,
+                          SegmentedSortStats* stats) {
+  if (problem.num_segments < 0 || (problem.num_segments > 0 && problem.h_offsets == nullptr) ||
+      (problem.value_bytes != 0 && problem.value_bytes != 4 && problem.value_bytes != 8)) {
+    return cudaErrorInvalidValue;
+  }
+  if (RadixKeyBytes(problem.key_type) == 4) {
+    return SortSegmented<uint32_t>(d_temp_storage, temp_storage_bytes, problem, stream, stats);
+  }
+  return SortSegmented<uint64_t>(d_temp_storage, temp_storage_bytes, problem, stream, stats);
+}
+
+}  // namespace sortd::cuda
