@@ -113,6 +113,7 @@ Result Run(const Case& c, int repeats, cudaStream_t stream) {
   p.num_segments = c.segments;
   p.h_offsets = offsets.data();
   p.d_offsets = d_offsets;
+  p.min_segment_items = p.max_segment_items = static_cast<uint32_t>(c.length);
   p.d_keys_in = keys;
   p.d_keys_out = ours_out;
   p.value_bytes = c.pairs ? 4 : 0;

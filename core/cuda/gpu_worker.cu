@@ -458,10 +458,16 @@ GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
   // Host offsets: the first part of the upload (the kernel plans bins
   // from them too).
   std::vector<uint32_t> offsets(segments + 1, 0);
+  uint32_t shortest = ~0u, longest = 0;
   for (size_t i = 0; i < segments; ++i) {
-    offsets[i + 1] = offsets[i] + static_cast<uint32_t>(job.segments[i].num_items);
+    const uint32_t len = static_cast<uint32_t>(job.segments[i].num_items);
+    offsets[i + 1] = offsets[i] + len;
+    shortest = std::min(shortest, len);
+    longest = std::max(longest, len);
   }
   SegmentedSortProblem problem;
+  problem.min_segment_items = shortest;
+  problem.max_segment_items = longest;
   problem.key_type = job.key_type;
   problem.descending = job.descending;
   problem.num_segments = static_cast<int>(segments);

@@ -136,11 +136,14 @@ constexpr size_t BinSmemBytes() {
 }
 
 // One bin: groups of kGroup threads (a warp, or the whole block) each sort
-// one segment of at most kGroup * kItems keys. `list` holds the bin's
-// segment ids.
+// one segment of at most kGroup * kItems keys, looping over the bin's
+// segment ids in `list` (*count of them, at most max_count, filed on the
+// device) so that the
+// grid can be sized by residency rather than by the count.
 template <typename Word, int kThreads, int kItems, int kGroup>
 __global__ void __launch_bounds__(kThreads)
-    SegmentedBinKernel(SegmentedParams<Word> p, const uint32_t* __restrict__ list, int count) {
+    SegmentedBinKernel(SegmentedParams<Word> p, const uint32_t* __restrict__ list,
+                       const uint32_t* __restrict__ count, uint32_t max_count) {
   using E = Elem<Word>;
   static_assert(kGroup == 32 || kGroup == kThreads, "a group is a warp or the block");
   constexpr int kGroups = kThreads / kGroup;
@@ -148,42 +151,47 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int group = threadIdx.x / kGroup;
   const int t = threadIdx.x % kGroup;
-  const int item = blockIdx.x * kGroups + group;
-  if (item >= count) return;  // uniform per group (warp or block)
-  const uint32_t segment = list[item];
-  const uint32_t begin = p.offsets[segment];
-  const int len = static_cast<int>(p.offsets[segment + 1] - begin);
-  const Word* keys = p.keys_in + begin;
-
-  E x[kItems];
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int e = t * kItems + i;
-    x[i] = e < len ? E::Make(p.masks.Encode(keys[e]), static_cast<uint32_t>(e)) : E::Pad();
-  }
-  BitonicSort<kGroup, kItems>(x, t, reinterpret_cast<E*>(smem_raw));
-
-  // Positions go through shared memory so that the writes are coalesced.
+  const uint32_t segments = min(*count, max_count);
   uint32_t* perm = reinterpret_cast<uint32_t*>(smem_raw) + group * kN;
-  if constexpr (kGroup > 32) __syncthreads(); else __syncwarp();
+  // `item` is uniform per group (warp or block): syncs stay uniform.
+  for (uint32_t item = blockIdx.x * kGroups + group; item < segments;
+       item += gridDim.x * kGroups) {
+    const uint32_t segment = list[item];
+    const uint32_t begin = p.offsets[segment];
+    const int len = static_cast<int>(p.offsets[segment + 1] - begin);
+    const Word* keys = p.keys_in + begin;
+
+    E x[kItems];
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int e = t * kItems + i;
-    if (e < len) perm[e] = x[i].pos();
-  }
-  if constexpr (kGroup > 32) __syncthreads(); else __syncwarp();
-  Word* keys_out = p.keys_out + begin;
-  for (int e = t; e < len; e += kGroup) {
-    const uint32_t from = perm[e];
-    keys_out[e] = keys[from];
-    if (p.indices_out != nullptr) p.indices_out[begin + e] = from;
-    if (p.value_bytes == 4) {
-      static_cast<uint32_t*>(p.values_out)[begin + e] =
-          static_cast<const uint32_t*>(p.values_in)[begin + from];
-    } else if (p.value_bytes == 8) {
-      static_cast<uint64_t*>(p.values_out)[begin + e] =
-          static_cast<const uint64_t*>(p.values_in)[begin + from];
+    for (int i = 0; i < kItems; ++i) {
+      const int e = t * kItems + i;
+      x[i] = e < len ? E::Make(p.masks.Encode(keys[e]), static_cast<uint32_t>(e)) : E::Pad();
     }
+    BitonicSort<kGroup, kItems>(x, t, reinterpret_cast<E*>(smem_raw));
+
+    // Positions go through shared memory so that the writes are coalesced.
+    if constexpr (kGroup > 32) __syncthreads(); else __syncwarp();
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int e = t * kItems + i;
+      if (e < len) perm[e] = x[i].pos();
+    }
+    if constexpr (kGroup > 32) __syncthreads(); else __syncwarp();
+    Word* keys_out = p.keys_out + begin;
+    for (int e = t; e < len; e += kGroup) {
+      const uint32_t from = perm[e];
+      keys_out[e] = keys[from];
+      if (p.indices_out != nullptr) p.indices_out[begin + e] = from;
+      if (p.value_bytes == 4) {
+        static_cast<uint32_t*>(p.values_out)[begin + e] =
+            static_cast<const uint32_t*>(p.values_in)[begin + from];
+      } else if (p.value_bytes == 8) {
+        static_cast<uint64_t*>(p.values_out)[begin + e] =
+            static_cast<const uint64_t*>(p.values_in)[begin + from];
+      }
+    }
+    // The next segment's network reuses shared memory.
+    if constexpr (kGroup > 32) __syncthreads(); else __syncwarp();
   }
 }
 
@@ -194,10 +202,13 @@ struct BinPlan {
   int bins = 0;
   uint32_t max_len[kMaxBins];
   uint32_t base[kMaxBins];
+  uint32_t capacity[kMaxBins];  // ids the bin has room for
 };
 
 // Files every segment short enough for a bin under its bin's ids (order
-// within a bin is arbitrary). One atomic per warp and bin.
+// within a bin is arbitrary). One atomic per warp and bin. A segment whose
+// bin has no room (lengths outside the bounds the caller promised) is
+// not sorted.
 __global__ void BinSegmentsKernel(const uint32_t* __restrict__ offsets, int num_segments,
                                   BinPlan plan, uint32_t* cursors, uint32_t* list) {
   const int s = blockIdx.x * blockDim.x + threadIdx.x;
@@ -213,8 +224,8 @@ __global__ void BinSegmentsKernel(const uint32_t* __restrict__ offsets, int num_
   if (bin >= 0 && lane == leader) first = atomicAdd(&cursors[bin], __popc(peers));
   first = __shfl_sync(0xffffffffu, first, leader);
   if (bin >= 0) {
-    const int rank = __popc(peers & ((1u << lane) - 1));
-    list[plan.base[bin] + first + rank] = static_cast<uint32_t>(s);
+    const uint32_t at = first + __popc(peers & ((1u << lane) - 1));
+    if (at < plan.capacity[bin]) list[plan.base[bin] + at] = static_cast<uint32_t>(s);
   }
 }
 

@@ -19,9 +19,11 @@ using segmented::SegmentedParams;
 constexpr size_t kAlign = 256;
 size_t AlignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-// Launches one bin's kernel over `count` segments.
-using LaunchFn = cudaError_t (*)(const void* params, const uint32_t* list, int count,
-                                 cudaStream_t stream);
+// Launches one bin's kernel over the *count segments filed under `list`;
+// at most `max_count` of them (the grid covers that, capped at what the GPU
+// holds at once: the kernel loops).
+using LaunchFn = cudaError_t (*)(const void* params, const uint32_t* list, const uint32_t* count,
+                                 uint32_t max_count, cudaStream_t stream);
 
 struct Bin {
   uint32_t max_len;
@@ -29,20 +31,32 @@ struct Bin {
 };
 
 template <typename Word, int kThreads, int kItems, int kGroup>
-cudaError_t LaunchBin(const void* params, const uint32_t* list, int count, cudaStream_t stream) {
+cudaError_t LaunchBin(const void* params, const uint32_t* list, const uint32_t* count,
+                      uint32_t max_count, cudaStream_t stream) {
   constexpr size_t smem = segmented::BinSmemBytes<Word, kThreads, kItems, kGroup>();
   auto kernel = segmented::SegmentedBinKernel<Word, kThreads, kItems, kGroup>;
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
   if constexpr (smem > 48 * 1024) {
     // Opt in to large dynamic shared memory (per device, so every time:
     // a host-side attribute write).
-    const cudaError_t attribute = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (attribute != cudaSuccess) return attribute;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
   }
+  int sms = 0, per_sm = 0;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) {
+    return err;
+  }
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
+  if (err != cudaSuccess) return err;
   constexpr int kGroups = kThreads / kGroup;
-  const int blocks = (count + kGroups - 1) / kGroups;
+  const uint64_t wanted = (static_cast<uint64_t>(max_count) + kGroups - 1) / kGroups;
+  const int blocks = static_cast<int>(
+      std::max<uint64_t>(1, std::min<uint64_t>(wanted, static_cast<uint64_t>(sms) * std::max(per_sm, 1))));
   kernel<<<blocks, kThreads, smem, stream>>>(*static_cast<const SegmentedParams<Word>*>(params),
-                                             list, count);
+                                             list, count, max_count);
   return cudaGetLastError();
 }
 
@@ -81,19 +95,33 @@ cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortP
                           cudaStream_t stream, SegmentedSortStats* stats) {
   const std::vector<Bin>& bins = Bins<Word>();
   const int num_bins = static_cast<int>(bins.size());
-  std::vector<int> counts(num_bins, 0);
+  // Upper bounds of the segments per bin (exact when the host scans).
+  std::vector<uint32_t> counts(num_bins, 0);
   std::vector<Large> large;
   uint32_t max_large = 0;
-  for (int s = 0; s < p.num_segments; ++s) {
-    const uint32_t begin = p.h_offsets[s];
-    const uint32_t len = p.h_offsets[s + 1] - begin;
+  auto bin_of = [&](uint32_t len) {
     int b = 0;
     while (b < num_bins && len > bins[b].max_len) ++b;
-    if (b < num_bins) {
-      ++counts[b];
-    } else {
-      large.push_back({begin, len});
-      max_large = std::max(max_large, len);
+    return b;
+  };
+  if (p.max_segment_items > 0 && p.max_segment_items <= bins.back().max_len) {
+    // Bounds given: every bin that may hold a segment gets the whole count
+    // as its bound; no host pass over the offsets.
+    for (int b = bin_of(p.min_segment_items); b <= bin_of(p.max_segment_items); ++b) {
+      counts[b] = static_cast<uint32_t>(p.num_segments);
+    }
+  } else {
+    if (p.num_segments > 0 && p.h_offsets == nullptr) return cudaErrorInvalidValue;
+    for (int s = 0; s < p.num_segments; ++s) {
+      const uint32_t begin = p.h_offsets[s];
+      const uint32_t len = p.h_offsets[s + 1] - begin;
+      const int b = bin_of(len);
+      if (b < num_bins) {
+        ++counts[b];
+      } else {
+        large.push_back({begin, len});
+        max_large = std::max(max_large, len);
+      }
     }
   }
   // Large segments: keys with their positions (u32) through the radix core.
@@ -114,7 +142,9 @@ cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortP
   }
   const size_t cursors_at = 0;
   const size_t list_at = cursors_at + AlignUp(sizeof(uint32_t) * segmented::kMaxBins);
-  const size_t iota_at = list_at + AlignUp(sizeof(uint32_t) * std::max(p.num_segments, 1));
+  uint64_t list_entries = 1;
+  for (uint32_t c : counts) list_entries += c;
+  const size_t iota_at = list_at + AlignUp(sizeof(uint32_t) * list_entries);
   const size_t perm_at = iota_at + AlignUp(sizeof(uint32_t) * max_large);
   const size_t radix_at = perm_at + AlignUp(sizeof(uint32_t) * max_large);
   const size_t needed = radix_at + AlignUp(radix_temp);
@@ -129,12 +159,15 @@ cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortP
   char* temp = static_cast<char*>(d_temp);
   auto* cursors = reinterpret_cast<uint32_t*>(temp + cursors_at);
   auto* list = reinterpret_cast<uint32_t*>(temp + list_at);
+  // Each bin's ids start at the sum of the bounds before it (the bounds
+  // may exceed the segment count in all: the list has room for that).
   BinPlan plan;
   plan.bins = num_bins;
   uint32_t base = 0;
   for (int b = 0; b < num_bins; ++b) {
     plan.max_len[b] = bins[b].max_len;
     plan.base[b] = base;
+    plan.capacity[b] = counts[b];
     base += counts[b];
   }
   const Word flip = p.descending ? ~Word{0} : Word{0};
@@ -158,7 +191,7 @@ cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortP
     ++launches;
     for (int b = 0; b < num_bins; ++b) {
       if (counts[b] == 0) continue;
-      err = bins[b].launch(&params, list + plan.base[b], counts[b], stream);
+      err = bins[b].launch(&params, list + plan.base[b], cursors + b, counts[b], stream);
       if (err != cudaSuccess) return err;
       ++launches;
     }
@@ -219,7 +252,7 @@ size_t SegmentedBlockCapacity(RadixKeyType key_type) {
 cudaError_t SegmentedSort(void* d_temp_storage, size_t& temp_storage_bytes,
                           const SegmentedSortProblem& problem, cudaStream_t stream,
                           SegmentedSortStats* stats) {
-  if (problem.num_segments < 0 || (problem.num_segments > 0 && problem.h_offsets == nullptr) ||
+  if (problem.num_segments < 0 ||
       (problem.value_bytes != 0 && problem.value_bytes != 4 && problem.value_bytes != 8)) {
     return cudaErrorInvalidValue;
   }

@@ -26,6 +26,12 @@ struct SegmentedSortProblem {
   int num_segments = 0;
   const uint32_t* h_offsets = nullptr;
   const uint32_t* d_offsets = nullptr;
+  // Optional bounds on the segment lengths. When max_segment_items is set
+  // and fits the shared-memory bins, the host does not read h_offsets at
+  // all (it may be null): only the bins covering [min, max] are launched,
+  // sized by residency. Otherwise the host scans h_offsets.
+  uint32_t min_segment_items = 0;
+  uint32_t max_segment_items = 0;
   // Keys: read from d_keys_in (not modified), sorted into d_keys_out.
   const void* d_keys_in = nullptr;
   void* d_keys_out = nullptr;

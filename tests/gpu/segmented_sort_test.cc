@@ -139,7 +139,9 @@ TYPED_TEST(SegmentedSortTyped, EveryBinBothOrdersKeysValuesPositions) {
       SegmentedSortStats stats;
       CheckSegmented(keys, offsets, descending, value_bytes, /*with_positions=*/value_bytes != 4,
                      &stats);
-      EXPECT_EQ(stats.large_segments, 2);
+      const uint32_t cap = static_cast<uint32_t>(SegmentedBlockCapacity(TypeOf<T>()));
+      EXPECT_EQ(stats.large_segments,
+                std::count_if(lengths.begin(), lengths.end(), [&](uint32_t l) { return l > cap; }));
     }
   }
 }
@@ -222,6 +224,42 @@ TEST(SegmentedSortSanitizer, OneSegmentPerBin) {
   const std::vector<uint32_t> offsets = OffsetsOf(lengths);
   CheckSegmented(Random<uint32_t>(offsets.back(), 1, 8), offsets, false, 8, true);
   CheckSegmented(FloatSpecials<double>(offsets.back(), 2), offsets, true, 4, true);
+}
+
+// With length bounds the host never reads the offsets (null here).
+TEST(SegmentedSort, LengthBoundsWithoutHostOffsets) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(4);
+  std::vector<uint32_t> lengths(5000);
+  for (uint32_t& len : lengths) len = 30 + rng() % 3000;
+  const std::vector<uint32_t> offsets = OffsetsOf(lengths);
+  const auto keys = Random<float>(offsets.back(), 8);
+  const size_t n = keys.size();
+  DeviceBuffer d_in(n * 4), d_out(n * 4), d_off(offsets.size() * 4), d_pos(n * 4);
+  cudaMemcpy(d_in.ptr, keys.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_off.ptr, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice);
+  SegmentedSortProblem p;
+  p.key_type = RadixKeyType::kFloat32;
+  p.num_segments = static_cast<int>(lengths.size());
+  p.d_offsets = static_cast<const uint32_t*>(d_off.ptr);
+  p.min_segment_items = 30;
+  p.max_segment_items = 3029;
+  p.d_keys_in = d_in.ptr;
+  p.d_keys_out = d_out.ptr;
+  p.d_indices_out = static_cast<uint32_t*>(d_pos.ptr);
+  size_t bytes = 0;
+  ASSERT_EQ(SegmentedSort(nullptr, bytes, p, nullptr), cudaSuccess);
+  DeviceBuffer temp(bytes);
+  ASSERT_EQ(SegmentedSort(temp.ptr, bytes, p, nullptr), cudaSuccess);
+  std::vector<uint32_t> pos(n);
+  ASSERT_EQ(cudaMemcpy(pos.data(), d_pos.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    const std::vector<float> segment(keys.begin() + offsets[s], keys.begin() + offsets[s + 1]);
+    const std::vector<uint64_t> order = ReferenceOrder(segment, false);
+    for (size_t i = 0; i < order.size(); ++i) {
+      ASSERT_EQ(pos[offsets[s] + i], order[i]) << "segment " << s << " at " << i;
+    }
+  }
 }
 
 TEST(SegmentedSort, RejectsBadValueWidth) {
