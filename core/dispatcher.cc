@@ -4,6 +4,8 @@
 // GPU merge sort lands (#4).
 #include "core/dispatcher.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/gpu_info.h"
@@ -75,6 +77,23 @@ SortEngine& Dispatcher::ForNumeric(DataType, size_t size) {
 }
 
 SortEngine& Dispatcher::ForBytes(size_t) { return *cpu_; }
+
+size_t Dispatcher::BatchCapacity(DataType type) const {
+  return BatchesOnGpu() ? gpu_->BatchCapacity(type) : std::numeric_limits<size_t>::max();
+}
+
+absl::StatusOr<EngineKind> Dispatcher::SortBatch(DataType type, SortOrder order,
+                                                 absl::Span<const BatchItem> items) {
+  if (BatchesOnGpu()) {
+    absl::Status status = gpu_->SortBatch(type, order, items);
+    if (status.ok()) return EngineKind::kGpuSegmented;
+    if (!absl::IsUnavailable(status)) return status;
+    // The GPU left the inputs untouched: the CPU serves this batch.
+  }
+  absl::Status status = cpu_->SortBatch(type, order, items);
+  if (!status.ok()) return status;
+  return cpu_->kind();
+}
 
 absl::StatusOr<EngineKind> Dispatcher::SortNumeric(NumericSpan keys, SortOrder order,
                                                    absl::Span<uint64_t> indices) {

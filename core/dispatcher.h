@@ -45,6 +45,17 @@ class Dispatcher {
   // (input untouched), sorts on the CPU. Returns the engine that sorted.
   absl::StatusOr<EngineKind> SortNumeric(NumericSpan keys, SortOrder order,
                                          absl::Span<uint64_t> indices);
+  // Batches of small numeric arrays (the server's batcher): on the GPU's
+  // segmented kernel when a GPU serves, else on the CPU engine; a batch the
+  // GPU cannot take (UNAVAILABLE, input untouched) runs on the CPU.
+  // Returns the engine that sorted.
+  absl::StatusOr<EngineKind> SortBatch(DataType type, SortOrder order,
+                                       absl::Span<const BatchItem> items);
+  // Whether batches currently go to a GPU.
+  bool BatchesOnGpu() const { return gpu_ != nullptr && gpu_->any_healthy(); }
+  // The longest array a batch of `type` keys should hold on the engine
+  // batches go to (the GPU kernel's shared-memory bins; unbounded on CPU).
+  size_t BatchCapacity(DataType type) const;
   // The engine for a byte-string argsort of `size` keys.
   SortEngine& ForBytes(size_t size);
 

@@ -12,6 +12,16 @@
 
 namespace sortd {
 
+// One array of a batch (core/engine.h SortBatch): `size` keys read from
+// keys_in, sorted into keys_out (may equal keys_in); `indices` (empty, or
+// `size` slots) receives the permutation of this array.
+struct BatchItem {
+  const void* keys_in = nullptr;
+  void* keys_out = nullptr;
+  size_t size = 0;
+  absl::Span<uint64_t> indices;
+};
+
 class SortEngine {
  public:
   virtual ~SortEngine() = default;
@@ -25,6 +35,9 @@ class SortEngine {
   virtual absl::Status SortNumeric(NumericSpan keys, SortOrder order,
                                    absl::Span<uint64_t> indices) = 0;
 
+  // Sorts many independent arrays of one numeric type in one go (the
+  // batcher's launch). The default sorts them one by one.
+  virtual absl::Status SortBatch(DataType type, SortOrder order, absl::Span<const BatchItem> items);
   // Stable argsort of byte strings (unsigned lexicographic, shorter prefix
   // first): fills `indices` (same size as `keys`) with the permutation.
   virtual absl::Status ArgsortBytes(absl::Span<const std::string_view> keys,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/cuda/gpu_worker.h"
+#include "core/cuda/segmented_sort.cuh"
 #include "core/gpu_info.h"
 
 namespace sortd {
@@ -57,31 +58,66 @@ class GpuRadixEngine final : public GpuEngine {
     job.num_items = keys.size;
     job.keys = keys.data;
     job.indices = indices.empty() ? nullptr : indices.data();
-    const cuda::GpuSortReport report = worker->Sort(job);
-    switch (report.outcome) {
-      case cuda::GpuSortOutcome::kOk:
-        if (observer_ != nullptr) {
-          observer_->OnGpuSort(worker->device(), report.h2d_seconds, report.kernel_seconds,
-                               report.d2h_seconds, report.pool_bytes);
-        }
-        return absl::OkStatus();
-      case cuda::GpuSortOutcome::kNoMemory:
-        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), GpuFallbackReason::kMemory);
-        return absl::UnavailableError(report.message);
-      case cuda::GpuSortOutcome::kFailedIntact:
-        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), GpuFallbackReason::kError);
-        return absl::UnavailableError(report.message);
-      case cuda::GpuSortOutcome::kFailedDirty:
-        // Output was partly written: the request fails (counted as an error).
-        if (observer_ != nullptr) observer_->OnGpuFallback(worker->device(), GpuFallbackReason::kError);
-        return absl::InternalError(report.message);
+    return Outcome(*worker, worker->Sort(job));
+  }
+
+  absl::Status SortBatch(DataType type, SortOrder order,
+                         absl::Span<const BatchItem> items) override {
+    const std::optional<cuda::RadixKeyType> radix_type = RadixTypeOf(type);
+    if (!radix_type) return absl::InvalidArgumentError("GPU batches: numeric keys only");
+    std::vector<cuda::GpuBatchSegment> segments(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      const BatchItem& item = items[i];
+      if (!item.indices.empty() && item.indices.size() != item.size) {
+        return absl::InvalidArgumentError("indices: size must match keys");
+      }
+      segments[i].keys_in = item.keys_in;
+      segments[i].keys_out = item.keys_out;
+      segments[i].indices = item.indices.empty() ? nullptr : item.indices.data();
+      segments[i].num_items = item.size;
     }
-    return absl::InternalError("GPU radix engine: unknown outcome");
+    cuda::GpuWorker* worker = Pick();
+    if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
+    cuda::GpuBatchJob job;
+    job.key_type = *radix_type;
+    job.descending = order == SortOrder::kDescending;
+    job.segments = segments.data();
+    job.num_segments = segments.size();
+    return Outcome(*worker, worker->SortBatch(job));
+  }
+
+  size_t BatchCapacity(DataType type) const override {
+    const std::optional<cuda::RadixKeyType> radix_type = RadixTypeOf(type);
+    return radix_type ? cuda::SegmentedBlockCapacity(*radix_type) : 0;
   }
 
   absl::Status ArgsortBytes(absl::Span<const std::string_view>, SortOrder,
                             absl::Span<uint64_t>) override {
     return absl::UnimplementedError("GPU radix engine: byte-string keys run on the CPU engine");
+  }
+
+  // Worker outcome -> status (UNAVAILABLE: host arrays intact, the
+  // dispatcher sorts on the CPU), with metrics.
+  absl::Status Outcome(cuda::GpuWorker& worker, const cuda::GpuSortReport& report) {
+    switch (report.outcome) {
+      case cuda::GpuSortOutcome::kOk:
+        if (observer_ != nullptr) {
+          observer_->OnGpuSort(worker.device(), report.h2d_seconds, report.kernel_seconds,
+                               report.d2h_seconds, report.pool_bytes);
+        }
+        return absl::OkStatus();
+      case cuda::GpuSortOutcome::kNoMemory:
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker.device(), GpuFallbackReason::kMemory);
+        return absl::UnavailableError(report.message);
+      case cuda::GpuSortOutcome::kFailedIntact:
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker.device(), GpuFallbackReason::kError);
+        return absl::UnavailableError(report.message);
+      case cuda::GpuSortOutcome::kFailedDirty:
+        // Output was partly written: the request fails (counted as an error).
+        if (observer_ != nullptr) observer_->OnGpuFallback(worker.device(), GpuFallbackReason::kError);
+        return absl::InternalError(report.message);
+    }
+    return absl::InternalError("GPU engine: unknown outcome");
   }
 
  private:

@@ -45,7 +45,8 @@ struct GpuEngineOptions {
 // Whether this binary has the GPU radix engine compiled in.
 bool GpuEngineBuilt();
 
-// Engines sorting on the GPU. SortNumeric returns UNAVAILABLE when the
+// Engines sorting on the GPU. SortBatch runs the segmented kernel
+// (EngineKind::kGpuSegmented). SortNumeric and SortBatch return UNAVAILABLE when the
 // request could not run on the GPU and the input is untouched (out of pool
 // memory, a CUDA error before output); the dispatcher then sorts on the CPU.
 class GpuEngine : public SortEngine {
@@ -60,6 +61,9 @@ class GpuEngine : public SortEngine {
   // everything to the CPU).
   virtual bool any_healthy() const = 0;
   virtual std::string description() const = 0;
+  // The longest array SortBatch sorts in the segmented kernel's shared
+  // memory bins for keys of `type` (longer ones cost a radix sort each).
+  virtual size_t BatchCapacity(DataType type) const = 0;
 };
 
 }  // namespace sortd

@@ -37,6 +37,20 @@ ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
           "larger requests sort on the CPU");
 ABSL_FLAG(uint64_t, gpu_staging_chunk_bytes, uint64_t{8} << 20,
           "pinned host staging chunk per transfer step (two per stream)");
+ABSL_FLAG(std::string, batching, "auto",
+          "dynamic batching of small numeric requests: auto (when batches run on a GPU), "
+          "on (also on the CPU engine), off");
+ABSL_FLAG(uint64_t, max_batch_request_keys, 16384,
+          "requests of at most this many keys are batched (GPU: also at most what the "
+          "segmented kernel sorts in shared memory, 16384 32-bit / 8192 64-bit keys)");
+ABSL_FLAG(uint64_t, max_batch_keys, uint64_t{1} << 20,
+          "a GPU batch launches once it holds this many keys");
+ABSL_FLAG(uint64_t, max_cpu_batch_keys, uint64_t{1} << 16,
+          "a CPU batch launches once it holds this many keys");
+ABSL_FLAG(int64_t, max_batch_delay_us, 100,
+          "a batch launches when its oldest request has waited this long (microseconds)");
+ABSL_FLAG(uint64_t, max_batch_queue, 65536,
+          "small requests waiting for a batch; past it, RESOURCE_EXHAUSTED");
 ABSL_FLAG(bool, diagnostics, false,
           "serve sortd.v1.DiagnosticsService (Echo, EchoStream): the gRPC baseline for "
           "sortctl bench --with_echo");
@@ -114,6 +128,17 @@ int main(int argc, char** argv) {
   options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
   options.limits.max_stream_pending = absl::GetFlag(FLAGS_max_stream_pending);
   options.enable_diagnostics = absl::GetFlag(FLAGS_diagnostics);
+  absl::StatusOr<sortd::BatchingMode> batching = sortd::ParseBatchingMode(absl::GetFlag(FLAGS_batching));
+  if (!batching.ok()) {
+    std::cerr << "sortd: " << batching.status().message() << "\n";
+    return 2;
+  }
+  options.batching_mode = *batching;
+  options.batching.max_request_keys = absl::GetFlag(FLAGS_max_batch_request_keys);
+  options.batching.max_batch_keys = absl::GetFlag(FLAGS_max_batch_keys);
+  options.batching.max_cpu_batch_keys = absl::GetFlag(FLAGS_max_cpu_batch_keys);
+  options.batching.max_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_batch_delay_us));
+  options.batching.max_queued_requests = absl::GetFlag(FLAGS_max_batch_queue);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);

@@ -68,6 +68,14 @@ class GpuMetricsObserver final : public GpuEngineObserver {
 
 }  // namespace
 
+absl::StatusOr<BatchingMode> ParseBatchingMode(absl::string_view text) {
+  if (text == "auto") return BatchingMode::kAuto;
+  if (text == "on") return BatchingMode::kOn;
+  if (text == "off") return BatchingMode::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("batching: unknown value \"", text, "\" (expected auto, on or off)"));
+}
+
 uint64_t PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
@@ -128,6 +136,22 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     s->context_->gpu_pool = s->gpu_pool_.get();
   }
   s->context_->admission = s->admission_.get();
+  const bool batch = options.batching_mode == BatchingMode::kOn ||
+                     (options.batching_mode == BatchingMode::kAuto && s->dispatcher_->BatchesOnGpu());
+  if (batch) {
+    BatcherOptions batching = options.batching;
+    batching.enabled = true;
+    s->batcher_ = std::make_unique<Batcher>(batching, s->dispatcher_.get(), s->pool_.get(),
+                                            s->gpu_pool_.get(), s->metrics_.get());
+    s->context_->batcher = s->batcher_.get();
+  }
+  s->description_ = s->dispatcher_->description();
+  absl::StrAppend(&s->description_, "; batching ",
+                  batch ? absl::StrCat(s->dispatcher_->BatchesOnGpu() ? "on gpu_segmented" : "on cpu",
+                                       " for requests of <= ", options.batching.max_request_keys,
+                                       " keys, delay <= ",
+                                       absl::FormatDuration(options.batching.max_delay))
+                        : std::string("off"));
   s->context_->limits = options.limits;
   s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
 
@@ -156,7 +180,7 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
 }
 
 const std::string& SortdServer::engine_description() const {
-  return dispatcher_->description();
+  return description_;
 }
 
 void SortdServer::Shutdown() {
@@ -180,6 +204,7 @@ void SortdServer::Wait() {
 SortdServer::~SortdServer() {
   Shutdown();
   Wait();
+  batcher_.reset();   // launches what is queued; its batches run on the pools
   gpu_pool_.reset();  // runs any job still queued, then joins
   pool_.reset();
   server_.reset();

@@ -14,12 +14,19 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/dispatcher.h"
+#include "server/runtime/batcher.h"
 #include "server/service/diagnostics_service.h"
 #include "server/service/service_context.h"
 
 namespace sortd {
 
 class SortServiceImpl;
+
+// --batching: auto batches small numeric requests when batches run on a
+// GPU (the CPU engine then sorts them one by one, see docs/benchmarks.md);
+// on batches on the CPU engine too; off never batches.
+enum class BatchingMode { kAuto, kOn, kOff };
+absl::StatusOr<BatchingMode> ParseBatchingMode(absl::string_view text);
 
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free port (see port()).
@@ -53,6 +60,8 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(30);
   // Serve sortd.v1.DiagnosticsService (Echo, EchoStream) for benchmarks.
   bool enable_diagnostics = false;
+  BatchingMode batching_mode = BatchingMode::kAuto;
+  BatcherOptions batching;  // `enabled` is decided from batching_mode
 };
 
 class SortdServer {
@@ -81,6 +90,8 @@ class SortdServer {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<WorkPool> pool_;
   std::unique_ptr<WorkPool> gpu_pool_;  // requests routed to a GPU
+  std::unique_ptr<Batcher> batcher_;    // null: batching off
+  std::string description_;             // engines and batching, for the log
   std::unique_ptr<AdmissionControl> admission_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServiceMetrics> metrics_;

@@ -1,4 +1,5 @@
-// Permutation gather for numeric value arrays (pairs sorts).
+// Permutation gather for numeric value arrays (pairs sorts), and the
+// default SortEngine::SortBatch (arrays one by one).
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,20 @@ absl::Status GatherByIndex(const void* src, size_t element_size,
       return absl::InvalidArgumentError(
           absl::StrCat("values: unsupported element size ", element_size));
   }
+}
+
+absl::Status SortEngine::SortBatch(DataType type, SortOrder order,
+                                   absl::Span<const BatchItem> items) {
+  const size_t width = ElementSize(type);
+  if (width == 0) return absl::InvalidArgumentError("batches hold numeric keys only");
+  for (const BatchItem& item : items) {
+    if (item.keys_out != item.keys_in && item.size > 0) {
+      std::memcpy(item.keys_out, item.keys_in, item.size * width);
+    }
+    absl::Status status = SortNumeric(NumericSpan(type, item.keys_out, item.size), order, item.indices);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sortd

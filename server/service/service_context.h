@@ -15,6 +15,7 @@
 #include "server/metrics/metrics.h"
 #include "server/metrics/request_log.h"
 #include "server/runtime/admission.h"
+#include "server/runtime/batcher.h"
 #include "server/runtime/work_pool.h"
 
 namespace sortd {
@@ -43,6 +44,8 @@ struct ServiceContext {
   // blocking the CPU engine's.
   WorkPool* gpu_pool = nullptr;
   AdmissionControl* admission = nullptr;
+  // Small numeric requests go here instead of a pool (null: batching off).
+  Batcher* batcher = nullptr;
   ServiceMetrics* metrics = nullptr;      // optional
   RequestLog* request_log = nullptr;      // optional
   ServiceLimits limits;
@@ -59,7 +62,12 @@ struct ServiceContext {
     }
   }
 
-  // Counts one engine launch for a successful request.
+  // Whether a request goes to the batcher.
+  bool Batches(std::optional<DataType> type, size_t size) const {
+    return batcher != nullptr && batcher->Accepts(type, size);
+  }
+
+  // Counts one engine launch for a successful unbatched request.
   void RecordLaunch(const RequestRecord& record) const {
     if (record.engine && metrics != nullptr) metrics->RecordBatch(*record.engine, 1);
   }

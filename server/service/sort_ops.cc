@@ -163,4 +163,54 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Points `out` at the request's keys and a response keys field of the
+// same type and length (the batch writes the sorted keys there).
+template <typename Request, typename Response>
+void PrepareKeys(const Request& request, Response* response, Batcher::Request* out) {
+  const DataType type = *TypeOf(request.keys());
+  const size_t n = LengthOf(request.keys());
+  out->type = type;
+  out->order = ToCoreOrder(request.order());
+  out->size = n;
+  response->set_request_id(request.request_id());
+  VisitNumeric(type, [&](auto t) {
+    using T = decltype(t);
+    auto* field = MutableNumericField<T>(response->mutable_keys());
+    field->Resize(static_cast<int>(n), T{});
+    out->keys_in = NumericField<T>(request.keys()).data();
+    out->keys_out = field->mutable_data();
+  });
+}
+
+}  // namespace
+
+void PrepareBatched(const v1::SortRequest& request, v1::SortResponse* response,
+                    Batcher::Request* out, std::vector<uint64_t>*) {
+  PrepareKeys(request, response, out);
+  if (request.return_indices()) {
+    auto* field = response->mutable_indices();
+    field->Resize(static_cast<int>(out->size), 0);
+    out->indices = absl::MakeSpan(field->mutable_data(), field->size());
+  }
+}
+
+void PrepareBatched(const v1::SortPairsRequest& request, v1::SortPairsResponse* response,
+                    Batcher::Request* out, std::vector<uint64_t>* scratch) {
+  PrepareKeys(request, response, out);
+  scratch->resize(out->size);
+  out->indices = absl::MakeSpan(*scratch);
+}
+
+absl::Status CompleteBatched(const v1::SortRequest&, v1::SortResponse*,
+                             const std::vector<uint64_t>&) {
+  return absl::OkStatus();
+}
+
+absl::Status CompleteBatched(const v1::SortPairsRequest& request, v1::SortPairsResponse* response,
+                             const std::vector<uint64_t>& scratch) {
+  return GatherTypedArray(request.values(), scratch, response->mutable_values());
+}
+
 }  // namespace sortd

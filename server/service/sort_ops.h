@@ -4,10 +4,13 @@
 #define SORTD_SERVER_SERVICE_SORT_OPS_H_
 
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/dispatcher.h"
 #include "server/metrics/metrics.h"
+#include "server/runtime/batcher.h"
+#include "server/runtime/batcher.h"
 #include "sortd/v1/sort.pb.h"
 
 namespace sortd {
@@ -52,6 +55,20 @@ absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
 absl::Status RunSortPairs(Dispatcher& dispatcher,
                           const v1::SortPairsRequest& request,
                           v1::SortPairsResponse* response);
+
+// Batched execution (server/runtime/batcher.h). PrepareBatched sizes the
+// response's arrays and points `out` at request and response memory
+// (`scratch` holds a SortPairs permutation); after the batch ran,
+// CompleteBatched finishes the response (SortPairs: gathers the values).
+// Both need a validated request with numeric keys.
+void PrepareBatched(const v1::SortRequest& request, v1::SortResponse* response,
+                    Batcher::Request* out, std::vector<uint64_t>* scratch);
+void PrepareBatched(const v1::SortPairsRequest& request, v1::SortPairsResponse* response,
+                    Batcher::Request* out, std::vector<uint64_t>* scratch);
+absl::Status CompleteBatched(const v1::SortRequest& request, v1::SortResponse* response,
+                             const std::vector<uint64_t>& scratch);
+absl::Status CompleteBatched(const v1::SortPairsRequest& request, v1::SortPairsResponse* response,
+                             const std::vector<uint64_t>& scratch);
 
 }  // namespace sortd
 

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "server/service/batched_call.h"
 #include "server/service/chunked_reactor.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
@@ -46,6 +47,25 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     return reactor;
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
+  if (context->Batches(record.key_type, KeysOf(*request))) {
+    absl::Status queued = EnqueueBatched(
+        *context, request, response, [ctx] { return ctx->IsCancelled(); },
+        [=](const absl::Status& result, double queue_seconds) mutable {
+          record.queue_seconds = queue_seconds;
+          admitted->Reset();
+          if (result.ok()) DescribeSuccess(*request, *response, &record);
+          record.seconds = SecondsSince(arrival);
+          context->Report(record, request->request_id(), result);
+          reactor->Finish(ToGrpcStatus(result));
+        });
+    if (!queued.ok()) {
+      admitted->Reset();
+      record.seconds = SecondsSince(arrival);
+      context->Report(record, request->request_id(), queued);
+      reactor->Finish(ToGrpcStatus(queued));
+    }
+    return reactor;
+  }
   context->PoolFor(record.key_type, KeysOf(*request)).Submit([=]() mutable {
     record.queue_seconds = SecondsSince(arrival);
     absl::Status result = CheckCallAlive(ctx);

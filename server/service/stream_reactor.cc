@@ -3,6 +3,7 @@
 // cannot race with a worker still holding `this`.
 #include "server/service/stream_reactor.h"
 
+#include "server/service/batched_call.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 #include "server/service/typed_array.h"
@@ -59,36 +60,61 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
     lock.unlock();
     auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
     std::shared_ptr<v1::SortRequest> shared(std::move(request));
-    WorkPool& pool = context_->PoolFor(record.key_type, KeysOf(*shared));
-    pool.Submit([this, shared, admitted, record, arrival]() mutable {
-      record.queue_seconds = SecondsSince(arrival);
-      auto response = std::make_unique<v1::SortResponse>();
-      absl::Status result;
-      if (ctx_->IsCancelled()) {
-        result = absl::CancelledError("stream cancelled");
-      } else {
-        result = RunSort(*context_->dispatcher, *shared, response.get());
+    if (context_->Batches(record.key_type, KeysOf(*shared))) {
+      auto response = std::make_shared<std::unique_ptr<v1::SortResponse>>(
+          std::make_unique<v1::SortResponse>());
+      absl::Status queued = EnqueueBatched(
+          *context_, shared.get(), response->get(), [this] { return ctx_->IsCancelled(); },
+          [this, shared, admitted, record, arrival, response](const absl::Status& result,
+                                                              double queue_seconds) mutable {
+            record.queue_seconds = queue_seconds;
+            admitted->Reset();
+            Deliver(*shared, std::move(*response), result, record, arrival, /*own_launch=*/false);
+          });
+      if (!queued.ok()) {
+        admitted->Reset();
+        Deliver(*shared, std::move(*response), queued, record, arrival, /*own_launch=*/false);
       }
-      admitted->Reset();
-      if (result.ok()) {
-        DescribeSuccess(*shared, *response, &record);
-        context_->RecordLaunch(record);
-      }
-      record.seconds = SecondsSince(arrival);
-      context_->Report(record, shared->request_id(), result);
-      if (!result.ok()) {
-        response->Clear();
-        response->set_request_id(shared->request_id());
-        response->mutable_error()->set_code(static_cast<int>(result.code()));
-        response->mutable_error()->set_message(std::string(result.message()));
-      }
-      Complete(std::move(response));
-    });
+    } else {
+      WorkPool& pool = context_->PoolFor(record.key_type, KeysOf(*shared));
+      pool.Submit([this, shared, admitted, record, arrival]() mutable {
+        record.queue_seconds = SecondsSince(arrival);
+        auto response = std::make_unique<v1::SortResponse>();
+        absl::Status result;
+        if (ctx_->IsCancelled()) {
+          result = absl::CancelledError("stream cancelled");
+        } else {
+          result = RunSort(*context_->dispatcher, *shared, response.get());
+        }
+        admitted->Reset();
+        Deliver(*shared, std::move(response), result, record, arrival, /*own_launch=*/true);
+      });
+    }
     lock.lock();
   }
   Next next = DecideLocked();
   lock.unlock();
   Start(next);
+}
+
+void SortStreamReactor::Deliver(const v1::SortRequest& request,
+                                std::unique_ptr<v1::SortResponse> response, absl::Status result,
+                                RequestRecord record, SteadyClock::time_point arrival,
+                                bool own_launch) {
+  if (result.ok()) {
+    DescribeSuccess(request, *response, &record);
+    // Batched requests: the batcher counts the launch once per batch.
+    if (own_launch) context_->RecordLaunch(record);
+  }
+  record.seconds = SecondsSince(arrival);
+  context_->Report(record, request.request_id(), result);
+  if (!result.ok()) {
+    response->Clear();
+    response->set_request_id(request.request_id());
+    response->mutable_error()->set_code(static_cast<int>(result.code()));
+    response->mutable_error()->set_message(std::string(result.message()));
+  }
+  Complete(std::move(response));
 }
 
 void SortStreamReactor::Complete(std::unique_ptr<v1::SortResponse> response) {

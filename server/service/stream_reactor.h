@@ -36,6 +36,11 @@ class SortStreamReactor final
   };
 
   void Complete(std::unique_ptr<v1::SortResponse> response);
+  // Reports a finished request (metrics, log) and queues its response (an
+  // error response when `result` is not OK).
+  void Deliver(const v1::SortRequest& request, std::unique_ptr<v1::SortResponse> response,
+               absl::Status result, RequestRecord record, SteadyClock::time_point arrival,
+               bool own_launch);
   void Submit(std::unique_ptr<v1::SortRequest> request);
   Next DecideLocked();
   void Start(const Next& next);

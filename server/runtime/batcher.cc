@@ -1,0 +1,164 @@
+// Batcher: one flush thread watches the queues' deadlines; a batch that is
+// full or due is handed to the GPU pool (segmented sort) or the CPU pool,
+// where cancelled requests are dropped, the rest sorted together and each
+// completed on its own.
+#include "server/runtime/batcher.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/metrics/metrics.h"
+
+namespace sortd {
+
+Batcher::Batcher(const BatcherOptions& options, Dispatcher* dispatcher, WorkPool* cpu_pool,
+                 WorkPool* gpu_pool, ServiceMetrics* metrics)
+    : options_(options),
+      dispatcher_(dispatcher),
+      cpu_pool_(cpu_pool),
+      gpu_pool_(gpu_pool),
+      metrics_(metrics),
+      delay_(std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(options.max_delay))) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+Batcher::~Batcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();  // the flush thread launches what is queued before it exits
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return running_ == 0; });
+}
+
+int Batcher::QueueIndex(DataType type, SortOrder order, bool indices) {
+  return (static_cast<int>(type) * 2 + (order == SortOrder::kDescending ? 1 : 0)) * 2 +
+         (indices ? 1 : 0);
+}
+
+bool Batcher::Accepts(std::optional<DataType> type, size_t size) const {
+  if (!options_.enabled || !type || *type == DataType::kBytes) return false;
+  return size <= std::min(options_.max_request_keys, dispatcher_->BatchCapacity(*type));
+}
+
+absl::Status Batcher::Enqueue(Request request) {
+  const int q = QueueIndex(request.type, request.order, !request.indices.empty());
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("server is shutting down (batcher stopped)");
+    if (queued_ >= options_.max_queued_requests) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "batch queue full: ", queued_, " small requests waiting (--max_batch_queue)"));
+    }
+    Queue& queue = queues_[q];
+    // The flush thread sleeps until the earliest deadline: a first request
+    // brings a new deadline; a full queue launches now.
+    wake = queue.items.empty();
+    queue.keys += request.size;
+    queue.items.push_back(Waiting{std::move(request), Clock::now()});
+    ++queued_;
+    const size_t cap = dispatcher_->BatchesOnGpu() ? options_.max_batch_keys
+                                                   : options_.max_cpu_batch_keys;
+    wake = wake || queue.keys >= cap;
+  }
+  if (wake) wake_.notify_one();
+  return absl::OkStatus();
+}
+
+void Batcher::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    const size_t cap = dispatcher_->BatchesOnGpu() ? options_.max_batch_keys
+                                                   : options_.max_cpu_batch_keys;
+    Clock::time_point next = Clock::time_point::max();
+    std::vector<std::vector<Waiting>> due;
+    for (Queue& queue : queues_) {
+      if (queue.items.empty()) continue;
+      const Clock::time_point deadline = queue.items.front().enqueued + delay_;
+      if (stopping_ || queue.keys >= cap || now >= deadline) {
+        // Full batches of at most `cap` keys (a request is never split).
+        std::vector<Waiting> batch;
+        size_t keys = 0;
+        size_t i = 0;
+        for (; i < queue.items.size(); ++i) {
+          const size_t size = queue.items[i].request.size;
+          if (!batch.empty() && keys + size > cap) break;
+          keys += size;
+          batch.push_back(std::move(queue.items[i]));
+        }
+        queue.items.erase(queue.items.begin(), queue.items.begin() + static_cast<std::ptrdiff_t>(i));
+        queue.keys -= keys;
+        queued_ -= batch.size();
+        due.push_back(std::move(batch));
+        if (!queue.items.empty()) next = now;  // look at the rest again
+      } else {
+        next = std::min(next, deadline);
+      }
+    }
+    if (!due.empty()) {
+      running_ += static_cast<int>(due.size());
+      lock.unlock();
+      for (std::vector<Waiting>& batch : due) Launch(std::move(batch));
+      lock.lock();
+      continue;
+    }
+    if (stopping_) return;  // every queue is empty
+    if (next == Clock::time_point::max()) {
+      wake_.wait(lock);
+    } else {
+      wake_.wait_until(lock, next);
+    }
+  }
+}
+
+void Batcher::Launch(std::vector<Waiting> batch) {
+  const Clock::time_point launched = Clock::now();
+  WorkPool* pool = dispatcher_->BatchesOnGpu() && gpu_pool_ != nullptr ? gpu_pool_ : cpu_pool_;
+  // std::function needs a copyable callable: the batch travels in a
+  // shared_ptr.
+  auto shared = std::make_shared<std::vector<Waiting>>(std::move(batch));
+  pool->Submit([this, shared, launched] { Execute(std::move(*shared), launched); });
+}
+
+void Batcher::Execute(std::vector<Waiting> batch, Clock::time_point launched) {
+  auto seconds = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
+  std::vector<Waiting> live;
+  live.reserve(batch.size());
+  for (Waiting& w : batch) {
+    if (w.request.cancelled && w.request.cancelled()) {
+      w.request.done(absl::CancelledError("request cancelled or deadline exceeded before its batch ran"),
+                     EngineKind::kCpu, seconds(w.enqueued, launched), 0);
+    } else {
+      live.push_back(std::move(w));
+    }
+  }
+  if (!live.empty()) {
+    std::vector<BatchItem> items(live.size());
+    for (size_t i = 0; i < live.size(); ++i) {
+      const Request& r = live[i].request;
+      items[i] = BatchItem{r.keys_in, r.keys_out, r.size, r.indices};
+    }
+    const Request& first = live.front().request;
+    absl::StatusOr<EngineKind> engine = dispatcher_->SortBatch(first.type, first.order, items);
+    if (engine.ok() && metrics_ != nullptr) metrics_->RecordBatch(*engine, live.size());
+    for (Waiting& w : live) {
+      w.request.done(engine.status(), engine.ok() ? *engine : EngineKind::kCpu,
+                     seconds(w.enqueued, launched), live.size());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --running_;
+  }
+  idle_.notify_all();
+}
+
+}  // namespace sortd

@@ -1,0 +1,118 @@
+// The dynamic batcher: small numeric sort requests from every client wait
+// in a queue per (key type, order, with or without indices) and launch
+// together - on the GPU as one segmented sort, on the CPU as one pool task -
+// when the queue holds a full batch or its oldest request has waited
+// max_delay, as an inference server's dynamic batcher does
+// (docs/architecture.md, "Batching").
+#ifndef SORTD_SERVER_RUNTIME_BATCHER_H_
+#define SORTD_SERVER_RUNTIME_BATCHER_H_
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/dispatcher.h"
+#include "server/runtime/work_pool.h"
+
+namespace sortd {
+
+class ServiceMetrics;
+
+struct BatcherOptions {
+  bool enabled = true;
+  // Requests of at most this many keys are batched (and at most what the
+  // GPU kernel sorts in shared memory for the key type when batches run
+  // on a GPU).
+  size_t max_request_keys = 16384;
+  // A batch launches as soon as it holds this many keys ...
+  size_t max_batch_keys = size_t{1} << 20;
+  // ... (CPU batches: this many, so one pool task stays short) ...
+  size_t max_cpu_batch_keys = size_t{1} << 16;
+  // ... or when its oldest request has waited this long.
+  absl::Duration max_delay = absl::Microseconds(100);
+  // Requests waiting in all queues together; past it, RESOURCE_EXHAUSTED.
+  size_t max_queued_requests = 65536;
+};
+
+class Batcher {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // One request's part of a batch. `keys_in`/`keys_out` and `indices`
+  // must stay valid until `done` runs.
+  struct Request {
+    DataType type = DataType::kUint32;
+    SortOrder order = SortOrder::kAscending;
+    const void* keys_in = nullptr;
+    void* keys_out = nullptr;
+    size_t size = 0;
+    absl::Span<uint64_t> indices;  // empty: no permutation wanted
+    // Checked just before launch: true drops the request from its batch
+    // (done gets CANCELLED) so it never holds its batch-mates back.
+    std::function<bool()> cancelled;
+    // Runs once, on a pool thread: the status, the engine that sorted,
+    // the seconds from Enqueue to launch, and the batch's request count.
+    std::function<void(const absl::Status&, EngineKind, double queue_seconds, size_t batch_size)> done;
+  };
+
+  Batcher(const BatcherOptions& options, Dispatcher* dispatcher, WorkPool* cpu_pool,
+          WorkPool* gpu_pool, ServiceMetrics* metrics);
+  // Launches everything still queued, waits for those batches, then stops.
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Whether a request of `size` keys of `type` goes through the batcher.
+  bool Accepts(std::optional<DataType> type, size_t size) const;
+  // Queues a request; RESOURCE_EXHAUSTED (and `done` is not called) when
+  // the queues are full.
+  absl::Status Enqueue(Request request);
+
+  const BatcherOptions& options() const { return options_; }
+
+ private:
+  struct Waiting {
+    Request request;
+    Clock::time_point enqueued;
+  };
+  struct Queue {
+    std::vector<Waiting> items;
+    size_t keys = 0;
+  };
+  static constexpr int kTypes = 6;  // numeric DataTypes
+  static constexpr int kQueues = kTypes * 2 * 2;
+  static int QueueIndex(DataType type, SortOrder order, bool indices);
+
+  void Run();
+  // Hands a batch to a pool (called without mu_).
+  void Launch(std::vector<Waiting> batch);
+  void Execute(std::vector<Waiting> batch, Clock::time_point launched);
+
+  const BatcherOptions options_;
+  Dispatcher* dispatcher_;
+  WorkPool* cpu_pool_;
+  WorkPool* gpu_pool_;  // may be null (no GPU)
+  ServiceMetrics* metrics_;
+  const Clock::duration delay_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;       // the flush thread
+  std::condition_variable idle_;       // the destructor: batches done
+  std::array<Queue, kQueues> queues_;  // guarded by mu_
+  size_t queued_ = 0;                  // guarded by mu_
+  int running_ = 0;                    // batches launched, not done
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_RUNTIME_BATCHER_H_

@@ -1,0 +1,41 @@
+// Hands a validated, admitted Sort/SortPairs request to the batcher; the
+// caller's `finish` runs on a pool thread once its batch has sorted it (or
+// dropped it as cancelled) - but not when Enqueue refuses it: that status is
+// returned instead, and the caller finishes the call itself.
+#ifndef SORTD_SERVER_SERVICE_BATCHED_CALL_H_
+#define SORTD_SERVER_SERVICE_BATCHED_CALL_H_
+
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "server/service/service_context.h"
+#include "server/service/sort_ops.h"
+#include "server/service/typed_array.h"
+
+namespace sortd {
+
+template <typename Request, typename Response>
+absl::Status EnqueueBatched(ServiceContext& context, const Request* request, Response* response,
+                            std::function<bool()> cancelled,
+                            std::function<void(const absl::Status&, double queue_seconds)> finish) {
+  auto scratch = std::make_shared<std::vector<uint64_t>>();
+  Batcher::Request batched;
+  PrepareBatched(*request, response, &batched, scratch.get());
+  batched.cancelled = std::move(cancelled);
+  batched.done = [request, response, scratch, finish = std::move(finish)](
+                     const absl::Status& status, EngineKind engine, double queue_seconds, size_t) {
+    absl::Status result = status;
+    if (result.ok()) {
+      response->set_engine(ToProtoEngine(engine));
+      result = CompleteBatched(*request, response, *scratch);
+    }
+    finish(result, queue_seconds);
+  };
+  return context.batcher->Enqueue(std::move(batched));
+}
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_SERVICE_BATCHED_CALL_H_
