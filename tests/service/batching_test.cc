@@ -1,0 +1,245 @@
+// The dynamic batcher behind the service (CPU engine, --batching=on): a
+// flood of mixed unary requests verified one by one, launches fewer than
+// requests, SortStream ids matched, a full batch launching before its
+// delay, a request whose deadline passes mid-batch not holding its
+// batch-mates back, and queue overflow answered with RESOURCE_EXHAUSTED.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "tests/service/test_server.h"
+
+namespace sortd::testing {
+namespace {
+
+ServerOptions BatchingOptions(absl::Duration delay, size_t queue = 65536) {
+  ServerOptions options;
+  options.batching_mode = BatchingMode::kOn;
+  options.batching.max_delay = delay;
+  options.batching.max_queued_requests = queue;
+  options.worker_threads = 4;
+  return options;
+}
+
+// Stable reference permutation of `keys` (integers: no float rules needed).
+template <typename T>
+std::vector<uint64_t> StableOrder(const std::vector<T>& keys, bool descending) {
+  std::vector<uint64_t> idx(keys.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](uint64_t a, uint64_t b) {
+    return descending ? keys[b] < keys[a] : keys[a] < keys[b];
+  });
+  return idx;
+}
+
+template <typename T>
+void CheckSort(client::SortClient& client, const std::vector<T>& keys, bool descending,
+               bool indices, const std::string& what) {
+  auto result = client.Sort(absl::MakeConstSpan(keys),
+                            descending ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING,
+                            indices);
+  ASSERT_TRUE(result.ok()) << what << ": " << result.status();
+  const std::vector<uint64_t> order = StableOrder(keys, descending);
+  ASSERT_EQ(result->keys.size(), keys.size()) << what;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(result->keys[i], keys[order[i]]) << what << " at " << i;
+    if (indices) ASSERT_EQ(result->indices[i], order[i]) << what << " index at " << i;
+  }
+  EXPECT_EQ(result->engine, v1::ENGINE_CPU) << what;
+}
+
+TEST(BatchingTest, FloodOfMixedRequestsVerifiedOneByOneInFewerLaunches) {
+  auto server = StartServer(BatchingOptions(absl::Milliseconds(2)));
+  ASSERT_NE(server, nullptr);
+  constexpr int kThreads = 16, kPerThread = 40;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = Connect(*server);
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string what = "thread " + std::to_string(t) + " request " + std::to_string(i);
+        const size_t n = rng() % 3 == 0 ? 0 : rng() % 3000;
+        const bool descending = rng() % 2;
+        const bool indices = rng() % 2;
+        switch (i % 4) {
+          case 0: {
+            std::vector<uint32_t> keys(n);
+            for (auto& k : keys) k = rng() % 50;  // many equal keys: stability shows
+            CheckSort(*client, keys, descending, indices, what);
+            break;
+          }
+          case 1: {
+            std::vector<int64_t> keys(n);
+            for (auto& k : keys) k = static_cast<int64_t>(rng() % 100) - 50;
+            CheckSort(*client, keys, descending, indices, what);
+            break;
+          }
+          case 2: {
+            std::vector<int32_t> keys(n);
+            for (auto& k : keys) k = static_cast<int32_t>(rng());
+            CheckSort(*client, keys, descending, indices, what);
+            break;
+          }
+          default: {  // pairs: values follow their keys, stably
+            std::vector<uint64_t> keys(n);
+            std::vector<std::string> values(n);
+            for (size_t k = 0; k < n; ++k) {
+              keys[k] = rng() % 20;
+              values[k] = "v" + std::to_string(k);
+            }
+            auto result = client->SortPairs(absl::MakeConstSpan(keys), absl::MakeConstSpan(values),
+                                            descending ? v1::SORT_ORDER_DESCENDING
+                                                       : v1::SORT_ORDER_ASCENDING);
+            ASSERT_TRUE(result.ok()) << what << ": " << result.status();
+            const std::vector<uint64_t> order = StableOrder(keys, descending);
+            for (size_t k = 0; k < n; ++k) {
+              ASSERT_EQ(result->keys[k], keys[order[k]]) << what;
+              ASSERT_EQ(result->values[k], values[order[k]]) << what;
+            }
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const std::string page = Scrape(*server);
+  const double launches = Sample(page, "sortd_batch_size_count{engine=\"cpu\"}");
+  const double requests = Sample(page, "sortd_batch_size_sum{engine=\"cpu\"}");
+  EXPECT_EQ(requests, kThreads * kPerThread);
+  // 16 clients at once with a 2 ms window: batches hold several requests.
+  EXPECT_LT(launches, requests / 2) << page;
+}
+
+TEST(BatchingTest, SortStreamAnswersEveryIdBatchedOrNot) {
+  ServerOptions options = BatchingOptions(absl::Microseconds(200));
+  options.batching.max_request_keys = 500;  // larger requests take the pool path
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(*server);
+  grpc::ClientContext ctx;
+  auto stream = client->stub().SortStream(&ctx);
+  std::map<std::string, std::vector<float>> expected;
+  std::mt19937 rng(3);
+  constexpr int kRequests = 600;
+  for (int i = 0; i < kRequests; ++i) {
+    v1::SortRequest request;
+    request.set_request_id("id-" + std::to_string(i));
+    request.set_order(i % 2 ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
+    std::vector<float> keys(i % 7 == 0 ? 2000 : rng() % 400);
+    for (float& k : keys) k = static_cast<float>(rng() % 1000) - 500.0f;
+    request.mutable_keys()->mutable_float32()->mutable_values()->Add(keys.begin(), keys.end());
+    std::sort(keys.begin(), keys.end());
+    if (i % 2) std::reverse(keys.begin(), keys.end());
+    expected[request.request_id()] = keys;
+    ASSERT_TRUE(stream->Write(request));
+  }
+  stream->WritesDone();
+  std::map<std::string, int> seen;
+  v1::SortResponse response;
+  while (stream->Read(&response)) {
+    ++seen[response.request_id()];
+    ASSERT_FALSE(response.has_error()) << response.error().message();
+    const auto& got = response.keys().float32().values();
+    EXPECT_EQ(std::vector<float>(got.begin(), got.end()), expected[response.request_id()])
+        << response.request_id();
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kRequests));
+  for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id;
+}
+
+TEST(BatchingTest, FullBatchLaunchesBeforeItsDelay) {
+  ServerOptions options = BatchingOptions(absl::Seconds(30));
+  options.batching.max_cpu_batch_keys = 4000;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  // Four 1000-key requests fill a 4000-key batch: it launches at once, far
+  // before the 30 s delay (the calls' 10 s deadline would fail otherwise).
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      client::ClientOptions copts;
+      copts.timeout = absl::Seconds(10);
+      auto client = Connect(*server, copts);
+      std::vector<uint32_t> keys(1000);
+      std::iota(keys.rbegin(), keys.rend(), t);
+      auto result = client->Sort(absl::MakeConstSpan(keys));
+      if (result.ok() && std::is_sorted(result->keys.begin(), result->keys.end())) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 4);
+}
+
+TEST(BatchingTest, ExpiredRequestDoesNotHoldItsBatchMatesBack) {
+  auto server = StartServer(BatchingOptions(absl::Milliseconds(300)));
+  ASSERT_NE(server, nullptr);
+  std::thread impatient([&] {
+    client::ClientOptions copts;
+    copts.timeout = absl::Milliseconds(50);  // expires while its batch waits
+    auto client = Connect(*server, copts);
+    std::vector<int32_t> keys = {3, 1, 2};
+    auto result = client->Sort(absl::MakeConstSpan(keys));
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  });
+  auto client = Connect(*server);
+  std::vector<int32_t> keys = {9, -4, 7, 0};
+  auto result = client->Sort(absl::MakeConstSpan(keys));  // same queue, same batch
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->keys, (std::vector<int32_t>{-4, 0, 7, 9}));
+  impatient.join();
+  // The server dropped the expired request at launch and keeps serving.
+  auto again = client->Sort(absl::MakeConstSpan(keys));
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST(BatchingTest, QueueOverflowIsResourceExhaustedPerRequest) {
+  auto server = StartServer(BatchingOptions(absl::Milliseconds(500), /*queue=*/4));
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(*server);
+  grpc::ClientContext ctx;
+  auto stream = client->stub().SortStream(&ctx);
+  for (int i = 0; i < 12; ++i) {
+    v1::SortRequest request;
+    request.set_request_id(std::to_string(i));
+    request.mutable_keys()->mutable_uint64()->add_values(12 - i);
+    request.mutable_keys()->mutable_uint64()->add_values(i);
+    ASSERT_TRUE(stream->Write(request));
+  }
+  stream->WritesDone();
+  int sorted = 0, exhausted = 0;
+  v1::SortResponse response;
+  while (stream->Read(&response)) {
+    if (response.has_error()) {
+      EXPECT_EQ(response.error().code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+      EXPECT_NE(response.error().message().find("batch queue full"), std::string::npos)
+          << response.error().message();
+      ++exhausted;
+    } else {
+      const auto& got = response.keys().uint64().values();
+      EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+      ++sorted;
+    }
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(sorted + exhausted, 12);
+  // All 12 arrive within the 500 ms window: 4 wait, the others are refused.
+  EXPECT_EQ(sorted, 4);
+  EXPECT_EQ(exhausted, 8);
+}
+
+TEST(BatchingTest, ParseBatchingMode) {
+  EXPECT_EQ(*ParseBatchingMode("auto"), BatchingMode::kAuto);
+  EXPECT_EQ(*ParseBatchingMode("on"), BatchingMode::kOn);
+  EXPECT_EQ(*ParseBatchingMode("off"), BatchingMode::kOff);
+  EXPECT_FALSE(ParseBatchingMode("sometimes").ok());
+}
+
+}  // namespace
+}  // namespace sortd::testing
