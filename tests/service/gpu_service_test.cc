@@ -2,12 +2,15 @@
 // numeric type and order through Sort (with and without indices) and
 // SortPairs gives exactly the CPU engine's answer; small arrays stay on the
 // CPU; a request over the device pool falls back to the CPU and is counted;
-// GPU timings reach the metrics. Skips without a GPU.
+// GPU timings reach the metrics; with batching, small requests from many
+// clients are sorted together by the segmented kernel and still give the
+// CPU engine's answer one by one. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/gpu_info.h"
@@ -21,8 +24,10 @@ namespace {
 
 constexpr size_t kMinKeys = 5000;
 
-std::unique_ptr<SortdServer> StartEngine(EngineChoice engine, size_t pool_bytes = 0) {
+std::unique_ptr<SortdServer> StartEngine(EngineChoice engine, size_t pool_bytes = 0,
+                                         BatchingMode batching = BatchingMode::kOff) {
   ServerOptions options;
+  options.batching_mode = batching;
   options.listen_address = "127.0.0.1:0";
   options.metrics_listen = "";
   options.dispatcher.engine = engine;
@@ -96,6 +101,59 @@ TYPED_TEST(GpuServiceTest, SameAnswerAsTheCpuEngine) {
     EXPECT_TRUE(BitsEqual(gp->keys, cp->keys));
     EXPECT_EQ(gp->values, cp->values);
   }
+}
+
+// Small requests from 8 concurrent clients, every type, both orders, with
+// and without indices, and pairs: batched on the GPU (segmented kernel),
+// bit for bit the CPU engine's answers.
+TYPED_TEST(GpuServiceTest, BatchedSmallRequestsMatchTheCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  auto gpu = StartEngine(EngineChoice::kAuto, 0, BatchingMode::kAuto);
+  auto cpu = StartEngine(EngineChoice::kCpu);
+  const size_t longest = sizeof(T) == 4 ? 16384 : 8192;  // the kernel's shared-memory bins
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto gpu_client = Connect(*gpu);
+      auto cpu_client = Connect(*cpu);
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 12; ++i) {
+        const size_t n = i == 0 ? longest : i == 1 ? 0 : rng() % (i < 6 ? 300 : longest);
+        const auto keys = RandomKeys<T>(std::max<size_t>(n, 1), rng()) ;
+        const std::vector<T> input(keys.begin(), keys.begin() + n);
+        const v1::SortOrder order = rng() % 2 ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING;
+        if (i % 3 == 2) {
+          std::vector<uint64_t> values(n);
+          for (size_t k = 0; k < n; ++k) values[k] = k * 11;
+          auto g = gpu_client->SortPairs<T, uint64_t>(input, values, order);
+          auto c = cpu_client->SortPairs<T, uint64_t>(input, values, order);
+          ASSERT_TRUE(g.ok()) << g.status();
+          ASSERT_TRUE(c.ok()) << c.status();
+          EXPECT_EQ(g->engine, v1::ENGINE_GPU_SEGMENTED);
+          EXPECT_TRUE(BitsEqual(g->keys, c->keys)) << "pairs n=" << n;
+          EXPECT_EQ(g->values, c->values) << "pairs n=" << n;
+          continue;
+        }
+        const bool indices = i % 2;
+        auto g = gpu_client->Sort<T>(input, order, indices);
+        auto c = cpu_client->Sort<T>(input, order, indices);
+        ASSERT_TRUE(g.ok()) << g.status();
+        ASSERT_TRUE(c.ok()) << c.status();
+        EXPECT_EQ(g->engine, v1::ENGINE_GPU_SEGMENTED);
+        EXPECT_TRUE(BitsEqual(g->keys, c->keys)) << "n=" << n << " order " << order;
+        EXPECT_EQ(g->indices, c->indices) << "n=" << n << " order " << order;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(Metric(*gpu, "sortd_batch_size_sum{engine=\"gpu_segmented\"}"), 8 * 12);
+  EXPECT_GT(Metric(*gpu, "sortd_gpu_kernel_duration_seconds_count{gpu=\"0\"}"), 0);
+  // Past the batch limit the radix engine takes over.
+  auto client = Connect(*gpu);
+  auto large = client->Sort<T>(RandomKeys<T>(kMinKeys * 20, 5));
+  ASSERT_TRUE(large.ok());
+  EXPECT_EQ(large->engine, v1::ENGINE_GPU_RADIX);
 }
 
 TEST(GpuService, SmallArraysStayOnTheCpuAndGpuTimingsReachMetrics) {
