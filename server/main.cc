@@ -37,9 +37,9 @@ ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
           "larger requests sort on the CPU");
 ABSL_FLAG(uint64_t, gpu_staging_chunk_bytes, uint64_t{8} << 20,
           "pinned host staging chunk per transfer step (two per stream)");
-ABSL_FLAG(std::string, batching, "auto",
-          "dynamic batching of small numeric requests: auto (when batches run on a GPU), "
-          "on (also on the CPU engine), off");
+ABSL_FLAG(std::string, batching, "on",
+          "dynamic batching of small numeric requests: on (GPU segmented kernel, or CPU "
+          "engine batches without a GPU), auto (only when batches run on a GPU), off");
 ABSL_FLAG(uint64_t, max_batch_request_keys, 16384,
           "requests of at most this many keys are batched (GPU: also at most what the "
           "segmented kernel sorts in shared memory, 16384 32-bit / 8192 64-bit keys)");

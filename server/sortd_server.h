@@ -22,9 +22,10 @@ namespace sortd {
 
 class SortServiceImpl;
 
-// --batching: auto batches small numeric requests when batches run on a
-// GPU (the CPU engine then sorts them one by one, see docs/benchmarks.md);
-// on batches on the CPU engine too; off never batches.
+// --batching: on (the default) batches small numeric requests on the GPU's
+// segmented kernel, or on the CPU engine where no GPU serves; auto batches
+// only when batches run on a GPU; off never batches (docs/benchmarks.md has
+// the measurements behind the default).
 enum class BatchingMode { kAuto, kOn, kOff };
 absl::StatusOr<BatchingMode> ParseBatchingMode(absl::string_view text);
 
@@ -60,7 +61,7 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(30);
   // Serve sortd.v1.DiagnosticsService (Echo, EchoStream) for benchmarks.
   bool enable_diagnostics = false;
-  BatchingMode batching_mode = BatchingMode::kAuto;
+  BatchingMode batching_mode = BatchingMode::kOn;
   BatcherOptions batching;  // `enabled` is decided from batching_mode
 };
 

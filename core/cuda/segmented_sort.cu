@@ -20,8 +20,7 @@ constexpr size_t kAlign = 256;
 size_t AlignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 // Launches one bin's kernel over the *count segments filed under `list`;
-// at most `max_count` of them (the grid covers that, capped at what the GPU
-// holds at once: the kernel loops).
+// at most `max_count` of them (the grid covers that many).
 using LaunchFn = cudaError_t (*)(const void* params, const uint32_t* list, const uint32_t* count,
                                  uint32_t max_count, cudaStream_t stream);
 
@@ -35,26 +34,20 @@ cudaError_t LaunchBin(const void* params, const uint32_t* list, const uint32_t* 
                       uint32_t max_count, cudaStream_t stream) {
   constexpr size_t smem = segmented::BinSmemBytes<Word, kThreads, kItems, kGroup>();
   auto kernel = segmented::SegmentedBinKernel<Word, kThreads, kItems, kGroup>;
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
   if constexpr (smem > 48 * 1024) {
     // Opt in to large dynamic shared memory (per device, so every time:
     // a host-side attribute write).
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem));
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
-  int sms = 0, per_sm = 0;
-  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) {
-    return err;
-  }
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
-  if (err != cudaSuccess) return err;
+  // One group per segment the bin may hold (groups past the count the
+  // binning kernel filed exit at once). A grid sized by residency instead
+  // (blocks looping over segments) measured 8.9 Gkeys/s for u64 16384 x
+  // 1024 on the H200, against 17.3 with one group per segment.
   constexpr int kGroups = kThreads / kGroup;
-  const uint64_t wanted = (static_cast<uint64_t>(max_count) + kGroups - 1) / kGroups;
   const int blocks = static_cast<int>(
-      std::max<uint64_t>(1, std::min<uint64_t>(wanted, static_cast<uint64_t>(sms) * std::max(per_sm, 1))));
+      std::max<uint64_t>(1, (static_cast<uint64_t>(max_count) + kGroups - 1) / kGroups));
   kernel<<<blocks, kThreads, smem, stream>>>(*static_cast<const SegmentedParams<Word>*>(params),
                                              list, count, max_count);
   return cudaGetLastError();
