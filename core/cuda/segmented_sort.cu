@@ -42,9 +42,7 @@ cudaError_t LaunchBin(const void* params, const uint32_t* list, const uint32_t* 
     if (err != cudaSuccess) return err;
   }
   // One group per segment the bin may hold (groups past the count the
-  // binning kernel filed exit at once). A grid sized by residency instead
-  // (blocks looping over segments) measured 8.9 Gkeys/s for u64 16384 x
-  // 1024 on the H200, against 17.3 with one group per segment.
+  // binning kernel filed exit at once).
   constexpr int kGroups = kThreads / kGroup;
   const int blocks = static_cast<int>(
       std::max<uint64_t>(1, (static_cast<uint64_t>(max_count) + kGroups - 1) / kGroups));
