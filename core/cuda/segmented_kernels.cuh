@@ -136,10 +136,9 @@ constexpr size_t BinSmemBytes() {
 }
 
 // One bin: groups of kGroup threads (a warp, or the whole block) each sort
-// one segment of at most kGroup * kItems keys, looping over the bin's
-// segment ids in `list` (*count of them, at most max_count, filed on the
-// device) so that the
-// grid can be sized by residency rather than by the count.
+// one segment of at most kGroup * kItems keys. The bin's segment ids are in
+// `list` (*count of them, filed on the device, at most max_count); the grid
+// has a group for each of max_count and the extra groups exit.
 template <typename Word, int kThreads, int kItems, int kGroup>
 __global__ void __launch_bounds__(kThreads)
     SegmentedBinKernel(SegmentedParams<Word> p, const uint32_t* __restrict__ list,

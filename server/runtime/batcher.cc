@@ -62,20 +62,21 @@ absl::Status Batcher::Enqueue(Request request) {
     queue.keys += request.size;
     queue.items.push_back(Waiting{std::move(request), Clock::now()});
     ++queued_;
-    const size_t cap = dispatcher_->BatchesOnGpu() ? options_.max_batch_keys
-                                                   : options_.max_cpu_batch_keys;
-    wake = wake || queue.keys >= cap;
+    wake = wake || queue.keys >= BatchCap();
   }
   if (wake) wake_.notify_one();
   return absl::OkStatus();
+}
+
+size_t Batcher::BatchCap() const {
+  return dispatcher_->BatchesOnGpu() ? options_.max_batch_keys : options_.max_cpu_batch_keys;
 }
 
 void Batcher::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     const Clock::time_point now = Clock::now();
-    const size_t cap = dispatcher_->BatchesOnGpu() ? options_.max_batch_keys
-                                                   : options_.max_cpu_batch_keys;
+    const size_t cap = BatchCap();
     Clock::time_point next = Clock::time_point::max();
     std::vector<std::vector<Waiting>> due;
     for (Queue& queue : queues_) {

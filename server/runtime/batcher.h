@@ -91,6 +91,8 @@ class Batcher {
   static constexpr int kQueues = kTypes * 2 * 2;
   static int QueueIndex(DataType type, SortOrder order, bool indices);
 
+  // Keys at which a queue launches: GPU or CPU batch size.
+  size_t BatchCap() const;
   void Run();
   // Hands a batch to a pool (called without mu_).
   void Launch(std::vector<Waiting> batch);

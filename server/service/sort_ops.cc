@@ -178,9 +178,10 @@ void PrepareKeys(const Request& request, Response* response, Batcher::Request* o
   VisitNumeric(type, [&](auto t) {
     using T = decltype(t);
     auto* field = MutableNumericField<T>(response->mutable_keys());
-    field->Resize(static_cast<int>(n), T{});
+    // Room without a zero fill: the batch writes every element.
+    field->Reserve(static_cast<int>(n));
+    out->keys_out = n == 0 ? nullptr : field->AddNAlreadyReserved(static_cast<int>(n));
     out->keys_in = NumericField<T>(request.keys()).data();
-    out->keys_out = field->mutable_data();
   });
 }
 
@@ -191,8 +192,10 @@ void PrepareBatched(const v1::SortRequest& request, v1::SortResponse* response,
   PrepareKeys(request, response, out);
   if (request.return_indices()) {
     auto* field = response->mutable_indices();
-    field->Resize(static_cast<int>(out->size), 0);
-    out->indices = absl::MakeSpan(field->mutable_data(), field->size());
+    field->Reserve(static_cast<int>(out->size));
+    if (out->size > 0) {  // every element written by the batch
+      out->indices = absl::MakeSpan(field->AddNAlreadyReserved(static_cast<int>(out->size)), out->size);
+    }
   }
 }
 

@@ -15,6 +15,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/cuda/radix_sort.cuh"
 
 namespace sortd::cuda::testing {
@@ -22,6 +24,37 @@ namespace sortd::cuda::testing {
 inline bool HaveGpu() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+// A device allocation freed at scope exit.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// Values for stability checks: the input position i (4-byte values), or i
+// tagged in the high bits (8-byte values, so all 8 bytes must travel).
+inline uint64_t PositionValue(size_t i, int value_bytes) {
+  return value_bytes == 8 ? (i | (uint64_t{0xabcd} << 48)) : i;
+}
+
+// Uploads PositionValue(i) for i < n as value_bytes-wide values (nothing
+// for 0).
+inline void UploadPositionValues(void* dev, size_t n, int value_bytes) {
+  if (value_bytes == 4) {
+    std::vector<uint32_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint32_t>(PositionValue(i, 4));
+    EXPECT_EQ(cudaMemcpy(dev, v.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  } else if (value_bytes == 8) {
+    std::vector<uint64_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = PositionValue(i, 8);
+    EXPECT_EQ(cudaMemcpy(dev, v.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
+  }
 }
 
 #define SKIP_WITHOUT_GPU() \

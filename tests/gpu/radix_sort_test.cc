@@ -25,12 +25,6 @@ namespace {
 using namespace sortd::cuda::testing;  // NOLINT: test helpers
 
 
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
-
 // Sorts on the GPU; values (when value_bytes > 0) are the input positions.
 template <typename T>
 void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
@@ -39,14 +33,7 @@ void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
   DeviceBuffer d_in(n * sizeof(T)), d_out(n * sizeof(T));
   DeviceBuffer d_vin(n * 8), d_vout(n * 8);
   ASSERT_EQ(cudaMemcpy(d_in.ptr, keys.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  std::vector<uint32_t> v32(n);
-  std::vector<uint64_t> v64(n);
-  for (size_t i = 0; i < n; ++i) {
-    v32[i] = static_cast<uint32_t>(i);
-    v64[i] = i | (uint64_t{0xabcd} << 48);
-  }
-  if (value_bytes == 4) cudaMemcpy(d_vin.ptr, v32.data(), n * 4, cudaMemcpyHostToDevice);
-  if (value_bytes == 8) cudaMemcpy(d_vin.ptr, v64.data(), n * 8, cudaMemcpyHostToDevice);
+  UploadPositionValues(d_vin.ptr, n, value_bytes);
 
   RadixSortProblem p;
   p.key_type = TypeOf<T>();
@@ -80,7 +67,7 @@ void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
   } else if (value_bytes == 8) {
     std::vector<uint64_t> vout(n);
     cudaMemcpy(vout.data(), d_vout.ptr, n * 8, cudaMemcpyDeviceToHost);
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(vout[i], v64[ref[i]]) << what << " value at " << i;
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(vout[i], PositionValue(ref[i], 8)) << what << " value at " << i;
   }
 }
 

@@ -22,14 +22,6 @@ namespace {
 
 using namespace sortd::cuda::testing;  // NOLINT: test helpers
 
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) {
-    EXPECT_EQ(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), cudaSuccess);
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
-
 std::vector<uint32_t> OffsetsOf(const std::vector<uint32_t>& lengths, uint32_t first = 0) {
   std::vector<uint32_t> offsets(lengths.size() + 1, first);
   for (size_t s = 0; s < lengths.size(); ++s) offsets[s + 1] = offsets[s] + lengths[s];
@@ -50,14 +42,7 @@ void CheckSegmented(const std::vector<T>& keys, const std::vector<uint32_t>& off
   ASSERT_EQ(cudaMemcpy(d_in.ptr, keys.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_off.ptr, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice),
             cudaSuccess);
-  std::vector<uint32_t> v32(n);
-  std::vector<uint64_t> v64(n);
-  for (size_t i = 0; i < n; ++i) {
-    v32[i] = static_cast<uint32_t>(i);
-    v64[i] = i | (uint64_t{0xabcd} << 48);
-  }
-  if (value_bytes == 4) cudaMemcpy(d_vin.ptr, v32.data(), n * 4, cudaMemcpyHostToDevice);
-  if (value_bytes == 8) cudaMemcpy(d_vin.ptr, v64.data(), n * 8, cudaMemcpyHostToDevice);
+  UploadPositionValues(d_vin.ptr, n, value_bytes);
 
   SegmentedSortProblem p;
   p.key_type = TypeOf<T>();
@@ -98,7 +83,7 @@ void CheckSegmented(const std::vector<T>& keys, const std::vector<uint32_t>& off
       ok = std::memcmp(&out[at], &segment[order[i]], sizeof(T)) == 0;
       if (with_positions) ok = ok && pos[at] == order[i];
       if (value_bytes == 4) ok = ok && vout32[at] == begin + order[i];
-      if (value_bytes == 8) ok = ok && vout64[at] == ((begin + order[i]) | (uint64_t{0xabcd} << 48));
+      if (value_bytes == 8) ok = ok && vout64[at] == PositionValue(begin + order[i], 8);
     }
     if (!ok && ++bad_segments <= 3) {
       ADD_FAILURE() << "segment " << s << " [" << begin << ", " << end << ") differs from the reference";
