@@ -10,6 +10,9 @@
 // only). items_per_second is keys sorted per second of sort time.
 // For pairs the engine runs SortNumeric with indices then GatherByIndex of
 // the values; the std baselines sort (key, value) structs by key.
+// bytes/engine_st|engine_mt/<n>: ArgsortBytes of n random strings of 8..64
+// random bytes (bench/random_strings.h, the inputs of the GPU merge sort
+// benchmark), 1 Mi and 16 Mi strings.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -18,9 +21,11 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "bench/random_strings.h"
 #include "benchmark/benchmark.h"
 #include "core/cpu/cpu_engine.h"
 #include "core/engine.h"
@@ -176,6 +181,26 @@ void BM_Pairs(benchmark::State& state, Method method) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n * 8));
 }
 
+void BM_Bytes(benchmark::State& state, Method method) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const sortd::bench::PackedStrings packed = sortd::bench::RandomStrings(n, 8, 64, 0x57a1);
+  std::vector<std::string_view> keys(n);
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = std::string_view(reinterpret_cast<const char*>(packed.bytes.data()) + packed.offsets[i],
+                               packed.offsets[i + 1] - packed.offsets[i]);
+  }
+  std::vector<uint64_t> indices(n);
+  auto engine = EngineFor(method);
+  for (auto _ : state) {
+    TimeIt(state, [&] {
+      const absl::Status status = engine->ArgsortBytes(keys, sortd::SortOrder::kAscending,
+                                                       absl::MakeSpan(indices));
+      if (!status.ok()) state.SkipWithError(status.ToString().c_str());
+    });
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+
 void Register() {
   const Method methods[] = {Method::kEngineSt, Method::kEngineMt,
                             Method::kStdSort, Method::kStdStableSort};
@@ -192,6 +217,13 @@ void Register() {
         (std::string("u64/") + MethodName(m)).c_str(), BM_Keys<uint64_t>, m));
     sizes(benchmark::RegisterBenchmark(
         (std::string("pairs/") + MethodName(m)).c_str(), BM_Pairs, m));
+  }
+  for (Method m : {Method::kEngineSt, Method::kEngineMt}) {
+    benchmark::RegisterBenchmark((std::string("bytes/") + MethodName(m)).c_str(), BM_Bytes, m)
+        ->Arg(int64_t{1} << 20)
+        ->Arg(int64_t{1} << 24)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
   }
 }
 

@@ -1,0 +1,319 @@
+// Merge sort kernels (merge path), generic over the key and its order:
+//   BlockSortKernel  one tile of NT x VT keys per block: each thread sorts VT
+//                    keys in registers (odd-even transposition, stable),
+//                    then log2(NT) rounds merge the threads' runs in shared
+//                    memory, each thread finding its split by a merge-path
+//                    search and merging VT keys serially.
+//   PartitionKernel  one merge-path search per output tile of a merge pass
+//                    (global memory), so merge tiles load exactly their
+//                    inputs.
+//   MergeKernel      one tile per block: loads its slices of the two runs
+//                    into shared memory and merges them like a blocksort
+//                    round.
+// Values (4/8 bytes, or generated positions for argsort) do not travel
+// through the merge networks: each key carries its tile-local position,
+// and values are gathered from global memory by it once the keys are
+// placed. Keys-only sorts skip that entirely.
+//
+// `Less` is a functor with `bool operator()(Key, Key)`; `Pad()` gives a key
+// that no key is greater than: the last, partial tile is padded
+// with it, and because padding sits after every real key and the network
+// is stable, padding never moves in front of a real key.
+#ifndef SORTD_CORE_CUDA_MERGE_KERNELS_CUH_
+#define SORTD_CORE_CUDA_MERGE_KERNELS_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace sortd::cuda::merge {
+
+// Stands in for the value type of keys-only sorts.
+struct NoValue {};
+
+__device__ __forceinline__ size_t MinSize(size_t a, size_t b) { return a < b ? a : b; }
+
+// Merge-path search: how many of the first `diag` outputs of the stable
+// merge of a[0, a_count) and b[0, b_count) come from a (a wins ties).
+template <typename Index, typename Key, typename Less>
+__device__ __forceinline__ Index MergePath(const Key* a, Index a_count, const Key* b,
+                                           Index b_count, Index diag, const Less& less) {
+  Index begin = diag > b_count ? diag - b_count : 0;
+  Index end = diag < a_count ? diag : a_count;
+  while (begin < end) {
+    const Index mid = begin + (end - begin) / 2;
+    if (!less(b[diag - 1 - mid], a[mid])) {
+      begin = mid + 1;
+    } else {
+      end = mid;
+    }
+  }
+  return begin;
+}
+
+// Merges VT outputs from keys[a, a_end) and keys[b, b_end) (both in shared
+// memory) into registers; src[i] is the shared-memory slot output i came
+// from. Reads only inside the two ranges.
+template <int VT, typename Key, typename Less>
+__device__ __forceinline__ void SerialMerge(const Key* keys, int a, int a_end, int b, int b_end,
+                                            Key (&out)[VT], int (&src)[VT], const Less& less) {
+  Key ka = keys[a < a_end ? a : 0];
+  Key kb = keys[b < b_end ? b : 0];
+#pragma unroll
+  for (int i = 0; i < VT; ++i) {
+    const bool take_b = b < b_end && (a >= a_end || less(kb, ka));
+    out[i] = take_b ? kb : ka;
+    src[i] = take_b ? b : a;
+    if (take_b) {
+      ++b;
+      if (b < b_end) kb = keys[b];
+    } else {
+      ++a;
+      if (a < a_end) ka = keys[a];
+    }
+  }
+}
+
+// Shared memory of a block: NV keys plus one (a merge may look at slot NV
+// when a thread's range is empty) and the tile-local positions.
+template <typename Key, int NV>
+struct alignas(16) TileStorage {
+  Key keys[NV + 1];
+  uint16_t positions[NV];
+};
+
+// What each pass does to keys on the way in and out (numeric keys are
+// sorted as order-preserving words: encoded where they enter, decoded
+// where they leave for the last time).
+template <typename Less>
+struct KeyIo {
+  using Key = typename Less::Key;
+  bool encode = false;
+  bool decode = false;
+  Less less;
+  __device__ __forceinline__ Key In(Key k) const { return encode ? less.Encode(k) : k; }
+  __device__ __forceinline__ Key Out(Key k) const { return decode ? less.Decode(k) : k; }
+};
+
+// Writes the tile's sorted keys (registers, thread-contiguous) and their
+// values to global memory, coalesced through shared memory.
+// value_of(slot) returns the value for the key that came from `slot`.
+template <int NT, int VT, typename Less, typename Value, typename ValueOf>
+__device__ __forceinline__ void StoreTile(TileStorage<typename Less::Key, NT * VT>& s,
+                                          const typename Less::Key (&keys)[VT],
+                                          const int (&slots)[VT], int count,
+                                          typename Less::Key* keys_out, Value* values_out,
+                                          const KeyIo<Less>& io, ValueOf value_of) {
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < VT; ++i) {
+    s.keys[threadIdx.x * VT + i] = keys[i];
+    if constexpr (!std::is_same_v<Value, NoValue>) {
+      s.positions[threadIdx.x * VT + i] = static_cast<uint16_t>(slots[i]);
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < VT; ++i) {
+    const int j = i * NT + threadIdx.x;
+    if (j < count) {
+      keys_out[j] = io.Out(s.keys[j]);
+      if constexpr (!std::is_same_v<Value, NoValue>) values_out[j] = value_of(s.positions[j]);
+    }
+  }
+}
+
+// values_in == nullptr with a 32-bit Value generates positions (argsort):
+// the value of key i is its index in the whole input.
+template <int NT, int VT, typename Less, typename Value>
+__global__ void __launch_bounds__(NT)
+    BlockSortKernel(const typename Less::Key* keys_in, typename Less::Key* keys_out,
+                    const Value* values_in, Value* values_out, size_t num_items,
+                    KeyIo<Less> io) {
+  using Key = typename Less::Key;
+  constexpr int NV = NT * VT;
+  __shared__ TileStorage<Key, NV> s;
+  const Less& less = io.less;
+  const size_t tile_begin = static_cast<size_t>(blockIdx.x) * NV;
+  const int count = static_cast<int>(num_items - tile_begin < NV ? num_items - tile_begin : NV);
+
+  // Coalesced load, then each thread takes VT consecutive keys.
+#pragma unroll
+  for (int i = 0; i < VT; ++i) {
+    const int j = i * NT + threadIdx.x;
+    s.keys[j] = j < count ? io.In(keys_in[tile_begin + j]) : less.Pad();
+  }
+  __syncthreads();
+  Key k[VT];
+  int pos[VT];
+#pragma unroll
+  for (int i = 0; i < VT; ++i) {
+    k[i] = s.keys[threadIdx.x * VT + i];
+    pos[i] = threadIdx.x * VT + i;
+  }
+
+  // Odd-even transposition: VT rounds sort VT keys; swapping only on a
+  // strict "less" keeps equal keys in order.
+#pragma unroll
+  for (int round = 0; round < VT; ++round) {
+#pragma unroll
+    for (int i = round & 1; i + 1 < VT; i += 2) {
+      if (less(k[i + 1], k[i])) {
+        const Key tk = k[i];
+        k[i] = k[i + 1];
+        k[i + 1] = tk;
+        const int tp = pos[i];
+        pos[i] = pos[i + 1];
+        pos[i + 1] = tp;
+      }
+    }
+  }
+
+  // Merge rounds: groups of `coop` threads merge two runs of coop/2 * VT.
+  int slot[VT];
+#pragma unroll 1
+  for (int coop = 2; coop <= NT; coop *= 2) {
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < VT; ++i) {
+      s.keys[threadIdx.x * VT + i] = k[i];
+      s.positions[threadIdx.x * VT + i] = static_cast<uint16_t>(pos[i]);
+    }
+    __syncthreads();
+    const int half = coop / 2 * VT;
+    const int a_begin = (threadIdx.x / coop) * coop * VT;
+    const int b_begin = a_begin + half;
+    const int diag = (threadIdx.x % coop) * VT;
+    const int split = MergePath<int>(s.keys + a_begin, half, s.keys + b_begin, half, diag, less);
+    SerialMerge<VT>(s.keys, a_begin + split, b_begin, b_begin + diag - split, b_begin + half, k,
+                    slot, less);
+#pragma unroll
+    for (int i = 0; i < VT; ++i) pos[i] = s.positions[slot[i]];
+  }
+
+  if constexpr (std::is_same_v<Value, NoValue>) {
+    StoreTile<NT, VT, Less, Value>(s, k, pos, count, keys_out + tile_begin, values_out, io,
+                                   [](int) { return NoValue{}; });
+  } else {
+    const Value* in = values_in == nullptr ? nullptr : values_in + tile_begin;
+    StoreTile<NT, VT, Less, Value>(s, k, pos, count, keys_out + tile_begin,
+                                   values_out + tile_begin, io, [&](int p) {
+                                     return in == nullptr ? static_cast<Value>(tile_begin + p)
+                                                          : in[p];
+                                   });
+  }
+}
+
+// Where a merge pass's tile t lies: the pair of runs it merges
+// (a = [pair_begin, a_end), b = [a_end, b_end)) and its output diagonals
+// [diag_begin, diag_end) relative to pair_begin.
+struct TileSpan {
+  size_t pair_begin, a_end, b_end, diag_begin, diag_end;
+};
+
+// A pair of runs merged by a pass over runs of arbitrary lengths; its
+// tiles are first_tile .. (next pair's first_tile - 1).
+struct RunPair {
+  size_t begin, mid, end;
+  uint32_t first_tile;
+  uint32_t pad;
+};
+
+// Pass geometry: either uniform runs of `width` keys (a multiple of the
+// tile size, so tiles never straddle pairs) or an explicit list of pairs.
+struct PassGeometry {
+  size_t num_items = 0;
+  size_t width = 0;                // uniform mode
+  const RunPair* pairs = nullptr;  // list mode (width ignored)
+  int num_pairs = 0;
+  int tile_items = 0;
+
+  __device__ __forceinline__ TileSpan Span(uint32_t tile) const {
+    TileSpan t;
+    if (pairs == nullptr) {
+      const size_t out = static_cast<size_t>(tile) * tile_items;
+      t.pair_begin = out / (2 * width) * (2 * width);
+      t.a_end = MinSize(t.pair_begin + width, num_items);
+      t.b_end = MinSize(t.pair_begin + 2 * width, num_items);
+      t.diag_begin = out - t.pair_begin;
+    } else {
+      int lo = 0, hi = num_pairs - 1;  // last pair with first_tile <= tile
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (pairs[mid].first_tile <= tile) lo = mid; else hi = mid - 1;
+      }
+      const RunPair& p = pairs[lo];
+      t.pair_begin = p.begin;
+      t.a_end = p.mid;
+      t.b_end = p.end;
+      t.diag_begin = static_cast<size_t>(tile - p.first_tile) * tile_items;
+    }
+    t.diag_end = MinSize(t.diag_begin + tile_items, t.b_end - t.pair_begin);
+    return t;
+  }
+};
+
+// splits[t] = the a index (absolute) where tile t's output begins;
+// num_tiles + 1 entries are not needed: a tile's end is the next tile's
+// begin within its pair, or a_end at the pair's end.
+template <typename Less>
+__global__ void PartitionKernel(const typename Less::Key* keys, PassGeometry g, uint32_t num_tiles,
+                                Less less, size_t* splits) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= num_tiles) return;
+  const TileSpan span = g.Span(t);
+  const size_t a_count = span.a_end - span.pair_begin;
+  const size_t b_count = span.b_end - span.a_end;
+  splits[t] = span.pair_begin + MergePath<size_t>(keys + span.pair_begin, a_count,
+                                                  keys + span.a_end, b_count, span.diag_begin,
+                                                  less);
+}
+
+template <int NT, int VT, typename Less, typename Value>
+__global__ void __launch_bounds__(NT)
+    MergeKernel(const typename Less::Key* keys_in, typename Less::Key* keys_out,
+                const Value* values_in, Value* values_out, PassGeometry g,
+                const size_t* splits, KeyIo<Less> io) {
+  using Key = typename Less::Key;
+  constexpr int NV = NT * VT;
+  __shared__ TileStorage<Key, NV> s;
+  const Less& less = io.less;
+  const uint32_t tile = blockIdx.x;
+  const TileSpan span = g.Span(tile);
+  const size_t pair_count = span.b_end - span.pair_begin;
+  const size_t a0 = splits[tile];
+  const size_t a1 = span.diag_end == pair_count ? span.a_end : splits[tile + 1];
+  const size_t b0 = span.a_end + (span.diag_begin - (a0 - span.pair_begin));
+  const size_t b1 = span.a_end + (span.diag_end - (a1 - span.pair_begin));
+  const int a_count = static_cast<int>(a1 - a0);
+  const int count = static_cast<int>(a_count + (b1 - b0));
+
+#pragma unroll
+  for (int i = 0; i < VT; ++i) {
+    const int j = i * NT + threadIdx.x;
+    if (j < count) s.keys[j] = io.In(j < a_count ? keys_in[a0 + j] : keys_in[b0 + (j - a_count)]);
+  }
+  __syncthreads();
+  const int diag = min(static_cast<int>(threadIdx.x) * VT, count);
+  const int split = MergePath<int>(s.keys, a_count, s.keys + a_count, count - a_count, diag, less);
+  Key k[VT];
+  int slot[VT];
+  SerialMerge<VT>(s.keys, split, a_count, a_count + diag - split, count, k, slot, less);
+
+  const size_t out_begin = span.pair_begin + span.diag_begin;
+  if constexpr (std::is_same_v<Value, NoValue>) {
+    StoreTile<NT, VT, Less, Value>(s, k, slot, count, keys_out + out_begin, values_out, io,
+                                   [](int) { return NoValue{}; });
+  } else {
+    StoreTile<NT, VT, Less, Value>(
+        s, k, slot, count, keys_out + out_begin, values_out + out_begin, io, [&](int p) {
+          return p < a_count ? values_in[a0 + p] : values_in[b0 + (p - a_count)];
+        });
+  }
+}
+
+}  // namespace sortd::cuda::merge
+
+#endif  // SORTD_CORE_CUDA_MERGE_KERNELS_CUH_

@@ -1,0 +1,464 @@
+// Merge sort host side: key orders (numeric words, byte strings), tile
+// sizes, temp-storage layout, and the pass schedule (blocksort, then
+// partition + merge per pass, ping-ponging so that the last pass writes
+// the caller's buffer).
+#include "core/cuda/merge_sort.cuh"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "core/cuda/merge_kernels.cuh"
+#include "core/cuda/radix_transform.cuh"
+
+namespace sortd::cuda {
+namespace {
+
+using merge::KeyIo;
+using merge::NoValue;
+using merge::PassGeometry;
+using merge::RunPair;
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// Numeric keys are sorted as order-preserving words (the radix core's
+// bijective map, without folding NaNs: decoding restores every bit). Floats
+// compare NaNs as equal and last (first when descending) on top of it.
+template <typename Word, bool kFloat>
+struct NumericLess {
+  using Key = Word;
+  KeyMasks<Word> masks;
+
+  static constexpr Word kPosInf = KeyCodec<Word>::kSign | KeyCodec<Word>::kExponent;  // ordered +inf
+
+  __device__ __forceinline__ Word Encode(Word k) const { return masks.Encode(k); }
+  __device__ __forceinline__ Word Decode(Word k) const { return masks.Decode(k); }
+  // NaNs (above +inf or below -inf in ascending ordered words) fold to the
+  // largest word; ~kPosInf is ordered -inf.
+  __device__ __forceinline__ Word Canonical(Word k) const {
+    const Word ascending = k ^ masks.flip;
+    const bool nan = ascending > kPosInf || ascending < static_cast<Word>(~kPosInf);
+    return nan ? static_cast<Word>(~masks.flip) : k;
+  }
+  __device__ __forceinline__ bool operator()(Word a, Word b) const {
+    if constexpr (kFloat) {
+      return Canonical(a) < Canonical(b);
+    } else {
+      return a < b;
+    }
+  }
+  // No word is greater: all ones, except for descending floats where all
+  // ones is a NaN (NaNs come first); there ordered -inf is the largest.
+  __device__ __forceinline__ Word Pad() const {
+    return kFloat && masks.flip != 0 ? kPosInf : static_cast<Word>(~Word{0});
+  }
+};
+
+// A string's first 8 bytes (big-endian, zero padded) and its index.
+struct StringKey {
+  uint64_t prefix;
+  uint32_t index;
+  uint32_t unused;
+};
+
+constexpr uint32_t kPadIndex = 0xffffffffu;
+
+struct BytesLess {
+  using Key = StringKey;
+  const uint8_t* bytes;
+  const uint64_t* offsets;
+  bool descending;
+
+  __device__ __forceinline__ StringKey Encode(StringKey k) const { return k; }
+  __device__ __forceinline__ StringKey Decode(StringKey k) const { return k; }
+  __device__ __forceinline__ StringKey Pad() const { return {~uint64_t{0}, kPadIndex, 0}; }
+
+  // Bytes 8.. then lengths (the prefixes were equal).
+  __device__ int CompareTail(uint32_t a, uint32_t b) const {
+    const uint64_t a_begin = offsets[a], a_len = offsets[a + 1] - a_begin;
+    const uint64_t b_begin = offsets[b], b_len = offsets[b + 1] - b_begin;
+    const uint64_t n = a_len < b_len ? a_len : b_len;
+    for (uint64_t i = 8; i < n; ++i) {
+      const uint8_t x = bytes[a_begin + i];
+      const uint8_t y = bytes[b_begin + i];
+      if (x != y) return x < y ? -1 : 1;
+    }
+    return a_len < b_len ? -1 : (a_len > b_len ? 1 : 0);
+  }
+  __device__ __forceinline__ bool operator()(const StringKey& a, const StringKey& b) const {
+    if (a.index == kPadIndex) return false;
+    if (b.index == kPadIndex) return true;
+    if (a.prefix != b.prefix) return (a.prefix < b.prefix) != descending;
+    const int c = CompareTail(a.index, b.index);
+    return descending ? c > 0 : c < 0;
+  }
+};
+
+__global__ void MakeStringKeys(const uint8_t* bytes, const uint64_t* offsets, size_t n,
+                               StringKey* keys) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const uint64_t begin = offsets[i];
+  const uint64_t len = offsets[i + 1] - begin;
+  uint64_t prefix = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) prefix = (prefix << 8) | (j < len ? bytes[begin + j] : 0);
+  keys[i] = {prefix, static_cast<uint32_t>(i), 0};
+}
+
+__global__ void TakeIndices(const StringKey* keys, size_t n, uint32_t* indices) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) indices[i] = keys[i].index;
+}
+
+template <typename Less>
+__global__ void EncodeKeys(const typename Less::Key* in, size_t n, typename Less::Key* out,
+                           Less less) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = less.Encode(in[i]);
+}
+
+// Tile shapes: NT threads x VT keys (VT odd: thread-contiguous shared
+// memory reads without bank conflicts); larger keys take fewer per thread.
+template <typename Key>
+struct TileShape {
+  static constexpr int kThreads = 256;
+  static constexpr int kItems = sizeof(Key) <= 4 ? 15 : (sizeof(Key) <= 8 ? 11 : 7);
+  static constexpr int kTileItems = kThreads * kItems;
+};
+
+int Log2Ceil(size_t x) {
+  int p = 0;
+  while ((size_t{1} << p) < x) ++p;
+  return p;
+}
+
+unsigned GridFor(size_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+// Buffers of one sort or merge: the caller's input and output, and a
+// scratch copy of each; values may be NoValue (all null).
+template <typename Key, typename Value>
+struct Buffers {
+  const Key* keys_in;
+  Key* keys_out;
+  Key* keys_tmp;
+  const Value* values_in;
+  Value* values_out;
+  Value* values_tmp;
+  size_t* splits;
+};
+
+// Merge passes from (src = out or tmp) until one run is left, decoding in
+// the last; `geometry(pass)` describes each pass, `tiles(pass)` its tiles.
+template <typename Key, typename Value, typename Less, typename GeometryFn>
+cudaError_t MergePasses(const Buffers<Key, Value>& b, bool src_is_out, const Value* first_values,
+                        int passes, bool decode_last, Less less, GeometryFn geometry,
+                        cudaStream_t stream) {
+  using Shape = TileShape<Key>;
+  const Value* values_src = first_values;
+  for (int pass = 0; pass < passes; ++pass) {
+    const Key* src = src_is_out ? b.keys_out : b.keys_tmp;
+    Key* dst = src_is_out ? b.keys_tmp : b.keys_out;
+    Value* values_dst = src_is_out ? b.values_tmp : b.values_out;
+    uint32_t tiles = 0;
+    const PassGeometry g = geometry(pass, &tiles);
+    if (tiles > 0) {
+      merge::PartitionKernel<Less><<<GridFor(tiles, 128), 128, 0, stream>>>(src, g, tiles, less,
+                                                                          b.splits);
+      KeyIo<Less> io{false, decode_last && pass == passes - 1, less};
+      merge::MergeKernel<Shape::kThreads, Shape::kItems, Less, Value>
+          <<<tiles, Shape::kThreads, 0, stream>>>(src, dst, values_src, values_dst, g, b.splits, io);
+      const cudaError_t err = cudaGetLastError();
+      if (err != cudaSuccess) return err;
+    }
+    values_src = values_dst;
+    src_is_out = !src_is_out;
+  }
+  return cudaSuccess;
+}
+
+// A full sort: blocksort into the buffer that makes the last pass land in
+// keys_out, then uniform passes of doubling width.
+template <typename Key, typename Value, typename Less>
+cudaError_t SortWithBuffers(const Buffers<Key, Value>& b, size_t n, Less less, bool encoded,
+                            cudaStream_t stream) {
+  using Shape = TileShape<Key>;
+  if (n == 0) return cudaSuccess;
+  const size_t tiles = (n + Shape::kTileItems - 1) / Shape::kTileItems;
+  const int passes = Log2Ceil(tiles);
+  const bool into_out = passes % 2 == 0;
+  KeyIo<Less> io{encoded, encoded && passes == 0, less};
+  merge::BlockSortKernel<Shape::kThreads, Shape::kItems, Less, Value>
+      <<<static_cast<unsigned>(tiles), Shape::kThreads, 0, stream>>>(
+          b.keys_in, into_out ? b.keys_out : b.keys_tmp, b.values_in,
+          into_out ? b.values_out : b.values_tmp, n, io);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const Value* first_values = into_out ? b.values_out : b.values_tmp;
+  return MergePasses(b, into_out, first_values, passes, encoded, less,
+                     [&](int pass, uint32_t* num_tiles) {
+                       PassGeometry g;
+                       g.num_items = n;
+                       g.width = static_cast<size_t>(Shape::kTileItems) << pass;
+                       g.tile_items = Shape::kTileItems;
+                       *num_tiles = static_cast<uint32_t>(tiles);
+                       return g;
+                     },
+                     stream);
+}
+
+// Carves temp storage: key scratch, value scratch, splits, and `extra`
+// bytes. Returns false (sizing) when d_temp is null.
+struct TempLayout {
+  size_t keys_tmp = 0, values_tmp = 0, splits = 0, extra = 0, total = 0;
+  TempLayout(size_t key_bytes, size_t value_bytes, size_t splits_count, size_t extra_bytes) {
+    values_tmp = keys_tmp + AlignUp(key_bytes);
+    splits = values_tmp + AlignUp(value_bytes);
+    extra = splits + AlignUp(splits_count * sizeof(size_t));
+    total = extra + AlignUp(extra_bytes) + kAlign;
+  }
+};
+
+template <typename Word, bool kFloat, typename Value>
+cudaError_t SortNumericTyped(void* d_temp, size_t& temp_bytes, const MergeSortProblem& p,
+                             const Value* values_in, Value* values_out, cudaStream_t stream) {
+  using Less = NumericLess<Word, kFloat>;
+  using Shape = TileShape<Word>;
+  const size_t n = p.num_items;
+  const size_t tiles = (n + Shape::kTileItems - 1) / Shape::kTileItems;
+  const size_t value_size = std::is_same_v<Value, NoValue> ? 0 : sizeof(Value);
+  const TempLayout layout(n * sizeof(Word), n * value_size, tiles + 1, 0);
+  if (d_temp == nullptr) {
+    temp_bytes = layout.total;
+    return cudaSuccess;
+  }
+  if (temp_bytes < layout.total) return cudaErrorInvalidValue;
+  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
+  Less less;
+  less.masks = KeyMasks<Word>::For(ClassOf(p.key_type), p.descending ? ~Word{0} : Word{0}, false);
+  Buffers<Word, Value> b{static_cast<const Word*>(p.d_keys_in),
+                         static_cast<Word*>(p.d_keys_out),
+                         reinterpret_cast<Word*>(base + layout.keys_tmp),
+                         values_in,
+                         values_out,
+                         value_size == 0 ? nullptr : reinterpret_cast<Value*>(base + layout.values_tmp),
+                         reinterpret_cast<size_t*>(base + layout.splits)};
+  return SortWithBuffers(b, n, less, true, stream);
+}
+
+template <typename Word, bool kFloat>
+cudaError_t SortNumericValues(void* d_temp, size_t& temp_bytes, const MergeSortProblem& p,
+                              cudaStream_t stream) {
+  if (p.d_indices_out != nullptr) {  // argsort: generated 32-bit positions
+    return SortNumericTyped<Word, kFloat, uint32_t>(d_temp, temp_bytes, p, nullptr,
+                                                    p.d_indices_out, stream);
+  }
+  switch (p.value_bytes) {
+    case 0:
+      return SortNumericTyped<Word, kFloat, NoValue>(d_temp, temp_bytes, p, nullptr, nullptr,
+                                                     stream);
+    case 4:
+      return SortNumericTyped<Word, kFloat, uint32_t>(
+          d_temp, temp_bytes, p, static_cast<const uint32_t*>(p.d_values_in),
+          static_cast<uint32_t*>(p.d_values_out), stream);
+    case 8:
+      return SortNumericTyped<Word, kFloat, uint64_t>(
+          d_temp, temp_bytes, p, static_cast<const uint64_t*>(p.d_values_in),
+          static_cast<uint64_t*>(p.d_values_out), stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+// The pass plan of a runs merge: per pass, the pairs with tiles (empty
+// pairs dropped), all passes' lists back to back.
+struct RunsPlan {
+  std::vector<RunPair> pairs;
+  std::vector<size_t> pass_begin;  // index into pairs, passes + 1 entries
+  std::vector<uint32_t> pass_tiles;
+  size_t max_tiles = 0;
+};
+
+RunsPlan PlanRuns(const size_t* offsets, int num_runs, int tile_items) {
+  RunsPlan plan;
+  std::vector<size_t> runs(offsets, offsets + num_runs + 1);
+  plan.pass_begin.push_back(0);
+  while (runs.size() > 2) {
+    std::vector<size_t> next;
+    uint32_t tiles = 0;
+    const size_t count = runs.size() - 1;
+    for (size_t r = 0; r < count; r += 2) {
+      const size_t begin = runs[r];
+      const size_t mid = runs[r + 1];
+      const size_t end = r + 2 <= count ? runs[r + 2] : mid;
+      next.push_back(begin);
+      if (end > begin) {
+        plan.pairs.push_back({begin, mid, end, tiles, 0});
+        tiles += static_cast<uint32_t>((end - begin + tile_items - 1) / tile_items);
+      }
+    }
+    next.push_back(runs.back());
+    runs.swap(next);
+    plan.pass_begin.push_back(plan.pairs.size());
+    plan.pass_tiles.push_back(tiles);
+    plan.max_tiles = std::max<size_t>(plan.max_tiles, tiles);
+  }
+  return plan;
+}
+
+template <typename Word, bool kFloat, typename Value>
+cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProblem& p,
+                           cudaStream_t stream) {
+  using Less = NumericLess<Word, kFloat>;
+  using Shape = TileShape<Word>;
+  const size_t n = p.h_run_offsets[p.num_runs];
+  const size_t value_size = std::is_same_v<Value, NoValue> ? 0 : sizeof(Value);
+  const RunsPlan plan = PlanRuns(p.h_run_offsets, p.num_runs, Shape::kTileItems);
+  const int passes = static_cast<int>(plan.pass_tiles.size());
+  const TempLayout layout(n * sizeof(Word), n * value_size, plan.max_tiles + 1,
+                          plan.pairs.size() * sizeof(RunPair));
+  if (d_temp == nullptr) {
+    temp_bytes = layout.total;
+    return cudaSuccess;
+  }
+  if (temp_bytes < layout.total) return cudaErrorInvalidValue;
+  const Word* keys_in = static_cast<const Word*>(p.d_keys_in);
+  Word* keys_out = static_cast<Word*>(p.d_keys_out);
+  const Value* values_in = static_cast<const Value*>(p.d_values_in);
+  Value* values_out = static_cast<Value*>(p.d_values_out);
+  if (n == 0) return cudaSuccess;
+  if (passes == 0) {  // one run: already merged
+    cudaError_t err = cudaMemcpyAsync(keys_out, keys_in, n * sizeof(Word),
+                                      cudaMemcpyDeviceToDevice, stream);
+    if (err == cudaSuccess && value_size != 0) {
+      err = cudaMemcpyAsync(values_out, values_in, n * value_size, cudaMemcpyDeviceToDevice,
+                            stream);
+    }
+    return err;
+  }
+  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
+  RunPair* d_pairs = reinterpret_cast<RunPair*>(base + layout.extra);
+  // Pageable source: the runtime copies it to staging before returning.
+  cudaError_t err = cudaMemcpyAsync(d_pairs, plan.pairs.data(),
+                                    plan.pairs.size() * sizeof(RunPair),
+                                    cudaMemcpyHostToDevice, stream);
+  if (err != cudaSuccess) return err;
+  Less less;
+  less.masks = KeyMasks<Word>::For(ClassOf(p.key_type), p.descending ? ~Word{0} : Word{0}, false);
+  Buffers<Word, Value> b{keys_in,
+                         keys_out,
+                         reinterpret_cast<Word*>(base + layout.keys_tmp),
+                         values_in,
+                         values_out,
+                         value_size == 0 ? nullptr : reinterpret_cast<Value*>(base + layout.values_tmp),
+                         reinterpret_cast<size_t*>(base + layout.splits)};
+  // Encode into the buffer the pass parity needs (odd: tmp, so that the
+  // last pass writes out); the first pass reads the caller's values.
+  const bool encoded_in_out = passes % 2 == 0;
+  EncodeKeys<<<GridFor(n, 256), 256, 0, stream>>>(keys_in, n,
+                                                  encoded_in_out ? keys_out : b.keys_tmp, less);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  return MergePasses(b, encoded_in_out, values_in, passes, true, less,
+                     [&](int pass, uint32_t* num_tiles) {
+                       PassGeometry g;
+                       g.num_items = n;
+                       g.pairs = d_pairs + plan.pass_begin[pass];
+                       g.num_pairs = static_cast<int>(plan.pass_begin[pass + 1] -
+                                                      plan.pass_begin[pass]);
+                       g.tile_items = Shape::kTileItems;
+                       *num_tiles = plan.pass_tiles[pass];
+                       return g;
+                     },
+                     stream);
+}
+
+template <typename Word, bool kFloat>
+cudaError_t MergeRunsValues(void* d_temp, size_t& temp_bytes, const MergeRunsProblem& p,
+                            cudaStream_t stream) {
+  switch (p.value_bytes) {
+    case 0: return MergeRunsTyped<Word, kFloat, NoValue>(d_temp, temp_bytes, p, stream);
+    case 4: return MergeRunsTyped<Word, kFloat, uint32_t>(d_temp, temp_bytes, p, stream);
+    case 8: return MergeRunsTyped<Word, kFloat, uint64_t>(d_temp, temp_bytes, p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+size_t MergeSortTileItems(int key_bytes) {
+  if (key_bytes <= 4) return TileShape<uint32_t>::kTileItems;
+  if (key_bytes <= 8) return TileShape<uint64_t>::kTileItems;
+  return TileShape<StringKey>::kTileItems;
+}
+
+cudaError_t MergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
+                      const MergeSortProblem& problem, cudaStream_t stream) {
+  if (problem.d_indices_out != nullptr &&
+      (problem.value_bytes != 0 || problem.num_items >= (uint64_t{1} << 32))) {
+    return cudaErrorInvalidValue;
+  }
+  void* t = d_temp_storage;
+  size_t& b = temp_storage_bytes;
+  switch (problem.key_type) {
+    case RadixKeyType::kUint32:
+    case RadixKeyType::kInt32: return SortNumericValues<uint32_t, false>(t, b, problem, stream);
+    case RadixKeyType::kFloat32: return SortNumericValues<uint32_t, true>(t, b, problem, stream);
+    case RadixKeyType::kUint64:
+    case RadixKeyType::kInt64: return SortNumericValues<uint64_t, false>(t, b, problem, stream);
+    case RadixKeyType::kFloat64: return SortNumericValues<uint64_t, true>(t, b, problem, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t MergeSortedRuns(void* d_temp_storage, size_t& temp_storage_bytes,
+                            const MergeRunsProblem& problem, cudaStream_t stream) {
+  if (problem.num_runs < 1 || problem.h_run_offsets == nullptr) return cudaErrorInvalidValue;
+  void* t = d_temp_storage;
+  size_t& b = temp_storage_bytes;
+  switch (problem.key_type) {
+    case RadixKeyType::kUint32:
+    case RadixKeyType::kInt32: return MergeRunsValues<uint32_t, false>(t, b, problem, stream);
+    case RadixKeyType::kFloat32: return MergeRunsValues<uint32_t, true>(t, b, problem, stream);
+    case RadixKeyType::kUint64:
+    case RadixKeyType::kInt64: return MergeRunsValues<uint64_t, false>(t, b, problem, stream);
+    case RadixKeyType::kFloat64: return MergeRunsValues<uint64_t, true>(t, b, problem, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t ArgsortBytes(void* d_temp_storage, size_t& temp_storage_bytes,
+                         const BytesArgsortProblem& problem, cudaStream_t stream) {
+  using Shape = TileShape<StringKey>;
+  const size_t n = problem.num_items;
+  if (n >= kPadIndex) return cudaErrorInvalidValue;
+  const size_t tiles = (n + Shape::kTileItems - 1) / Shape::kTileItems;
+  // The keys live in temp storage: the first scratch buffer doubles as the
+  // blocksort's input (a block reads its whole tile before writing it).
+  const TempLayout layout(n * sizeof(StringKey), 0, tiles + 1, n * sizeof(StringKey));
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = layout.total;
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < layout.total) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp_storage)));
+  StringKey* keys_a = reinterpret_cast<StringKey*>(base + layout.keys_tmp);
+  StringKey* keys_b = reinterpret_cast<StringKey*>(base + layout.extra);
+  MakeStringKeys<<<GridFor(n, 256), 256, 0, stream>>>(problem.d_bytes, problem.d_offsets, n,
+                                                      keys_a);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const BytesLess less{problem.d_bytes, problem.d_offsets, problem.descending};
+  Buffers<StringKey, NoValue> b{keys_a, keys_b, keys_a, nullptr, nullptr, nullptr,
+                                reinterpret_cast<size_t*>(base + layout.splits)};
+  err = SortWithBuffers(b, n, less, false, stream);
+  if (err != cudaSuccess) return err;
+  TakeIndices<<<GridFor(n, 256), 256, 0, stream>>>(keys_b, n, problem.d_indices_out);
+  return cudaGetLastError();
+}
+
+}  // namespace sortd::cuda
