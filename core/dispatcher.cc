@@ -1,7 +1,6 @@
-// Engine selection: CPU engine always; the GPU radix engine for numeric
-// keys when GPUs are present (auto, gpu). `gpu` refuses to start rather
-// than silently running on the CPU. Byte strings stay on the CPU until the
-// GPU merge sort lands (#4).
+// Engine selection: CPU engine always; the GPU engine for numeric keys and
+// byte strings when GPUs are present (auto, gpu). `gpu` refuses to start
+// rather than silently running on the CPU.
 #include "core/dispatcher.h"
 
 #include <limits>
@@ -52,23 +51,30 @@ absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Create(
   }
   // --engine=gpu sends every numeric request to the GPU; auto only those
   // of at least min_keys keys.
-  const size_t min_keys = options.engine == EngineChoice::kGpu ? 0 : options.gpu.min_keys;
+  const bool all_gpu = options.engine == EngineChoice::kGpu;
+  const size_t min_keys = all_gpu ? 0 : options.gpu.min_keys;
+  const size_t min_bytes_keys = all_gpu ? 0 : options.gpu.min_bytes_keys;
   if (gpu != nullptr) {
-    description = absl::StrCat("engine=", options.engine == EngineChoice::kGpu ? "gpu" : "auto",
-                               ": gpu_radix for numeric arrays of >= ", min_keys,
-                               " keys, cpu otherwise (", gpu->description(), ")");
+    description = absl::StrCat(
+        "engine=", all_gpu ? "gpu" : "auto", ": gpu_radix for numeric arrays of >= ", min_keys,
+        " keys (gpu_merge for argsorts below ", options.gpu.merge_argsort_max_keys,
+        "), gpu_merge for byte strings from ", min_bytes_keys, " strings, cpu otherwise (",
+        gpu->description(), ")");
   } else if (description.empty()) {
     description = absl::StrCat("engine=cpu (", gpu_text, ")");
   }
   return std::unique_ptr<Dispatcher>(new Dispatcher(
-      CreateCpuEngine(options.cpu), std::move(gpu), min_keys, std::move(description)));
+      CreateCpuEngine(options.cpu), std::move(gpu), min_keys, min_bytes_keys,
+      std::move(description)));
 }
 
 Dispatcher::Dispatcher(std::unique_ptr<SortEngine> cpu, std::unique_ptr<GpuEngine> gpu,
-                       size_t gpu_min_keys, std::string description)
+                       size_t gpu_min_keys, size_t gpu_min_bytes_keys,
+                       std::string description)
     : cpu_(std::move(cpu)),
       gpu_(std::move(gpu)),
       gpu_min_keys_(gpu_min_keys),
+      gpu_min_bytes_keys_(gpu_min_bytes_keys),
       description_(std::move(description)) {}
 
 SortEngine& Dispatcher::ForNumeric(DataType, size_t size) {
@@ -76,7 +82,26 @@ SortEngine& Dispatcher::ForNumeric(DataType, size_t size) {
   return *cpu_;
 }
 
-SortEngine& Dispatcher::ForBytes(size_t) { return *cpu_; }
+SortEngine& Dispatcher::ForBytes(size_t size) {
+  if (gpu_ != nullptr && size >= gpu_min_bytes_keys_ && size > 0 && gpu_->any_healthy()) {
+    return *gpu_;
+  }
+  return *cpu_;
+}
+
+absl::StatusOr<EngineKind> Dispatcher::ArgsortBytes(absl::Span<const std::string_view> keys,
+                                                    SortOrder order,
+                                                    absl::Span<uint64_t> indices) {
+  SortEngine& engine = ForBytes(keys.size());
+  absl::Status status = engine.ArgsortBytes(keys, order, indices);
+  if (status.ok()) return &engine == gpu_.get() ? EngineKind::kGpuMerge : engine.kind();
+  if (&engine == gpu_.get() && absl::IsUnavailable(status)) {
+    absl::Status cpu_status = cpu_->ArgsortBytes(keys, order, indices);
+    if (!cpu_status.ok()) return cpu_status;
+    return cpu_->kind();
+  }
+  return status;
+}
 
 size_t Dispatcher::BatchCapacity(DataType type) const {
   return BatchesOnGpu() ? gpu_->BatchCapacity(type) : std::numeric_limits<size_t>::max();
@@ -99,7 +124,9 @@ absl::StatusOr<EngineKind> Dispatcher::SortNumeric(NumericSpan keys, SortOrder o
                                                    absl::Span<uint64_t> indices) {
   SortEngine& engine = ForNumeric(keys.type, keys.size);
   absl::Status status = engine.SortNumeric(keys, order, indices);
-  if (status.ok()) return engine.kind();
+  if (status.ok()) {
+    return &engine == gpu_.get() ? gpu_->NumericKind(keys.size, !indices.empty()) : engine.kind();
+  }
   if (&engine == gpu_.get() && absl::IsUnavailable(status)) {
     // The GPU left the input untouched: the CPU serves this request.
     absl::Status cpu_status = cpu_->SortNumeric(keys, order, indices);

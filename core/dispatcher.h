@@ -1,6 +1,7 @@
 // Picks the engine for each request by key type, size and device
-// availability: numeric arrays of at least --gpu_min_keys keys go to the
-// GPU radix engine when a GPU serves, everything else to the CPU engine
+// availability: numeric arrays of at least --gpu_min_keys keys and
+// byte-string arrays of at least --gpu_min_bytes_keys strings go to the GPU
+// engine when a GPU serves, everything else to the CPU engine
 // (docs/architecture.md). A request the GPU cannot take (pool memory, a
 // CUDA error before output) is sorted on the CPU instead.
 #ifndef SORTD_CORE_DISPATCHER_H_
@@ -58,6 +59,11 @@ class Dispatcher {
   size_t BatchCapacity(DataType type) const;
   // The engine for a byte-string argsort of `size` keys.
   SortEngine& ForBytes(size_t size);
+  // Argsorts byte strings on ForBytes's engine (GPU merge sort or CPU);
+  // UNAVAILABLE from the GPU (input untouched) falls back to the CPU.
+  // Returns the engine that sorted.
+  absl::StatusOr<EngineKind> ArgsortBytes(absl::Span<const std::string_view> keys,
+                                          SortOrder order, absl::Span<uint64_t> indices);
 
   // One line for the startup log: engines and GPUs found.
   const std::string& description() const { return description_; }
@@ -65,20 +71,23 @@ class Dispatcher {
   bool has_gpu() const { return gpu_ != nullptr; }
   // GPUs serving (0 without the GPU engine).
   int gpu_count() const { return gpu_ == nullptr ? 0 : gpu_->gpu_count(); }
-  // Whether ForNumeric(type, size) is the GPU engine (the server runs such
-  // requests on a pool of their own, so that requests waiting for a GPU
-  // never hold the CPU engine's threads).
+  // Whether a request of `size` keys of `type` goes to the GPU engine (the
+  // server runs such requests on a pool of their own, so that requests
+  // waiting for a GPU never hold the CPU engine's threads).
   bool RoutesToGpu(DataType type, size_t size) {
-    return gpu_ != nullptr && &ForNumeric(type, size) == gpu_.get();
+    if (gpu_ == nullptr) return false;
+    SortEngine& engine = type == DataType::kBytes ? ForBytes(size) : ForNumeric(type, size);
+    return &engine == gpu_.get();
   }
 
  private:
   Dispatcher(std::unique_ptr<SortEngine> cpu, std::unique_ptr<GpuEngine> gpu,
-             size_t gpu_min_keys, std::string description);
+             size_t gpu_min_keys, size_t gpu_min_bytes_keys, std::string description);
 
   std::unique_ptr<SortEngine> cpu_;
   std::unique_ptr<GpuEngine> gpu_;  // null: CPU only
   size_t gpu_min_keys_;
+  size_t gpu_min_bytes_keys_;
   std::string description_;
 };
 

@@ -30,8 +30,11 @@ std::optional<cuda::RadixKeyType> RadixTypeOf(DataType type) {
 class GpuRadixEngine final : public GpuEngine {
  public:
   GpuRadixEngine(std::vector<std::unique_ptr<cuda::GpuWorker>> workers,
-                 GpuEngineObserver* observer, std::string description)
-      : workers_(std::move(workers)), observer_(observer), description_(std::move(description)) {}
+                 const GpuEngineOptions& options, std::string description)
+      : workers_(std::move(workers)),
+        observer_(options.observer),
+        merge_argsort_max_keys_(options.merge_argsort_max_keys),
+        description_(std::move(description)) {}
 
   EngineKind kind() const override { return EngineKind::kGpuRadix; }
   int gpu_count() const override { return static_cast<int>(workers_.size()); }
@@ -58,6 +61,7 @@ class GpuRadixEngine final : public GpuEngine {
     job.num_items = keys.size;
     job.keys = keys.data;
     job.indices = indices.empty() ? nullptr : indices.data();
+    job.prefer_merge = NumericKind(keys.size, !indices.empty()) == EngineKind::kGpuMerge;
     return Outcome(*worker, worker->Sort(job));
   }
 
@@ -91,9 +95,24 @@ class GpuRadixEngine final : public GpuEngine {
     return radix_type ? cuda::SegmentedBlockCapacity(*radix_type) : 0;
   }
 
-  absl::Status ArgsortBytes(absl::Span<const std::string_view>, SortOrder,
-                            absl::Span<uint64_t>) override {
-    return absl::UnimplementedError("GPU radix engine: byte-string keys run on the CPU engine");
+  EngineKind NumericKind(size_t size, bool with_indices) const override {
+    return with_indices && size < merge_argsort_max_keys_ ? EngineKind::kGpuMerge
+                                                          : EngineKind::kGpuRadix;
+  }
+
+  absl::Status ArgsortBytes(absl::Span<const std::string_view> keys, SortOrder order,
+                            absl::Span<uint64_t> indices) override {
+    if (indices.size() != keys.size()) {
+      return absl::InvalidArgumentError("indices: size must match keys");
+    }
+    cuda::GpuWorker* worker = Pick();
+    if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
+    cuda::GpuBytesJob job;
+    job.descending = order == SortOrder::kDescending;
+    job.num_items = keys.size();
+    job.keys = keys.data();
+    job.indices = indices.data();
+    return Outcome(*worker, worker->ArgsortBytes(job));
   }
 
   // Worker outcome -> status (UNAVAILABLE: host arrays intact, the
@@ -133,6 +152,7 @@ class GpuRadixEngine final : public GpuEngine {
 
   std::vector<std::unique_ptr<cuda::GpuWorker>> workers_;
   GpuEngineObserver* observer_;
+  size_t merge_argsort_max_keys_;
   std::string description_;
 };
 
@@ -171,7 +191,7 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
                                          options.slots_per_gpu, " streams each");
   if (!errors.empty()) absl::StrAppend(&description, "; not serving: ", absl::StrJoin(errors, "; "));
   return std::unique_ptr<GpuEngine>(
-      new GpuRadixEngine(std::move(workers), options.observer, std::move(description)));
+      new GpuRadixEngine(std::move(workers), options, std::move(description)));
 }
 
 }  // namespace sortd

@@ -1,6 +1,7 @@
-// The GPU radix engine: one worker per GPU (core/cuda/gpu_worker.h) behind
-// the SortEngine interface. Numeric keys only; byte strings stay on the CPU
-// until the GPU merge sort lands (#4).
+// The GPU engine: one worker per GPU (core/cuda/gpu_worker.h) behind the
+// SortEngine interface. Numeric keys on the OneSweep radix core (small
+// argsorts on the merge sort), batches on the segmented kernel, byte
+// strings on the merge sort.
 #ifndef SORTD_CORE_GPU_ENGINE_H_
 #define SORTD_CORE_GPU_ENGINE_H_
 
@@ -33,6 +34,13 @@ struct GpuEngineOptions {
   // Numeric arrays with fewer keys run on the CPU engine under
   // --engine=auto (docs/benchmarks.md has the measurement behind it).
   size_t min_keys = size_t{1} << 16;
+  // Byte-string arrays with fewer strings run on the CPU engine under
+  // --engine=auto.
+  size_t min_bytes_keys = size_t{1} << 14;
+  // Numeric argsorts (indices wanted) of fewer keys run on the GPU merge
+  // sort instead of the radix core (the kernel-level crossover measured
+  // on the H200, docs/benchmarks.md); 0 disables.
+  size_t merge_argsort_max_keys = size_t{1} << 17;
   // Concurrent requests per GPU (streams with their own buffers).
   int slots_per_gpu = 2;
   // Device memory cap of each GPU's buffer pool; 0 = 80% of free memory.
@@ -46,7 +54,8 @@ struct GpuEngineOptions {
 bool GpuEngineBuilt();
 
 // Engines sorting on the GPU. SortBatch runs the segmented kernel
-// (EngineKind::kGpuSegmented). SortNumeric and SortBatch return UNAVAILABLE when the
+// (EngineKind::kGpuSegmented), ArgsortBytes the merge sort (kGpuMerge).
+// SortNumeric, SortBatch and ArgsortBytes return UNAVAILABLE when the
 // request could not run on the GPU and the input is untouched (out of pool
 // memory, a CUDA error before output); the dispatcher then sorts on the CPU.
 class GpuEngine : public SortEngine {
@@ -64,6 +73,9 @@ class GpuEngine : public SortEngine {
   // The longest array SortBatch sorts in the segmented kernel's shared
   // memory bins for keys of `type` (longer ones cost a radix sort each).
   virtual size_t BatchCapacity(DataType type) const = 0;
+  // The kernel a numeric sort of `size` keys runs on (kGpuMerge for small
+  // argsorts, else kGpuRadix).
+  virtual EngineKind NumericKind(size_t size, bool with_indices) const = 0;
 };
 
 }  // namespace sortd

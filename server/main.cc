@@ -30,11 +30,18 @@ ABSL_FLAG(std::string, engine, "auto",
 ABSL_FLAG(uint64_t, gpu_min_keys, uint64_t{1} << 16,
           "engine=auto: numeric arrays with fewer keys sort on the CPU "
           "(docs/benchmarks.md: GPU/CPU crossover)");
+ABSL_FLAG(uint64_t, gpu_min_bytes_keys, uint64_t{1} << 14,
+          "engine=auto: byte-string arrays with fewer strings sort on the CPU; "
+          "larger ones on the GPU merge sort");
+ABSL_FLAG(uint64_t, gpu_merge_argsort_max_keys, uint64_t{1} << 17,
+          "numeric argsorts (indices wanted) of fewer keys run on the GPU merge "
+          "sort instead of radix (docs/benchmarks.md: crossover); 0 = never");
 ABSL_FLAG(int, gpu_streams, 2,
           "requests each GPU works on at once (streams with their own buffers)");
 ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
           "device memory cap of each GPU's buffer pool; 0 = 80% of free memory; "
-          "larger requests sort on the CPU");
+          "larger numeric arrays are sorted in chunks and merged on the GPU, "
+          "larger string arrays on the CPU");
 ABSL_FLAG(uint64_t, gpu_staging_chunk_bytes, uint64_t{8} << 20,
           "pinned host staging chunk per transfer step (two per stream)");
 ABSL_FLAG(std::string, batching, "on",
@@ -118,6 +125,8 @@ int main(int argc, char** argv) {
   options.dispatcher.cpu.max_threads = absl::GetFlag(FLAGS_cpu_sort_threads);
   options.dispatcher.cpu.parallel_threshold = absl::GetFlag(FLAGS_cpu_parallel_threshold);
   options.dispatcher.gpu.min_keys = absl::GetFlag(FLAGS_gpu_min_keys);
+  options.dispatcher.gpu.min_bytes_keys = absl::GetFlag(FLAGS_gpu_min_bytes_keys);
+  options.dispatcher.gpu.merge_argsort_max_keys = absl::GetFlag(FLAGS_gpu_merge_argsort_max_keys);
   options.dispatcher.gpu.slots_per_gpu = absl::GetFlag(FLAGS_gpu_streams);
   options.dispatcher.gpu.max_pool_bytes = absl::GetFlag(FLAGS_gpu_pool_bytes);
   options.dispatcher.gpu.staging_chunk_bytes = absl::GetFlag(FLAGS_gpu_staging_chunk_bytes);

@@ -12,8 +12,10 @@
 #include <mutex>
 #include <vector>
 
+#include "core/cuda/merge_sort.cuh"
 #include "core/cuda/radix_kernels.cuh"
 #include "core/cuda/segmented_sort.cuh"
+#include "core/key_transform.h"
 
 namespace sortd::cuda {
 namespace {
@@ -318,44 +320,114 @@ class GpuWorker::Job {
   bool output_started_ = false;
 };
 
-GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
-  State& st = *state_;
-  Job run(st);
-  if (run.Refused()) return run.report();
-  if (job.num_items == 0) return run.report();
+namespace {
 
-  const size_t n = job.num_items;
+// Device bytes of a sort of n keys on one slot: keys in/out, indices in/out
+// (radix: 4 or 8 bytes; merge argsort: 4-byte positions out only), temp.
+struct SortPlan {
+  bool merge = false;
+  size_t index_bytes = 0;
+  RadixSortProblem radix;
+  MergeSortProblem merge_problem;
+  Layout layout{};
+};
+
+cudaError_t PlanSort(const GpuSortJob& job, size_t n, SortPlan& plan) {
   const size_t key_bytes = RadixKeyBytes(job.key_type);
-  const size_t index_bytes = job.indices == nullptr ? 0 : (n < (size_t{1} << 32) ? 4 : 8);
-  RadixSortProblem problem;
-  problem.key_type = job.key_type;
-  problem.num_items = n;
-  problem.descending = job.descending;
-  problem.value_bytes = static_cast<int>(index_bytes);
-  Layout l{};
+  plan.merge = job.prefer_merge && job.indices != nullptr && n < (size_t{1} << 32);
+  plan.index_bytes = job.indices == nullptr ? 0 : (n < (size_t{1} << 32) ? 4 : 8);
+  Layout& l = plan.layout;
   l.keys_in = 0;
   l.keys_out = l.keys_in + AlignUp(n * key_bytes);
   l.index_in = l.keys_out + AlignUp(n * key_bytes);
-  l.index_out = l.index_in + AlignUp(n * index_bytes);
-  l.temp = l.index_out + AlignUp(n * index_bytes);
-  cudaError_t err = RadixSort(nullptr, l.temp_bytes, problem, nullptr);
+  l.index_out = l.index_in + (plan.merge ? 0 : AlignUp(n * plan.index_bytes));
+  l.temp = l.index_out + AlignUp(n * plan.index_bytes);
+  cudaError_t err;
+  if (plan.merge) {
+    MergeSortProblem& p = plan.merge_problem;
+    p.key_type = job.key_type;
+    p.num_items = n;
+    p.descending = job.descending;
+    err = MergeSort(nullptr, l.temp_bytes, p, nullptr);
+  } else {
+    RadixSortProblem& p = plan.radix;
+    p.key_type = job.key_type;
+    p.num_items = n;
+    p.descending = job.descending;
+    p.value_bytes = static_cast<int>(plan.index_bytes);
+    err = RadixSort(nullptr, l.temp_bytes, p, nullptr);
+  }
   l.total = l.temp + AlignUp(l.temp_bytes);
-  if (err != cudaSuccess) return run.Fail(err, "sizing the radix sort");
+  return err;
+}
+
+// Out-of-core sorts: chunks smaller than this are not worth a GPU round
+// trip each (the CPU engine serves instead).
+constexpr size_t kMinChunkItems = size_t{1} << 16;
+
+// Device bytes of merging one block of m keys (keys and 8-byte indices in
+// and out, and the merge's scratch copies), with room for the pass plan.
+size_t MergeBlockBytes(size_t m, size_t key_bytes, bool indices) {
+  const size_t per_key = 3 * (key_bytes + (indices ? 8 : 0));
+  return m * per_key + (size_t{4} << 20);
+}
+
+}  // namespace
+
+GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
+  State& st = *state_;
+  const size_t n = job.num_items;
+  SortPlan plan;
+  if (n > 0) {
+    const cudaError_t err = PlanSort(job, n, plan);
+    if (err != cudaSuccess) {
+      Job run(st);
+      return run.Fail(err, "sizing the sort");
+    }
+    if (plan.layout.total > st.max_pool_bytes) {
+      // Larger than the pool: chunks of half the pool at most (the other
+      // slots keep working), sorted and then merged on the GPU.
+      const size_t key_bytes = RadixKeyBytes(job.key_type);
+      size_t chunk = size_t{1} << 62;
+      while (chunk * 2 > n) chunk /= 2;
+      for (; chunk >= kMinChunkItems; chunk /= 2) {
+        SortPlan chunk_plan;
+        GpuSortJob chunk_job = job;
+        chunk_job.prefer_merge = false;
+        if (PlanSort(chunk_job, chunk, chunk_plan) != cudaSuccess) break;
+        if (chunk_plan.layout.total <= st.max_pool_bytes / 2 &&
+            MergeBlockBytes(chunk, key_bytes, job.indices != nullptr) <= st.max_pool_bytes / 2) {
+          return SortInChunks(job, chunk);
+        }
+      }
+    }
+  }
+  Job run(st);
+  if (run.Refused()) return run.report();
+  if (n == 0) return run.report();
+  const Layout& l = plan.layout;
+  const size_t key_bytes = RadixKeyBytes(job.key_type);
+  const size_t index_bytes = plan.index_bytes;
   // Never fits: do not queue behind GPU work.
   if (l.total > st.max_pool_bytes) return run.NoMemory(l.total);
-  err = run.Acquire(l.total);
+  cudaError_t err = run.Acquire(l.total);
   if (err == cudaErrorMemoryAllocation) return run.NoMemory(l.total);
   if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  RadixSortProblem& problem = plan.radix;
+  MergeSortProblem& merge = plan.merge_problem;
 
   Slot& s = run.slot();
   const size_t chunk = run.chunk();
   char* base = s.device;
-  problem.d_keys_in = base + l.keys_in;
-  problem.d_keys_out = base + l.keys_out;
+  problem.d_keys_in = merge.d_keys_in = base + l.keys_in;
+  problem.d_keys_out = merge.d_keys_out = base + l.keys_out;
   problem.d_values_in = index_bytes ? base + l.index_in : nullptr;
   problem.d_values_out = index_bytes ? base + l.index_out : nullptr;
+  if (plan.merge) merge.d_indices_out = reinterpret_cast<uint32_t*>(base + l.index_out);
 
-  if (index_bytes == 4) {
+  if (plan.merge) {
+    // The merge sort generates positions itself.
+  } else if (index_bytes == 4) {
     IotaKernel<uint32_t><<<std::min<size_t>((n + 255) / 256, 4096), 256, 0, s.stream>>>(
         reinterpret_cast<uint32_t*>(base + l.index_in), n);
   } else if (index_bytes == 8) {
@@ -371,11 +443,11 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   size_t temp_bytes = l.temp_bytes;
-  if ((err = RadixSort(base + l.temp, temp_bytes, problem, s.stream)) != cudaSuccess) {
-    return run.Fail(err, "radix sort");
-  }
+  err = plan.merge ? MergeSort(base + l.temp, temp_bytes, merge, s.stream)
+                   : RadixSort(base + l.temp, temp_bytes, problem, s.stream);
+  if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return run.Fail(err, "radix sort");
+  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return run.Fail(err, "sort");
   run.RecordTimes();
 
   const auto download_start = std::chrono::steady_clock::now();
@@ -544,6 +616,327 @@ GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
                    });
     if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   }
+  run.report().d2h_seconds = SecondsSince(download_start);
+  return run.report();
+}
+
+namespace {
+
+// Walks the concatenation of `count` host pieces (piece(i) returns a
+// pointer and a byte length) in order: Next(len, fn) calls fn(source, byte
+// offset in this step, bytes) for the next `len` bytes.
+template <typename PieceFn>
+class PieceWalker {
+ public:
+  PieceWalker(size_t count, PieceFn piece) : count_(count), piece_(piece) {}
+  template <typename Fn>
+  void Next(size_t len, Fn fn) {
+    size_t done = 0;
+    while (done < len && index_ < count_) {
+      const auto [src, bytes] = piece_(index_);
+      if (within_ == bytes) {
+        ++index_;
+        within_ = 0;
+        continue;
+      }
+      const size_t take = std::min(len - done, bytes - within_);
+      fn(static_cast<const char*>(src) + within_, done, take);
+      within_ += take;
+      done += take;
+    }
+  }
+
+ private:
+  size_t count_;
+  PieceFn piece_;
+  size_t index_ = 0;
+  size_t within_ = 0;
+};
+
+template <typename PieceFn>
+PieceWalker<PieceFn> WalkPieces(size_t count, PieceFn piece) {
+  return PieceWalker<PieceFn>(count, piece);
+}
+
+// Where the first `rank` keys of the stable merge of sorted runs come
+// from: splits[r] keys of run r (run r = keys[offsets[r], offsets[r+1])).
+// Equal keys are taken from earlier runs first, as the merge does. Keys
+// compare as order-preserving words (NaNs equal and last; descending
+// complemented), the GPU's order.
+template <typename T>
+void SplitRuns(const T* keys, const std::vector<size_t>& offsets, bool descending, size_t rank,
+               size_t* splits) {
+  using Bits = OrderedBits<T>;
+  using Word = typename Bits::Word;
+  const size_t runs = offsets.size() - 1;
+  const Word flip = descending ? ~Word{0} : Word{0};
+  auto word = [&](size_t i) { return static_cast<Word>(Bits::Encode(keys[i]) ^ flip); };
+  // First index in run r whose word is > v (upper) or >= v (lower).
+  auto bound = [&](size_t r, Word v, bool upper) {
+    size_t lo = offsets[r], hi = offsets[r + 1];
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      const Word w = word(mid);
+      if (upper ? w <= v : w < v) lo = mid + 1; else hi = mid;
+    }
+    return lo - offsets[r];
+  };
+  auto count_le = [&](Word v) {
+    size_t c = 0;
+    for (size_t r = 0; r < runs; ++r) c += bound(r, v, true);
+    return c;
+  };
+  // The smallest word v with at least `rank` keys <= v.
+  Word lo = 0, hi = ~Word{0};
+  while (lo < hi) {
+    const Word mid = lo + (hi - lo) / 2;
+    if (count_le(mid) >= rank) hi = mid; else lo = mid + 1;
+  }
+  size_t need = rank;
+  for (size_t r = 0; r < runs; ++r) {
+    splits[r] = bound(r, lo, false);
+    need -= splits[r];
+  }
+  for (size_t r = 0; r < runs && need > 0; ++r) {  // keys equal to v, run order
+    const size_t take = std::min(need, bound(r, lo, true) - splits[r]);
+    splits[r] += take;
+    need -= take;
+  }
+}
+
+void SplitRunsTyped(const GpuSortJob& job, const std::vector<size_t>& offsets, size_t rank,
+                    size_t* splits) {
+  const void* k = job.keys;
+  const bool d = job.descending;
+  switch (job.key_type) {
+    case RadixKeyType::kUint32: return SplitRuns(static_cast<const uint32_t*>(k), offsets, d, rank, splits);
+    case RadixKeyType::kInt32: return SplitRuns(static_cast<const int32_t*>(k), offsets, d, rank, splits);
+    case RadixKeyType::kFloat32: return SplitRuns(static_cast<const float*>(k), offsets, d, rank, splits);
+    case RadixKeyType::kUint64: return SplitRuns(static_cast<const uint64_t*>(k), offsets, d, rank, splits);
+    case RadixKeyType::kInt64: return SplitRuns(static_cast<const int64_t*>(k), offsets, d, rank, splits);
+    case RadixKeyType::kFloat64: return SplitRuns(static_cast<const double*>(k), offsets, d, rank, splits);
+  }
+}
+
+}  // namespace
+
+GpuSortReport GpuWorker::SortInChunks(const GpuSortJob& job, size_t chunk_items) {
+  const size_t n = job.num_items;
+  const size_t key_bytes = RadixKeyBytes(job.key_type);
+  GpuSortReport total;
+  for (size_t begin = 0; begin < n; begin += chunk_items) {
+    GpuSortJob chunk = job;
+    chunk.prefer_merge = false;
+    chunk.num_items = std::min(chunk_items, n - begin);
+    chunk.keys = static_cast<char*>(job.keys) + begin * key_bytes;
+    chunk.indices = job.indices == nullptr ? nullptr : job.indices + begin;
+    GpuSortReport r = Sort(chunk);
+    if (r.outcome != GpuSortOutcome::kOk) {
+      // Earlier chunks are already sorted in place: the input is gone.
+      if (begin > 0) r.outcome = GpuSortOutcome::kFailedDirty;
+      return r;
+    }
+    if (chunk.indices != nullptr && begin > 0) {
+      for (size_t i = 0; i < chunk.num_items; ++i) chunk.indices[i] += begin;
+    }
+    total.h2d_seconds += r.h2d_seconds;
+    total.kernel_seconds += r.kernel_seconds;
+    total.d2h_seconds += r.d2h_seconds;
+  }
+  GpuSortReport merged = MergeChunks(job, chunk_items, chunk_items);
+  merged.h2d_seconds += total.h2d_seconds;
+  merged.kernel_seconds += total.kernel_seconds;
+  merged.d2h_seconds += total.d2h_seconds;
+  return merged;
+}
+
+GpuSortReport GpuWorker::MergeChunks(const GpuSortJob& job, size_t chunk_items,
+                                     size_t block_items) {
+  State& st = *state_;
+  Job run(st);
+  run.OutputStarted();  // the chunks are sorted in place already
+  if (run.Refused()) {
+    run.report().outcome = GpuSortOutcome::kFailedDirty;
+    return run.report();
+  }
+  const size_t n = job.num_items;
+  const size_t key_bytes = RadixKeyBytes(job.key_type);
+  const bool indices = job.indices != nullptr;
+  const size_t value_bytes = indices ? 8 : 0;
+  std::vector<size_t> runs;
+  for (size_t begin = 0; begin < n; begin += chunk_items) runs.push_back(begin);
+  runs.push_back(n);
+  const size_t num_runs = runs.size() - 1;
+  // Every block's split in every run, planned on the host first (binary
+  // searches over the sorted runs), so the device buffers are sized once.
+  const size_t blocks = (n + block_items - 1) / block_items;
+  std::vector<size_t> splits((blocks + 1) * num_runs);
+  for (size_t r = 0; r < num_runs; ++r) splits[blocks * num_runs + r] = runs[r + 1] - runs[r];
+  for (size_t b = 1; b < blocks; ++b) {
+    SplitRunsTyped(job, runs, b * block_items, &splits[b * num_runs]);
+  }
+  auto block_offsets = [&](size_t b) {
+    std::vector<size_t> offsets(1, 0);
+    for (size_t r = 0; r < num_runs; ++r) {
+      offsets.push_back(offsets.back() + splits[(b + 1) * num_runs + r] - splits[b * num_runs + r]);
+    }
+    return offsets;
+  };
+  MergeRunsProblem problem;
+  problem.key_type = job.key_type;
+  problem.descending = job.descending;
+  problem.num_runs = static_cast<int>(num_runs);
+  problem.value_bytes = static_cast<int>(value_bytes);
+  size_t temp_bytes = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    const std::vector<size_t> offsets = block_offsets(b);
+    problem.h_run_offsets = offsets.data();
+    size_t bytes = 0;
+    const cudaError_t err = MergeSortedRuns(nullptr, bytes, problem, nullptr);
+    if (err != cudaSuccess) return run.Fail(err, "sizing the merge");
+    temp_bytes = std::max(temp_bytes, bytes);
+  }
+  const size_t keys_in_at = 0;
+  const size_t keys_out_at = AlignUp(block_items * key_bytes);
+  const size_t values_in_at = keys_out_at + AlignUp(block_items * key_bytes);
+  const size_t values_out_at = values_in_at + AlignUp(block_items * value_bytes);
+  const size_t temp_at = values_out_at + AlignUp(block_items * value_bytes);
+  const size_t total = temp_at + AlignUp(temp_bytes);
+  if (total > st.max_pool_bytes) {
+    GpuSortReport r = run.NoMemory(total);
+    r.outcome = GpuSortOutcome::kFailedDirty;
+    return r;
+  }
+  cudaError_t err = run.Acquire(total);
+  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  Slot& s = run.slot();
+  char* base = s.device;
+  problem.d_keys_in = base + keys_in_at;
+  problem.d_keys_out = base + keys_out_at;
+  problem.d_values_in = indices ? base + values_in_at : nullptr;
+  problem.d_values_out = indices ? base + values_out_at : nullptr;
+  // The merged array is assembled beside the runs, then copied back.
+  std::vector<char> out_keys(n * key_bytes);
+  std::vector<uint64_t> out_indices(indices ? n : 0);
+  const char* keys = static_cast<const char*>(job.keys);
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t b = 0; b < blocks; ++b) {
+    const std::vector<size_t> offsets = block_offsets(b);
+    const size_t m = offsets.back();
+    auto slice = [&](size_t r, size_t element_bytes, const char* array) {
+      const size_t first = runs[r] + splits[b * num_runs + r];
+      return std::pair<const void*, size_t>(array + first * element_bytes,
+                                            (offsets[r + 1] - offsets[r]) * element_bytes);
+    };
+    auto key_walker = WalkPieces(num_runs, [&](size_t r) { return slice(r, key_bytes, keys); });
+    err = Upload(s, run.chunk(), base + keys_in_at, m * key_bytes,
+                 [&](char* staged, size_t, size_t len) {
+                   key_walker.Next(len, [&](const char* src, size_t at, size_t bytes) {
+                     std::memcpy(staged + at, src, bytes);
+                   });
+                 });
+    if (err != cudaSuccess) return run.Fail(err, "host to device copy");
+    if (indices) {
+      const char* idx = reinterpret_cast<const char*>(job.indices);
+      auto index_walker = WalkPieces(num_runs, [&](size_t r) { return slice(r, 8, idx); });
+      err = Upload(s, run.chunk(), base + values_in_at, m * 8,
+                   [&](char* staged, size_t, size_t len) {
+                     index_walker.Next(len, [&](const char* src, size_t at, size_t bytes) {
+                       std::memcpy(staged + at, src, bytes);
+                     });
+                   });
+      if (err != cudaSuccess) return run.Fail(err, "host to device copy");
+    }
+    problem.h_run_offsets = offsets.data();
+    size_t bytes = temp_bytes;
+    if ((err = MergeSortedRuns(base + temp_at, bytes, problem, s.stream)) != cudaSuccess) {
+      return run.Fail(err, "merging sorted chunks");
+    }
+    char* dst = out_keys.data() + b * block_items * key_bytes;
+    err = Download(s, run.chunk(), base + keys_out_at, m * key_bytes,
+                   [&](const void* staged, size_t off, size_t len) { std::memcpy(dst + off, staged, len); });
+    if (err == cudaSuccess && indices) {
+      char* idst = reinterpret_cast<char*>(out_indices.data() + b * block_items);
+      err = Download(s, run.chunk(), base + values_out_at, m * 8,
+                     [&](const void* staged, size_t off, size_t len) {
+                       std::memcpy(idst + off, staged, len);
+                     });
+    }
+    if (err != cudaSuccess) return run.Fail(err, "device to host copy");
+  }
+  std::memcpy(job.keys, out_keys.data(), out_keys.size());
+  if (indices) std::memcpy(job.indices, out_indices.data(), n * 8);
+  run.report().kernel_seconds = SecondsSince(start);  // merge with its copies
+  return run.report();
+}
+
+GpuSortReport GpuWorker::ArgsortBytes(const GpuBytesJob& job) {
+  State& st = *state_;
+  Job run(st);
+  if (run.Refused()) return run.report();
+  const size_t n = job.num_items;
+  if (n == 0) return run.report();
+  if (n >= 0xffffffffu) return run.NoMemory(n * 16);
+  std::vector<uint64_t> offsets(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + job.keys[i].size();
+  const size_t string_bytes = offsets[n];
+  BytesArgsortProblem problem;
+  problem.num_items = n;
+  problem.descending = job.descending;
+  size_t temp_bytes = 0;
+  cudaError_t err = cudaSuccess;
+  if ((err = cuda::ArgsortBytes(nullptr, temp_bytes, problem, nullptr)) != cudaSuccess) {
+    return run.Fail(err, "sizing the string sort");
+  }
+  const size_t offsets_bytes = AlignUp((n + 1) * 8);
+  const size_t bytes_at = offsets_bytes;  // offsets and bytes: one upload
+  const size_t indices_at = bytes_at + AlignUp(std::max<size_t>(string_bytes, 1));
+  const size_t temp_at = indices_at + AlignUp(n * 4);
+  const size_t total = temp_at + AlignUp(temp_bytes);
+  if (total > st.max_pool_bytes) return run.NoMemory(total);
+  err = run.Acquire(total);
+  if (err == cudaErrorMemoryAllocation) return run.NoMemory(total);
+  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  Slot& s = run.slot();
+  char* base = s.device;
+  problem.d_offsets = reinterpret_cast<const uint64_t*>(base);
+  problem.d_bytes = reinterpret_cast<const uint8_t*>(base + bytes_at);
+  problem.d_indices_out = reinterpret_cast<uint32_t*>(base + indices_at);
+
+  if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  const char* offsets_src = reinterpret_cast<const char*>(offsets.data());
+  auto strings = WalkPieces(n, [&](size_t i) {
+    return std::pair<const void*, size_t>(job.keys[i].data(), job.keys[i].size());
+  });
+  err = Upload(s, run.chunk(), base, bytes_at + string_bytes, [&](char* staged, size_t off, size_t len) {
+    if (off < offsets_bytes) {  // the offsets (the alignment gap is never read)
+      const size_t head = std::min(len, offsets_bytes - off);
+      const size_t real = off < (n + 1) * 8 ? std::min(head, (n + 1) * 8 - off) : 0;
+      std::memcpy(staged, offsets_src + off, real);
+      staged += head;
+      len -= head;
+    }
+    strings.Next(len, [&](const char* src, size_t at, size_t bytes) {
+      std::memcpy(staged + at, src, bytes);
+    });
+  });
+  if (err != cudaSuccess) return run.Fail(err, "host to device copy");
+  if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  err = cuda::ArgsortBytes(base + temp_at, temp_bytes, problem, s.stream);
+  if (err != cudaSuccess) return run.Fail(err, "string sort");
+  if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return run.Fail(err, "string sort");
+  run.RecordTimes();
+
+  const auto download_start = std::chrono::steady_clock::now();
+  run.OutputStarted();
+  err = Download(s, run.chunk(), base + indices_at, n * 4,
+                 [&](const void* staged, size_t off, size_t len) {
+                   const uint32_t* src = static_cast<const uint32_t*>(staged);
+                   uint64_t* dst = job.indices + off / 4;
+                   for (size_t i = 0; i < len / 4; ++i) dst[i] = src[i];
+                 });
+  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   run.report().d2h_seconds = SecondsSince(download_start);
   return run.report();
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/cuda/radix_sort.cuh"
 
@@ -35,6 +36,18 @@ struct GpuSortJob {
   size_t num_items = 0;
   void* keys = nullptr;         // host; sorted in place
   uint64_t* indices = nullptr;  // host, optional: receives the permutation
+  // Argsorts (indices set) of fewer than 2^32 keys may run on the merge
+  // sort instead of the radix core (small arrays: docs/benchmarks.md).
+  bool prefer_merge = false;
+};
+
+// A stable argsort of byte strings (unsigned lexicographic) on the merge
+// sort: the strings are gathered into pinned staging with their offsets.
+struct GpuBytesJob {
+  bool descending = false;
+  size_t num_items = 0;  // < 2^32 - 1
+  const std::string_view* keys = nullptr;  // host
+  uint64_t* indices = nullptr;             // host: receives the permutation
 };
 
 // One array of a batch: num_items keys at keys_in (host) sorted into
@@ -88,11 +101,16 @@ class GpuWorker {
   GpuWorker& operator=(const GpuWorker&) = delete;
 
   // Sorts one job; blocks until a slot is free and the result is in host
-  // memory. Thread-safe.
+  // memory. Thread-safe. Arrays larger than the device pool are sorted in
+  // chunks that fit, on the GPU, and the sorted chunks merged on the GPU
+  // block by block (core/cuda/merge_sort.cuh); kNoMemory only when the pool
+  // cannot hold even a minimum chunk.
   GpuSortReport Sort(const GpuSortJob& job);
   // Sorts every array of a batch with the segmented kernel; same slots,
   // pool and outcomes as Sort. Thread-safe.
   GpuSortReport SortBatch(const GpuBatchJob& job);
+  // Byte-string argsort on the merge sort; same slots, pool and outcomes.
+  GpuSortReport ArgsortBytes(const GpuBytesJob& job);
 
   int device() const;
   bool healthy() const;
@@ -104,6 +122,8 @@ class GpuWorker {
   struct State;
   class Job;
   explicit GpuWorker(std::unique_ptr<State> state);
+  GpuSortReport SortInChunks(const GpuSortJob& job, size_t chunk_items);
+  GpuSortReport MergeChunks(const GpuSortJob& job, size_t chunk_items, size_t block_items);
   std::unique_ptr<State> state_;
 };
 

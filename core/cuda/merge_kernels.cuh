@@ -172,6 +172,8 @@ __global__ void __launch_bounds__(NT)
   }
 
   // Merge rounds: groups of `coop` threads merge two runs of coop/2 * VT.
+  // Keys-only sorts need no positions.
+  constexpr bool kTrackPositions = !std::is_same_v<Value, NoValue>;
   int slot[VT];
 #pragma unroll 1
   for (int coop = 2; coop <= NT; coop *= 2) {
@@ -179,7 +181,9 @@ __global__ void __launch_bounds__(NT)
 #pragma unroll
     for (int i = 0; i < VT; ++i) {
       s.keys[threadIdx.x * VT + i] = k[i];
-      s.positions[threadIdx.x * VT + i] = static_cast<uint16_t>(pos[i]);
+      if constexpr (kTrackPositions) {
+        s.positions[threadIdx.x * VT + i] = static_cast<uint16_t>(pos[i]);
+      }
     }
     __syncthreads();
     const int half = coop / 2 * VT;
@@ -189,8 +193,10 @@ __global__ void __launch_bounds__(NT)
     const int split = MergePath<int>(s.keys + a_begin, half, s.keys + b_begin, half, diag, less);
     SerialMerge<VT>(s.keys, a_begin + split, b_begin, b_begin + diag - split, b_begin + half, k,
                     slot, less);
+    if constexpr (kTrackPositions) {
 #pragma unroll
-    for (int i = 0; i < VT; ++i) pos[i] = s.positions[slot[i]];
+      for (int i = 0; i < VT; ++i) pos[i] = s.positions[slot[i]];
+    }
   }
 
   if constexpr (std::is_same_v<Value, NoValue>) {

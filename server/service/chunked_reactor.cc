@@ -162,13 +162,14 @@ absl::Status SortChunkedReactor::SortAll() {
   if (keys_.empty_type() || n == 0) return absl::OkStatus();
   if (need_indices) indices_.resize(n);
   if (*keys_.type() == DataType::kBytes) {
-    SortEngine& engine = context_->dispatcher->ForBytes(n);
-    engine_ = engine.kind();
     std::vector<std::string_view> views = keys_.StringViews();
     indices_.resize(n);
-    absl::Status status = engine.ArgsortBytes(views, order, absl::MakeSpan(indices_));
+    absl::StatusOr<EngineKind> ran =
+        context_->dispatcher->ArgsortBytes(views, order, absl::MakeSpan(indices_));
     views.clear();
-    if (status.ok()) status = keys_.Permute(indices_);
+    if (!ran.ok()) return ran.status();
+    engine_ = *ran;
+    absl::Status status = keys_.Permute(indices_);
     if (!status.ok()) return status;
   } else {
     absl::StatusOr<EngineKind> ran =

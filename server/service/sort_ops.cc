@@ -26,7 +26,6 @@ absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
   const DataType type = *TypeOf(keys);
   const size_t n = LengthOf(keys);
   if (type == DataType::kBytes) {
-    SortEngine& engine = dispatcher.ForBytes(n);
     std::vector<std::string_view> views(keys.bytes().values().begin(),
                                         keys.bytes().values().end());
     std::vector<uint64_t> local;
@@ -35,11 +34,11 @@ absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
       local.resize(n);
       perm = absl::MakeSpan(local);
     }
-    absl::Status status = engine.ArgsortBytes(views, order, perm);
+    absl::StatusOr<EngineKind> ran = dispatcher.ArgsortBytes(views, order, perm);
+    if (!ran.ok()) return ran.status();
+    absl::Status status = GatherTypedArray(keys, perm, out_keys);
     if (!status.ok()) return status;
-    status = GatherTypedArray(keys, perm, out_keys);
-    if (!status.ok()) return status;
-    return engine.kind();
+    return ran;
   }
   absl::StatusOr<EngineKind> ran = absl::InternalError("unreachable");
   VisitNumeric(type, [&](auto t) {

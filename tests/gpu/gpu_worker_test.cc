@@ -7,8 +7,12 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -32,7 +36,7 @@ std::unique_ptr<GpuWorker> MakeWorker(size_t chunk = 1 << 16, size_t max_pool = 
 
 template <typename T>
 void CheckJob(GpuWorker& worker, const std::vector<T>& input, bool descending, bool indices,
-              const std::string& what) {
+              const std::string& what, bool prefer_merge = false) {
   std::vector<T> keys = input;
   std::vector<uint64_t> perm(indices ? input.size() : 0, ~uint64_t{0});
   GpuSortJob job;
@@ -41,6 +45,7 @@ void CheckJob(GpuWorker& worker, const std::vector<T>& input, bool descending, b
   job.num_items = keys.size();
   job.keys = keys.data();
   job.indices = indices ? perm.data() : nullptr;
+  job.prefer_merge = prefer_merge;
   const GpuSortReport report = worker.Sort(job);
   ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << what << ": " << report.message;
   const std::vector<uint64_t> ref = ReferenceOrder(input, descending);
@@ -198,6 +203,90 @@ TEST(GpuWorker, JobsThatFitThePoolWaitForMemoryInsteadOfLeaving) {
   for (auto& th : threads) th.join();
   EXPECT_LE(worker->pool_bytes(), size_t{40} << 20);
   EXPECT_TRUE(worker->healthy());
+}
+
+TYPED_TEST(GpuWorkerTest, ArgsortOnTheMergeSortEveryOrder) {
+  SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  auto worker = MakeWorker();
+  for (bool descending : {false, true}) {
+    CheckJob(*worker, Random<T>(70001, 6, /*range_bits=*/9), descending, true, "merge argsort",
+             /*prefer_merge=*/true);
+  }
+  CheckJob(*worker, Random<T>(3000, 7), false, false, "keys only stay on radix", true);
+}
+
+TYPED_TEST(GpuWorkerTest, LargerThanThePoolIsSortedInChunksAndMergedOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  // 16 MiB pool: 1 Mi keys with indices need far more in one piece, so
+  // the worker sorts 64 Ki-key chunks and merges 16 runs block by block.
+  auto worker = MakeWorker(size_t{1} << 20, /*max_pool=*/size_t{16} << 20);
+  const auto narrow = Random<T>((size_t{1} << 20) + 3, 8, /*range_bits=*/6);  // ties across runs
+  CheckJob(*worker, narrow, false, true, "chunked, indices");
+  CheckJob(*worker, narrow, true, true, "chunked, descending, indices");
+  CheckJob(*worker, Random<T>((size_t{3} << 19) + 11, 9), false, false, "chunked, keys only");
+  EXPECT_LE(worker->pool_bytes(), size_t{16} << 20);
+  EXPECT_TRUE(worker->healthy());
+}
+
+TEST(GpuWorker, ChunkedFloatSpecialsKeepNaNPayloads) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(size_t{1} << 20, /*max_pool=*/size_t{16} << 20);
+  CheckJob(*worker, FloatSpecials<double>(size_t{1} << 20, 12), true, true, "double specials");
+  CheckJob(*worker, FloatSpecials<float>(size_t{3} << 20, 13), false, false, "float specials");
+}
+
+std::vector<std::string> RandomStrings(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::string> v(n);
+  for (std::string& s : v) {
+    const size_t len = rng() % 40;
+    for (size_t i = 0; i < len; ++i) s.push_back(static_cast<char>("ab\x00\xff"[rng() % 4]));
+  }
+  return v;
+}
+
+void CheckBytes(GpuWorker& worker, const std::vector<std::string>& strings, bool descending) {
+  std::vector<std::string_view> views(strings.begin(), strings.end());
+  std::vector<uint64_t> perm(strings.size(), ~uint64_t{0});
+  GpuBytesJob job;
+  job.descending = descending;
+  job.num_items = views.size();
+  job.keys = views.data();
+  job.indices = perm.data();
+  const GpuSortReport report = worker.ArgsortBytes(job);
+  ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << report.message;
+  std::vector<uint64_t> expected(strings.size());
+  std::iota(expected.begin(), expected.end(), 0);
+  std::stable_sort(expected.begin(), expected.end(), [&](uint64_t a, uint64_t b) {
+    return descending ? strings[b] < strings[a] : strings[a] < strings[b];
+  });
+  EXPECT_EQ(perm, expected);
+}
+
+TEST(GpuWorker, ByteStringsAcrossStagingChunks) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(1 << 16);  // 64 KiB chunks: strings straddle them
+  const auto strings = RandomStrings(100003, 14);
+  CheckBytes(*worker, strings, false);
+  CheckBytes(*worker, strings, true);
+  CheckBytes(*worker, {}, false);
+  CheckBytes(*worker, {"", ""}, false);
+}
+
+TEST(GpuWorker, ByteStringsOverThePoolAreRefusedUntouched) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(1 << 16, /*max_pool=*/size_t{1} << 20);
+  const auto strings = RandomStrings(200000, 15);  // ~4 MiB of bytes
+  std::vector<std::string_view> views(strings.begin(), strings.end());
+  std::vector<uint64_t> perm(strings.size(), 5);
+  GpuBytesJob job;
+  job.num_items = views.size();
+  job.keys = views.data();
+  job.indices = perm.data();
+  EXPECT_EQ(worker->ArgsortBytes(job).outcome, GpuSortOutcome::kNoMemory);
+  EXPECT_EQ(perm, std::vector<uint64_t>(strings.size(), 5));
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
-// The GPU radix engine behind the real service (in-process server): every
+// The GPU engine behind the real service (in-process server): every
 // numeric type and order through Sort (with and without indices) and
-// SortPairs gives exactly the CPU engine's answer; small arrays stay on the
-// CPU; a request over the device pool falls back to the CPU and is counted;
+// SortPairs gives exactly the CPU engine's answer, on the radix core and
+// (small argsorts) on the merge sort; byte strings on the GPU merge sort
+// match the CPU engine; small arrays stay on the CPU; an array over the
+// device pool is sorted in chunks and merged on the GPU, and one too large
+// even for that falls back to the CPU and is counted;
 // GPU timings reach the metrics; with batching, small requests from many
 // clients are sorted together by the segmented kernel and still give the
 // CPU engine's answer one by one. Skips without a GPU.
@@ -101,6 +104,81 @@ TYPED_TEST(GpuServiceTest, SameAnswerAsTheCpuEngine) {
     EXPECT_TRUE(BitsEqual(gp->keys, cp->keys));
     EXPECT_EQ(gp->values, cp->values);
   }
+}
+
+TYPED_TEST(GpuServiceTest, SmallArgsortsRunOnTheMergeSortWithTheCpuAnswer) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = StartEngine(EngineChoice::kAuto);
+  auto cpu = StartEngine(EngineChoice::kCpu);
+  auto gpu_client = Connect(*gpu);
+  auto cpu_client = Connect(*cpu);
+  const auto keys = RandomKeys<TypeParam>(70001, sizeof(TypeParam) + 1);
+  for (v1::SortOrder order : {v1::SORT_ORDER_ASCENDING, v1::SORT_ORDER_DESCENDING}) {
+    auto g = gpu_client->Sort<TypeParam>(keys, order, /*indices=*/true);
+    auto c = cpu_client->Sort<TypeParam>(keys, order, /*indices=*/true);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(g->engine, v1::ENGINE_GPU_MERGE);
+    EXPECT_TRUE(BitsEqual(g->keys, c->keys)) << "order " << order;
+    EXPECT_EQ(g->indices, c->indices) << "order " << order;
+  }
+}
+
+TYPED_TEST(GpuServiceTest, OverThePoolIsSortedInChunksAndMergedOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = StartEngine(EngineChoice::kAuto, /*pool_bytes=*/size_t{16} << 20);
+  auto cpu = StartEngine(EngineChoice::kCpu);
+  auto gpu_client = Connect(*gpu);
+  auto cpu_client = Connect(*cpu);
+  const auto keys = RandomKeys<TypeParam>((size_t{1} << 20) + 5, 40 + sizeof(TypeParam));
+  auto g = gpu_client->Sort<TypeParam>(keys, v1::SORT_ORDER_DESCENDING, /*indices=*/true);
+  auto c = cpu_client->Sort<TypeParam>(keys, v1::SORT_ORDER_DESCENDING, /*indices=*/true);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(g->engine, v1::ENGINE_GPU_RADIX);
+  EXPECT_TRUE(BitsEqual(g->keys, c->keys));
+  EXPECT_EQ(g->indices, c->indices);
+  EXPECT_EQ(Metric(*gpu, "sortd_gpu_fallbacks_total{gpu=\"0\",reason=\"memory\"}"), 0);
+}
+
+std::vector<std::string> RandomStrings(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::string> v(n);
+  for (std::string& s : v) {
+    const size_t len = rng() % 24;
+    for (size_t i = 0; i < len; ++i) s.push_back(static_cast<char>("ab\x00\x80\xff"[rng() % 5]));
+  }
+  return v;
+}
+
+TEST(GpuService, ByteStringsOnTheGpuMergeSortMatchTheCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = StartEngine(EngineChoice::kAuto);
+  auto cpu = StartEngine(EngineChoice::kCpu);
+  auto gpu_client = Connect(*gpu);
+  auto cpu_client = Connect(*cpu);
+  const auto keys = RandomStrings(40000, 31);  // above --gpu_min_bytes_keys
+  std::vector<uint32_t> values(keys.size());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint32_t>(i * 3);
+  for (v1::SortOrder order : {v1::SORT_ORDER_ASCENDING, v1::SORT_ORDER_DESCENDING}) {
+    auto g = gpu_client->Sort<std::string>(keys, order, /*indices=*/true);
+    auto c = cpu_client->Sort<std::string>(keys, order, /*indices=*/true);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(g->engine, v1::ENGINE_GPU_MERGE);
+    EXPECT_EQ(g->keys, c->keys);
+    EXPECT_EQ(g->indices, c->indices);
+    auto gp = gpu_client->SortPairs<std::string, uint32_t>(keys, values, order);
+    auto cp = cpu_client->SortPairs<std::string, uint32_t>(keys, values, order);
+    ASSERT_TRUE(gp.ok()) << gp.status();
+    ASSERT_TRUE(cp.ok()) << cp.status();
+    EXPECT_EQ(gp->engine, v1::ENGINE_GPU_MERGE);
+    EXPECT_EQ(gp->values, cp->values);
+  }
+  // Fewer strings than the threshold stay on the CPU.
+  auto small = gpu_client->Sort<std::string>(RandomStrings(100, 32));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->engine, v1::ENGINE_CPU);
 }
 
 // Small requests from 8 concurrent clients, every type, both orders, with
