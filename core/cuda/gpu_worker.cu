@@ -133,12 +133,12 @@ cudaError_t Upload(Slot& s, size_t chunk, void* dev, size_t bytes, Fill fill) {
   for (size_t c = 0, off = 0; off < bytes; ++c, off += chunk) {
     const int b = static_cast<int>(c & 1);
     const size_t len = std::min(chunk, bytes - off);
-    if (c >= 2) {
-      cudaError_t err = cudaEventSynchronize(s.chunk_done[b]);
-      if (err != cudaSuccess) return err;
-    }
+    // The chunk's previous transfer (this upload's, or an earlier copy of
+    // the job's) must be done before its bytes are overwritten.
+    cudaError_t err = cudaEventSynchronize(s.chunk_done[b]);
+    if (err != cudaSuccess) return err;
     fill(static_cast<char*>(s.staging[b]), off, len);
-    cudaError_t err = cudaMemcpyAsync(dst + off, s.staging[b], len, cudaMemcpyHostToDevice, s.stream);
+    err = cudaMemcpyAsync(dst + off, s.staging[b], len, cudaMemcpyHostToDevice, s.stream);
     if (err == cudaSuccess) err = cudaEventRecord(s.chunk_done[b], s.stream);
     if (err != cudaSuccess) return err;
   }
@@ -348,6 +348,10 @@ cudaError_t PlanSort(const GpuSortJob& job, size_t n, SortPlan& plan) {
     p.key_type = job.key_type;
     p.num_items = n;
     p.descending = job.descending;
+    // Sizing depends on whether positions are wanted; the real address is
+    // set once the slot's buffer is known.
+    static uint32_t sizing_placeholder;
+    p.d_indices_out = &sizing_placeholder;
     err = MergeSort(nullptr, l.temp_bytes, p, nullptr);
   } else {
     RadixSortProblem& p = plan.radix;

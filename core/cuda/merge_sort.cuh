@@ -40,8 +40,9 @@ struct MergeSortProblem {
   uint32_t* d_indices_out = nullptr;
 };
 
-// Sizes temp storage (d_temp_storage == nullptr) or sorts. Stable, both
-// directions, the sortd order (floats: -0.0 < +0.0, NaNs after +inf /
+// Sizes temp storage (d_temp_storage == nullptr) or sorts; sizing reads
+// key_type, num_items, value_bytes and whether d_indices_out is set. Stable,
+// both directions, the sortd order (floats: -0.0 < +0.0, NaNs after +inf /
 // first when descending, in input order with payloads unchanged).
 cudaError_t MergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
                       const MergeSortProblem& problem, cudaStream_t stream);
