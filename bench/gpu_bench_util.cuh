@@ -1,13 +1,16 @@
-// Shared by the GPU kernel benchmarks: CUDA error check, random fill and
-// output comparison on the device.
+// Shared by the GPU kernel benchmarks: CUDA error check, random fill, iota,
+// output comparison on the device, and medians of host-timed runs.
 #ifndef SORTD_BENCH_GPU_BENCH_UTIL_CUH_
 #define SORTD_BENCH_GPU_BENCH_UTIL_CUH_
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #define CHECK(call)                                                                       \
   do {                                                                                    \
@@ -35,6 +38,48 @@ __global__ void CountMismatches(const uint32_t* a, const uint32_t* b, size_t wor
        i += (size_t)gridDim.x * blockDim.x) {
     if (a[i] != b[i]) atomicAdd(count, 1ull);
   }
+}
+
+__global__ void Iota(uint32_t* out, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    out[i] = static_cast<uint32_t>(i);
+  }
+}
+
+// The words (bytes / 4) where a and b differ.
+inline unsigned long long Mismatches(const void* a, const void* b, size_t bytes,
+                                     cudaStream_t stream) {
+  unsigned long long* count;
+  CHECK(cudaMalloc(&count, 8));
+  CHECK(cudaMemsetAsync(count, 0, 8, stream));
+  CountMismatches<<<1024, 256, 0, stream>>>(static_cast<const uint32_t*>(a),
+                                            static_cast<const uint32_t*>(b), bytes / 4, count);
+  unsigned long long bad = 0;
+  CHECK(cudaMemcpyAsync(&bad, count, 8, cudaMemcpyDeviceToHost, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  cudaFree(count);
+  return bad;
+}
+
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds of fn() + stream sync on the host clock, after a warm-up.
+template <typename Fn>
+double HostTime(Fn fn, int repeats, cudaStream_t stream) {
+  fn();
+  CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    CHECK(cudaStreamSynchronize(stream));
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return Median(t);
 }
 
 #endif  // SORTD_BENCH_GPU_BENCH_UTIL_CUH_

@@ -37,17 +37,6 @@ struct LessOp {
   __device__ bool operator()(const T& a, const T& b) const { return a < b; }
 };
 
-__global__ void Iota(uint32_t* out, size_t n) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    out[i] = static_cast<uint32_t>(i);
-  }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Median seconds of fn() on `stream`, by CUDA events.
 template <typename Fn>
 double EventTime(Fn fn, int repeats, cudaStream_t stream) {
@@ -69,34 +58,6 @@ double EventTime(Fn fn, int repeats, cudaStream_t stream) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return Median(t);
-}
-
-// Median seconds of fn() + stream sync on the host clock.
-template <typename Fn>
-double HostTime(Fn fn, int repeats, cudaStream_t stream) {
-  fn();
-  CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    CHECK(cudaStreamSynchronize(stream));
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return Median(t);
-}
-
-unsigned long long Mismatches(const void* a, const void* b, size_t bytes, cudaStream_t stream) {
-  unsigned long long* count;
-  CHECK(cudaMalloc(&count, 8));
-  CHECK(cudaMemsetAsync(count, 0, 8, stream));
-  CountMismatches<<<1024, 256, 0, stream>>>(static_cast<const uint32_t*>(a),
-                                            static_cast<const uint32_t*>(b), bytes / 4, count);
-  unsigned long long bad = 0;
-  CHECK(cudaMemcpyAsync(&bad, count, 8, cudaMemcpyDeviceToHost, stream));
-  CHECK(cudaStreamSynchronize(stream));
-  cudaFree(count);
-  return bad;
 }
 
 struct CubRow {

@@ -22,21 +22,6 @@
 
 namespace {
 
-__global__ void Iota(uint32_t* out, size_t n) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    out[i] = static_cast<uint32_t>(i);
-  }
-}
-
-double Seconds(std::chrono::steady_clock::time_point a) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct Case {
   const char* name;
   int key_bytes;
@@ -50,20 +35,6 @@ struct Result {
   double ours, cub;
   bool match;
 };
-
-template <typename Fn>
-double Time(Fn fn, int repeats, cudaStream_t stream) {
-  fn();
-  CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    CHECK(cudaStreamSynchronize(stream));
-    t.push_back(Seconds(start));
-  }
-  return Median(t);
-}
 
 template <typename Key>
 Result Run(const Case& c, int repeats, cudaStream_t stream) {
@@ -114,23 +85,14 @@ Result Run(const Case& c, int repeats, cudaStream_t stream) {
   CHECK(cudaMalloc(&cub_temp, cub_bytes));
 
   Result r{c, 0, 0, false};
-  r.ours = n / Time([&] { CHECK(sortd::cuda::SegmentedSort(ours_temp, ours_bytes, p, stream)); },
+  r.ours = n / HostTime([&] { CHECK(sortd::cuda::SegmentedSort(ours_temp, ours_bytes, p, stream)); },
                     repeats, stream) / 1e9;
-  r.cub = n / Time([&] { CHECK(cub_sort(cub_temp, cub_bytes)); }, repeats, stream) / 1e9;
+  r.cub = n / HostTime([&] { CHECK(cub_sort(cub_temp, cub_bytes)); }, repeats, stream) / 1e9;
 
-  unsigned long long* mismatches;
-  CHECK(cudaMalloc(&mismatches, 8));
-  CHECK(cudaMemsetAsync(mismatches, 0, 8, stream));
-  CountMismatches<<<1024, 256, 0, stream>>>(reinterpret_cast<uint32_t*>(ours_out),
-                                            reinterpret_cast<uint32_t*>(cub_out),
-                                            n * sizeof(Key) / 4, mismatches);
-  if (c.pairs) CountMismatches<<<1024, 256, 0, stream>>>(ours_values, cub_values, n, mismatches);
-  unsigned long long bad = 0;
-  CHECK(cudaMemcpyAsync(&bad, mismatches, 8, cudaMemcpyDeviceToHost, stream));
-  CHECK(cudaStreamSynchronize(stream));
-  r.match = bad == 0;
+  r.match = Mismatches(ours_out, cub_out, n * sizeof(Key), stream) == 0 &&
+            (!c.pairs || Mismatches(ours_values, cub_values, n * 4, stream) == 0);
   for (void* ptr : {(void*)keys, (void*)ours_out, (void*)cub_out, (void*)values, (void*)ours_values,
-                    (void*)cub_values, (void*)d_offsets, ours_temp, cub_temp, (void*)mismatches}) {
+                    (void*)cub_values, (void*)d_offsets, ours_temp, cub_temp}) {
     cudaFree(ptr);
   }
   return r;

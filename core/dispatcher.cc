@@ -89,18 +89,25 @@ SortEngine& Dispatcher::ForBytes(size_t size) {
   return *cpu_;
 }
 
+template <typename Call>
+absl::StatusOr<EngineKind> Dispatcher::RunWithCpuFallback(SortEngine& engine, EngineKind gpu_kind,
+                                                          Call call) {
+  absl::Status status = call(engine);
+  const bool on_gpu = &engine == gpu_.get();
+  if (status.ok()) return on_gpu ? gpu_kind : engine.kind();
+  if (!on_gpu || !absl::IsUnavailable(status)) return status;
+  // The GPU left the input untouched: the CPU serves this request.
+  status = call(*cpu_);
+  if (!status.ok()) return status;
+  return cpu_->kind();
+}
+
 absl::StatusOr<EngineKind> Dispatcher::ArgsortBytes(absl::Span<const std::string_view> keys,
                                                     SortOrder order,
                                                     absl::Span<uint64_t> indices) {
-  SortEngine& engine = ForBytes(keys.size());
-  absl::Status status = engine.ArgsortBytes(keys, order, indices);
-  if (status.ok()) return &engine == gpu_.get() ? EngineKind::kGpuMerge : engine.kind();
-  if (&engine == gpu_.get() && absl::IsUnavailable(status)) {
-    absl::Status cpu_status = cpu_->ArgsortBytes(keys, order, indices);
-    if (!cpu_status.ok()) return cpu_status;
-    return cpu_->kind();
-  }
-  return status;
+  return RunWithCpuFallback(ForBytes(keys.size()), EngineKind::kGpuMerge, [&](SortEngine& e) {
+    return e.ArgsortBytes(keys, order, indices);
+  });
 }
 
 size_t Dispatcher::BatchCapacity(DataType type) const {
@@ -109,31 +116,19 @@ size_t Dispatcher::BatchCapacity(DataType type) const {
 
 absl::StatusOr<EngineKind> Dispatcher::SortBatch(DataType type, SortOrder order,
                                                  absl::Span<const BatchItem> items) {
-  if (BatchesOnGpu()) {
-    absl::Status status = gpu_->SortBatch(type, order, items);
-    if (status.ok()) return EngineKind::kGpuSegmented;
-    if (!absl::IsUnavailable(status)) return status;
-    // The GPU left the inputs untouched: the CPU serves this batch.
-  }
-  absl::Status status = cpu_->SortBatch(type, order, items);
-  if (!status.ok()) return status;
-  return cpu_->kind();
+  SortEngine& engine = BatchesOnGpu() ? static_cast<SortEngine&>(*gpu_) : *cpu_;
+  return RunWithCpuFallback(engine, EngineKind::kGpuSegmented, [&](SortEngine& e) {
+    return e.SortBatch(type, order, items);
+  });
 }
 
 absl::StatusOr<EngineKind> Dispatcher::SortNumeric(NumericSpan keys, SortOrder order,
                                                    absl::Span<uint64_t> indices) {
-  SortEngine& engine = ForNumeric(keys.type, keys.size);
-  absl::Status status = engine.SortNumeric(keys, order, indices);
-  if (status.ok()) {
-    return &engine == gpu_.get() ? gpu_->NumericKind(keys.size, !indices.empty()) : engine.kind();
-  }
-  if (&engine == gpu_.get() && absl::IsUnavailable(status)) {
-    // The GPU left the input untouched: the CPU serves this request.
-    absl::Status cpu_status = cpu_->SortNumeric(keys, order, indices);
-    if (!cpu_status.ok()) return cpu_status;
-    return cpu_->kind();
-  }
-  return status;
+  const EngineKind gpu_kind =
+      gpu_ == nullptr ? EngineKind::kGpuRadix : gpu_->NumericKind(keys.size, !indices.empty());
+  return RunWithCpuFallback(ForNumeric(keys.type, keys.size), gpu_kind, [&](SortEngine& e) {
+    return e.SortNumeric(keys, order, indices);
+  });
 }
 
 }  // namespace sortd

@@ -83,6 +83,12 @@ class Dispatcher {
  private:
   Dispatcher(std::unique_ptr<SortEngine> cpu, std::unique_ptr<GpuEngine> gpu,
              size_t gpu_min_keys, size_t gpu_min_bytes_keys, std::string description);
+  // call(engine); when `engine` is the GPU and it answers UNAVAILABLE (input
+  // untouched), call(cpu engine). Returns the engine that sorted, gpu_kind
+  // for the GPU.
+  template <typename Call>
+  absl::StatusOr<EngineKind> RunWithCpuFallback(SortEngine& engine, EngineKind gpu_kind,
+                                                Call call);
 
   std::unique_ptr<SortEngine> cpu_;
   std::unique_ptr<GpuEngine> gpu_;  // null: CPU only

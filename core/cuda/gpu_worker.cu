@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "core/cuda/merge_sort.cuh"
@@ -250,15 +251,17 @@ class GpuWorker::Job {
   // Error-message prefix, built only when a message is.
   std::string where() const { return "GPU " + std::to_string(st_.options.device) + ": "; }
 
+  // Outcomes that leave the host arrays as they were, unless the job
+  // already wrote output (then the request fails).
   bool Refused() {
     if (st_.healthy.load()) return false;
-    report_.outcome = GpuSortOutcome::kFailedIntact;
+    report_.outcome = output_started_ ? GpuSortOutcome::kFailedDirty : GpuSortOutcome::kFailedIntact;
     report_.message = where() + "unavailable after an earlier device error";
     return true;
   }
 
   GpuSortReport NoMemory(size_t needed) {
-    report_.outcome = GpuSortOutcome::kNoMemory;
+    report_.outcome = output_started_ ? GpuSortOutcome::kFailedDirty : GpuSortOutcome::kNoMemory;
     report_.message = where() + "needs " + std::to_string(needed >> 20) +
                       " MiB of device memory; the pool is limited to " +
                       std::to_string(st_.max_pool_bytes >> 20) + " MiB";
@@ -285,6 +288,17 @@ class GpuWorker::Job {
     err = st_.EnsureDevice(*slot_, total);
     report_.pool_bytes = st_.pool_bytes;
     return err;
+  }
+
+  // Acquire() for `total` device bytes, or the report to return: out of
+  // memory when the pool can never hold it or the device has no room.
+  std::optional<GpuSortReport> Reserve(size_t total) {
+    // Never fits: do not queue behind GPU work.
+    if (total > st_.max_pool_bytes) return NoMemory(total);
+    const cudaError_t err = Acquire(total);
+    if (err == cudaErrorMemoryAllocation) return NoMemory(total);
+    if (err != cudaSuccess) return Fail(err, "preparing the device");
+    return std::nullopt;
   }
 
   Slot& slot() { return *slot_; }
@@ -412,11 +426,8 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   const Layout& l = plan.layout;
   const size_t key_bytes = RadixKeyBytes(job.key_type);
   const size_t index_bytes = plan.index_bytes;
-  // Never fits: do not queue behind GPU work.
-  if (l.total > st.max_pool_bytes) return run.NoMemory(l.total);
-  cudaError_t err = run.Acquire(l.total);
-  if (err == cudaErrorMemoryAllocation) return run.NoMemory(l.total);
-  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  if (auto failed = run.Reserve(l.total)) return *failed;
+  cudaError_t err = cudaSuccess;
   RadixSortProblem& problem = plan.radix;
   MergeSortProblem& merge = plan.merge_problem;
 
@@ -482,36 +493,62 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
 
 namespace {
 
-// Walks the concatenation of a batch's arrays, `element_bytes` per key, in
-// order: Next(len, fn) calls fn(segment, byte offset in that segment, byte
-// offset in this step, bytes) for the next `len` bytes.
+// Walks the concatenation of `count` host pieces in order (piece i is
+// bytes_of(i) bytes): Next(len, fn) calls fn(piece, byte offset in that
+// piece, byte offset in this step, bytes) for the next `len` bytes.
+template <typename BytesOf>
 class ConcatWalker {
  public:
-  ConcatWalker(const GpuBatchJob& job, size_t element_bytes)
-      : job_(job), element_bytes_(element_bytes) {}
+  ConcatWalker(size_t count, BytesOf bytes_of) : count_(count), bytes_of_(bytes_of) {}
   template <typename Fn>
   void Next(size_t len, Fn fn) {
     size_t done = 0;
-    while (done < len && segment_ < job_.num_segments) {
-      const size_t segment_bytes = job_.segments[segment_].num_items * element_bytes_;
-      if (within_ == segment_bytes) {
-        ++segment_;
+    while (done < len && piece_ < count_) {
+      const size_t piece_bytes = bytes_of_(piece_);
+      if (within_ == piece_bytes) {
+        ++piece_;
         within_ = 0;
         continue;
       }
-      const size_t take = std::min(len - done, segment_bytes - within_);
-      fn(job_.segments[segment_], within_, done, take);
+      const size_t take = std::min(len - done, piece_bytes - within_);
+      fn(piece_, within_, done, take);
       within_ += take;
       done += take;
     }
   }
 
  private:
-  const GpuBatchJob& job_;
-  size_t element_bytes_;
-  size_t segment_ = 0;
+  size_t count_;
+  BytesOf bytes_of_;
+  size_t piece_ = 0;
   size_t within_ = 0;
 };
+
+template <typename BytesOf>
+ConcatWalker<BytesOf> Concat(size_t count, BytesOf bytes_of) {
+  return ConcatWalker<BytesOf>(count, bytes_of);
+}
+
+// One upload of a header (header_bytes, padded to header_span; the gap is
+// never read) followed by payload_bytes that fill_payload(staged, len)
+// writes in order.
+template <typename FillPayload>
+cudaError_t UploadAfterHeader(Slot& s, size_t chunk, void* dev, const void* header,
+                              size_t header_bytes, size_t header_span, size_t payload_bytes,
+                              FillPayload fill_payload) {
+  const char* h = static_cast<const char*>(header);
+  return Upload(s, chunk, dev, header_span + payload_bytes,
+                [&](char* staged, size_t off, size_t len) {
+                  if (off < header_span) {
+                    const size_t head = std::min(len, header_span - off);
+                    const size_t real = off < header_bytes ? std::min(head, header_bytes - off) : 0;
+                    std::memcpy(staged, h + off, real);
+                    staged += head;
+                    len -= head;
+                  }
+                  fill_payload(staged, len);
+                });
+}
 
 }  // namespace
 
@@ -557,10 +594,7 @@ GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
   const size_t positions_at = keys_out_at + AlignUp(n * key_bytes);
   const size_t temp_at = positions_at + (want_positions ? AlignUp(n * 4) : 0);
   const size_t total = temp_at + AlignUp(temp_bytes);
-  if (total > st.max_pool_bytes) return run.NoMemory(total);
-  err = run.Acquire(total);
-  if (err == cudaErrorMemoryAllocation) return run.NoMemory(total);
-  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  if (auto failed = run.Reserve(total)) return *failed;
 
   Slot& s = run.slot();
   const size_t chunk = run.chunk();
@@ -571,20 +605,18 @@ GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
   problem.d_indices_out = want_positions ? reinterpret_cast<uint32_t*>(base + positions_at) : nullptr;
 
   if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  ConcatWalker gather(job, key_bytes);
-  const char* offsets_src = reinterpret_cast<const char*>(offsets.data());
-  err = Upload(s, chunk, base, keys_in_at + n * key_bytes, [&](char* staged, size_t off, size_t len) {
-    if (off < offsets_bytes) {  // the offsets (the alignment gap is never read)
-      const size_t head = std::min(len, offsets_bytes - off);
-      const size_t real = off < offsets.size() * 4 ? std::min(head, offsets.size() * 4 - off) : 0;
-      std::memcpy(staged, offsets_src + off, real);
-      staged += head;
-      len -= head;
-    }
-    gather.Next(len, [&](const GpuBatchSegment& seg, size_t within, size_t at, size_t bytes) {
-      std::memcpy(staged + at, static_cast<const char*>(seg.keys_in) + within, bytes);
-    });
-  });
+  auto segment_bytes = [&](size_t element_bytes) {
+    return [&job, element_bytes](size_t i) { return job.segments[i].num_items * element_bytes; };
+  };
+  auto gather = Concat(segments, segment_bytes(key_bytes));
+  err = UploadAfterHeader(s, chunk, base, offsets.data(), offsets.size() * 4, offsets_bytes,
+                          n * key_bytes, [&](char* staged, size_t len) {
+                            gather.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
+                              std::memcpy(staged + at,
+                                          static_cast<const char*>(job.segments[i].keys_in) + within,
+                                          bytes);
+                            });
+                          });
   if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   err = SegmentedSort(base + temp_at, temp_bytes, problem, s.stream);
@@ -595,22 +627,21 @@ GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
 
   const auto download_start = std::chrono::steady_clock::now();
   run.OutputStarted();
-  ConcatWalker scatter(job, key_bytes);
+  auto scatter = Concat(segments, segment_bytes(key_bytes));
   err = Download(s, chunk, base + keys_out_at, n * key_bytes,
                  [&](const void* staged, size_t, size_t len) {
-                   scatter.Next(len, [&](const GpuBatchSegment& seg, size_t within, size_t at,
-                                         size_t bytes) {
-                     std::memcpy(static_cast<char*>(seg.keys_out) + within,
+                   scatter.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
+                     std::memcpy(static_cast<char*>(job.segments[i].keys_out) + within,
                                  static_cast<const char*>(staged) + at, bytes);
                    });
                  });
   if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   if (want_positions) {
-    ConcatWalker widen(job, 4);
+    auto widen = Concat(segments, segment_bytes(4));
     err = Download(s, chunk, base + positions_at, n * 4,
                    [&](const void* staged, size_t, size_t len) {
-                     widen.Next(len, [&](const GpuBatchSegment& seg, size_t within, size_t at,
-                                         size_t bytes) {
+                     widen.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
+                       const GpuBatchSegment& seg = job.segments[i];
                        if (seg.indices == nullptr) return;
                        const uint32_t* src = reinterpret_cast<const uint32_t*>(
                            static_cast<const char*>(staged) + at);
@@ -625,42 +656,6 @@ GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
 }
 
 namespace {
-
-// Walks the concatenation of `count` host pieces (piece(i) returns a
-// pointer and a byte length) in order: Next(len, fn) calls fn(source, byte
-// offset in this step, bytes) for the next `len` bytes.
-template <typename PieceFn>
-class PieceWalker {
- public:
-  PieceWalker(size_t count, PieceFn piece) : count_(count), piece_(piece) {}
-  template <typename Fn>
-  void Next(size_t len, Fn fn) {
-    size_t done = 0;
-    while (done < len && index_ < count_) {
-      const auto [src, bytes] = piece_(index_);
-      if (within_ == bytes) {
-        ++index_;
-        within_ = 0;
-        continue;
-      }
-      const size_t take = std::min(len - done, bytes - within_);
-      fn(static_cast<const char*>(src) + within_, done, take);
-      within_ += take;
-      done += take;
-    }
-  }
-
- private:
-  size_t count_;
-  PieceFn piece_;
-  size_t index_ = 0;
-  size_t within_ = 0;
-};
-
-template <typename PieceFn>
-PieceWalker<PieceFn> WalkPieces(size_t count, PieceFn piece) {
-  return PieceWalker<PieceFn>(count, piece);
-}
 
 // Where the first `rank` keys of the stable merge of sorted runs come
 // from: splits[r] keys of run r (run r = keys[offsets[r], offsets[r+1])).
@@ -759,10 +754,7 @@ GpuSortReport GpuWorker::MergeChunks(const GpuSortJob& job, size_t chunk_items,
   State& st = *state_;
   Job run(st);
   run.OutputStarted();  // the chunks are sorted in place already
-  if (run.Refused()) {
-    run.report().outcome = GpuSortOutcome::kFailedDirty;
-    return run.report();
-  }
+  if (run.Refused()) return run.report();
   const size_t n = job.num_items;
   const size_t key_bytes = RadixKeyBytes(job.key_type);
   const bool indices = job.indices != nullptr;
@@ -806,13 +798,8 @@ GpuSortReport GpuWorker::MergeChunks(const GpuSortJob& job, size_t chunk_items,
   const size_t values_out_at = values_in_at + AlignUp(block_items * value_bytes);
   const size_t temp_at = values_out_at + AlignUp(block_items * value_bytes);
   const size_t total = temp_at + AlignUp(temp_bytes);
-  if (total > st.max_pool_bytes) {
-    GpuSortReport r = run.NoMemory(total);
-    r.outcome = GpuSortOutcome::kFailedDirty;
-    return r;
-  }
-  cudaError_t err = run.Acquire(total);
-  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  if (auto failed = run.Reserve(total)) return *failed;
+  cudaError_t err = cudaSuccess;
   Slot& s = run.slot();
   char* base = s.device;
   problem.d_keys_in = base + keys_in_at;
@@ -822,35 +809,26 @@ GpuSortReport GpuWorker::MergeChunks(const GpuSortJob& job, size_t chunk_items,
   // The merged array is assembled beside the runs, then copied back.
   std::vector<char> out_keys(n * key_bytes);
   std::vector<uint64_t> out_indices(indices ? n : 0);
-  const char* keys = static_cast<const char*>(job.keys);
   const auto start = std::chrono::steady_clock::now();
   for (size_t b = 0; b < blocks; ++b) {
     const std::vector<size_t> offsets = block_offsets(b);
     const size_t m = offsets.back();
-    auto slice = [&](size_t r, size_t element_bytes, const char* array) {
-      const size_t first = runs[r] + splits[b * num_runs + r];
-      return std::pair<const void*, size_t>(array + first * element_bytes,
-                                            (offsets[r + 1] - offsets[r]) * element_bytes);
+    // This block's slice of every run, gathered from `array`.
+    auto upload_slices = [&](const void* array, size_t element_bytes, size_t at) {
+      auto slices = Concat(num_runs, [&](size_t r) { return (offsets[r + 1] - offsets[r]) * element_bytes; });
+      return Upload(s, run.chunk(), base + at, m * element_bytes,
+                    [&](char* staged, size_t, size_t len) {
+                      slices.Next(len, [&](size_t r, size_t within, size_t step_at, size_t bytes) {
+                        const size_t first = runs[r] + splits[b * num_runs + r];
+                        std::memcpy(staged + step_at,
+                                    static_cast<const char*>(array) + first * element_bytes + within,
+                                    bytes);
+                      });
+                    });
     };
-    auto key_walker = WalkPieces(num_runs, [&](size_t r) { return slice(r, key_bytes, keys); });
-    err = Upload(s, run.chunk(), base + keys_in_at, m * key_bytes,
-                 [&](char* staged, size_t, size_t len) {
-                   key_walker.Next(len, [&](const char* src, size_t at, size_t bytes) {
-                     std::memcpy(staged + at, src, bytes);
-                   });
-                 });
+    err = upload_slices(job.keys, key_bytes, keys_in_at);
+    if (err == cudaSuccess && indices) err = upload_slices(job.indices, 8, values_in_at);
     if (err != cudaSuccess) return run.Fail(err, "host to device copy");
-    if (indices) {
-      const char* idx = reinterpret_cast<const char*>(job.indices);
-      auto index_walker = WalkPieces(num_runs, [&](size_t r) { return slice(r, 8, idx); });
-      err = Upload(s, run.chunk(), base + values_in_at, m * 8,
-                   [&](char* staged, size_t, size_t len) {
-                     index_walker.Next(len, [&](const char* src, size_t at, size_t bytes) {
-                       std::memcpy(staged + at, src, bytes);
-                     });
-                   });
-      if (err != cudaSuccess) return run.Fail(err, "host to device copy");
-    }
     problem.h_run_offsets = offsets.data();
     size_t bytes = temp_bytes;
     if ((err = MergeSortedRuns(base + temp_at, bytes, problem, s.stream)) != cudaSuccess) {
@@ -897,10 +875,7 @@ GpuSortReport GpuWorker::ArgsortBytes(const GpuBytesJob& job) {
   const size_t indices_at = bytes_at + AlignUp(std::max<size_t>(string_bytes, 1));
   const size_t temp_at = indices_at + AlignUp(n * 4);
   const size_t total = temp_at + AlignUp(temp_bytes);
-  if (total > st.max_pool_bytes) return run.NoMemory(total);
-  err = run.Acquire(total);
-  if (err == cudaErrorMemoryAllocation) return run.NoMemory(total);
-  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  if (auto failed = run.Reserve(total)) return *failed;
   Slot& s = run.slot();
   char* base = s.device;
   problem.d_offsets = reinterpret_cast<const uint64_t*>(base);
@@ -908,22 +883,13 @@ GpuSortReport GpuWorker::ArgsortBytes(const GpuBytesJob& job) {
   problem.d_indices_out = reinterpret_cast<uint32_t*>(base + indices_at);
 
   if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  const char* offsets_src = reinterpret_cast<const char*>(offsets.data());
-  auto strings = WalkPieces(n, [&](size_t i) {
-    return std::pair<const void*, size_t>(job.keys[i].data(), job.keys[i].size());
-  });
-  err = Upload(s, run.chunk(), base, bytes_at + string_bytes, [&](char* staged, size_t off, size_t len) {
-    if (off < offsets_bytes) {  // the offsets (the alignment gap is never read)
-      const size_t head = std::min(len, offsets_bytes - off);
-      const size_t real = off < (n + 1) * 8 ? std::min(head, (n + 1) * 8 - off) : 0;
-      std::memcpy(staged, offsets_src + off, real);
-      staged += head;
-      len -= head;
-    }
-    strings.Next(len, [&](const char* src, size_t at, size_t bytes) {
-      std::memcpy(staged + at, src, bytes);
-    });
-  });
+  auto strings = Concat(n, [&](size_t i) { return job.keys[i].size(); });
+  err = UploadAfterHeader(s, run.chunk(), base, offsets.data(), (n + 1) * 8, offsets_bytes,
+                          string_bytes, [&](char* staged, size_t len) {
+                            strings.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
+                              std::memcpy(staged + at, job.keys[i].data() + within, bytes);
+                            });
+                          });
   if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   err = cuda::ArgsortBytes(base + temp_at, temp_bytes, problem, s.stream);
