@@ -11,6 +11,8 @@
 //     engine's rate on the same inputs comes from sortd_cpu_bench
 //     (bytes/engine_st).
 //   sortd_gpu_merge_bench [--repeats=7] [--max_log2=26] [--strings=1]
+//   sortd_gpu_merge_bench --profile=24   one u32 keys sort each (ours, CUB)
+//                                         at 2^24, for a profiler (ncu)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -225,13 +227,21 @@ StringRow Strings(size_t n, int repeats, cudaStream_t stream) {
 int main(int argc, char** argv) {
   int repeats = 7, max_log2 = 26;
   bool strings = true;
+  int profile_log2 = 0;
   for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--profile=", 10) == 0) profile_log2 = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--strings=", 10) == 0) strings = std::atoi(argv[i] + 10) != 0;
   }
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (profile_log2 > 0) {
+    const CubRow r = VsCub<uint32_t, false>("u32 keys", size_t{1} << profile_log2, 1, stream);
+    std::printf("profile run: u32 keys 2^%d, outputs match: %s\n", profile_log2,
+                r.match ? "yes" : "NO");
+    return r.match ? 0 : 1;
+  }
   std::vector<CubRow> cub_rows;
   for (int lg = 20; lg <= max_log2; lg += 2) {
     cub_rows.push_back(VsCub<uint32_t, false>("u32 keys", size_t{1} << lg, repeats, stream));
@@ -241,7 +251,7 @@ int main(int argc, char** argv) {
   cub_rows.push_back(VsCub<uint32_t, true>("u32/u32 pairs", mid, repeats, stream));
   std::fprintf(stderr, "vs CUB done\n");
   std::vector<ArgsortRow> argsort_rows;
-  for (int lg = 10; lg <= std::min(22, max_log2); lg += 2) {
+  for (int lg = 10; lg <= std::min(22, max_log2); ++lg) {
     argsort_rows.push_back(ArgsortVsRadix(size_t{1} << lg, repeats, stream));
   }
   std::fprintf(stderr, "argsort done\n");

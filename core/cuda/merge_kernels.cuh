@@ -55,25 +55,40 @@ __device__ __forceinline__ Index MergePath(const Key* a, Index a_count, const Ke
 
 // Merges VT outputs from keys[a, a_end) and keys[b, b_end) (both in shared
 // memory) into registers; src[i] is the shared-memory slot output i came
-// from. Reads only inside the two ranges.
+// from. The next candidate is loaded without a bounds check: a range's end
+// is at most NV and the storage has NV + 1 slots, and an exhausted range's
+// candidate is never taken.
 template <int VT, typename Key, typename Less>
 __device__ __forceinline__ void SerialMerge(const Key* keys, int a, int a_end, int b, int b_end,
                                             Key (&out)[VT], int (&src)[VT], const Less& less) {
-  Key ka = keys[a < a_end ? a : 0];
-  Key kb = keys[b < b_end ? b : 0];
+  Key ka = keys[a];
+  Key kb = keys[b];
 #pragma unroll
   for (int i = 0; i < VT; ++i) {
     const bool take_b = b < b_end && (a >= a_end || less(kb, ka));
     out[i] = take_b ? kb : ka;
     src[i] = take_b ? b : a;
     if (take_b) {
-      ++b;
-      if (b < b_end) kb = keys[b];
+      kb = keys[++b];
     } else {
-      ++a;
-      if (a < a_end) ka = keys[a];
+      ka = keys[++a];
     }
   }
+}
+
+// Outputs [diag, diag + VT) of the stable merge of keys[a0, a0 + a_count)
+// and keys[b0, b0 + b_count) (shared memory) into registers, src[i] being
+// the slot output i came from; outputs past a_count + b_count are
+// unspecified. (Splitting the VT outputs into 2 or 3 independent
+// search+merge chains to overlap their load latencies was measured slower
+// on the H200: the kernels are bound by instruction issue, not latency.)
+template <int VT, typename Key, typename Less>
+__device__ __forceinline__ void MergeOutputs(const Key* keys, int a0, int a_count, int b0,
+                                             int b_count, int diag, Key (&out)[VT],
+                                             int (&src)[VT], const Less& less) {
+  const int split = MergePath<int>(keys + a0, a_count, keys + b0, b_count, diag, less);
+  SerialMerge<VT>(keys, a0 + split, a0 + a_count, b0 + diag - split, b0 + b_count, out, src,
+                  less);
 }
 
 // Shared memory of a block: NV keys plus one (a merge may look at slot NV
@@ -84,18 +99,31 @@ struct alignas(16) TileStorage {
   uint16_t positions[NV];
 };
 
-// What each pass does to keys on the way in and out (numeric keys are
-// sorted as order-preserving words: encoded where they enter, decoded
-// where they leave for the last time).
+// What each kernel does to keys on the way in and out (numeric keys are
+// sorted as order-preserving words: encoded where they enter, the
+// blocksort, and decoded where they leave for the last time). Merge passes
+// never encode: merged runs are encoded by their own kernel first.
 template <typename Less>
 struct KeyIo {
   using Key = typename Less::Key;
   bool encode = false;
   bool decode = false;
   Less less;
-  __device__ __forceinline__ Key In(Key k) const { return encode ? less.Encode(k) : k; }
-  __device__ __forceinline__ Key Out(Key k) const { return decode ? less.Decode(k) : k; }
 };
+
+// Calls body(std::true_type) or body(std::false_type): a flag that is the
+// same for the whole block becomes a compile-time constant inside, so the
+// per-key loops do not test it (with the encode/decode and partial-tile
+// tests per key, the merge kernel issued ~30% more instructions than
+// CUB's; the kernels are bound by instruction issue).
+template <typename Body>
+__device__ __forceinline__ void Uniform(bool flag, Body body) {
+  if (flag) {
+    body(std::true_type{});
+  } else {
+    body(std::false_type{});
+  }
+}
 
 // Writes the tile's sorted keys (registers, thread-contiguous) and their
 // values to global memory, coalesced through shared memory.
@@ -115,14 +143,20 @@ __device__ __forceinline__ void StoreTile(TileStorage<typename Less::Key, NT * V
     }
   }
   __syncthreads();
+  Uniform(io.decode, [&](auto decode) {
+    Uniform(count == NT * VT, [&](auto full) {
 #pragma unroll
-  for (int i = 0; i < VT; ++i) {
-    const int j = i * NT + threadIdx.x;
-    if (j < count) {
-      keys_out[j] = io.Out(s.keys[j]);
-      if constexpr (!std::is_same_v<Value, NoValue>) values_out[j] = value_of(s.positions[j]);
-    }
-  }
+      for (int i = 0; i < VT; ++i) {
+        const int j = i * NT + threadIdx.x;
+        if (decltype(full)::value || j < count) {
+          typename Less::Key k = s.keys[j];
+          if constexpr (decltype(decode)::value) k = io.less.Decode(k);
+          keys_out[j] = k;
+          if constexpr (!std::is_same_v<Value, NoValue>) values_out[j] = value_of(s.positions[j]);
+        }
+      }
+    });
+  });
 }
 
 // values_in == nullptr with a 32-bit Value generates positions (argsort):
@@ -140,11 +174,20 @@ __global__ void __launch_bounds__(NT)
   const int count = static_cast<int>(num_items - tile_begin < NV ? num_items - tile_begin : NV);
 
   // Coalesced load, then each thread takes VT consecutive keys.
+  Uniform(io.encode, [&](auto encode) {
+    Uniform(count == NV, [&](auto full) {
 #pragma unroll
-  for (int i = 0; i < VT; ++i) {
-    const int j = i * NT + threadIdx.x;
-    s.keys[j] = j < count ? io.In(keys_in[tile_begin + j]) : less.Pad();
-  }
+      for (int i = 0; i < VT; ++i) {
+        const int j = i * NT + threadIdx.x;
+        Key k = less.Pad();
+        if (decltype(full)::value || j < count) {
+          k = keys_in[tile_begin + j];
+          if constexpr (decltype(encode)::value) k = less.Encode(k);
+        }
+        s.keys[j] = k;
+      }
+    });
+  });
   __syncthreads();
   Key k[VT];
   int pos[VT];
@@ -190,9 +233,7 @@ __global__ void __launch_bounds__(NT)
     const int a_begin = (threadIdx.x / coop) * coop * VT;
     const int b_begin = a_begin + half;
     const int diag = (threadIdx.x % coop) * VT;
-    const int split = MergePath<int>(s.keys + a_begin, half, s.keys + b_begin, half, diag, less);
-    SerialMerge<VT>(s.keys, a_begin + split, b_begin, b_begin + diag - split, b_begin + half, k,
-                    slot, less);
+    MergeOutputs<VT>(s.keys, a_begin, half, b_begin, half, diag, k, slot, less);
     if constexpr (kTrackPositions) {
 #pragma unroll
       for (int i = 0; i < VT; ++i) pos[i] = s.positions[slot[i]];
@@ -227,23 +268,25 @@ struct RunPair {
   uint32_t pad;
 };
 
-// Pass geometry: either uniform runs of `width` keys (a multiple of the
-// tile size, so tiles never straddle pairs) or an explicit list of pairs.
+// Pass geometry: either uniform runs of 2^log2_run_tiles tiles (so tiles
+// never straddle pairs, and a tile finds its pair by shifts: every thread
+// of every merge block computes this) or an explicit list of pairs.
 struct PassGeometry {
   size_t num_items = 0;
-  size_t width = 0;                // uniform mode
-  const RunPair* pairs = nullptr;  // list mode (width ignored)
+  int log2_run_tiles = 0;          // uniform mode
+  const RunPair* pairs = nullptr;  // list mode (log2_run_tiles ignored)
   int num_pairs = 0;
   int tile_items = 0;
 
   __device__ __forceinline__ TileSpan Span(uint32_t tile) const {
     TileSpan t;
     if (pairs == nullptr) {
-      const size_t out = static_cast<size_t>(tile) * tile_items;
-      t.pair_begin = out / (2 * width) * (2 * width);
+      const size_t width = static_cast<size_t>(tile_items) << log2_run_tiles;
+      const uint32_t pair = tile >> (log2_run_tiles + 1);
+      t.pair_begin = static_cast<size_t>(pair) * 2 * width;
       t.a_end = MinSize(t.pair_begin + width, num_items);
       t.b_end = MinSize(t.pair_begin + 2 * width, num_items);
-      t.diag_begin = out - t.pair_begin;
+      t.diag_begin = static_cast<size_t>(tile - (pair << (log2_run_tiles + 1))) * tile_items;
     } else {
       int lo = 0, hi = num_pairs - 1;  // last pair with first_tile <= tile
       while (lo < hi) {
@@ -264,17 +307,49 @@ struct PassGeometry {
 // splits[t] = the a index (absolute) where tile t's output begins;
 // num_tiles + 1 entries are not needed: a tile's end is the next tile's
 // begin within its pair, or a_end at the pair's end.
-template <typename Less>
-__global__ void PartitionKernel(const typename Less::Key* keys, PassGeometry g, uint32_t num_tiles,
-                                Less less, size_t* splits) {
-  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= num_tiles) return;
+//
+// G lanes per tile: a one-thread binary search is a chain of ~log2(run)
+// dependent global loads (12 us per pass at 2^24 keys on the H200, a sixth
+// of the sort), so the lanes probe G evenly spaced points of the remaining
+// range at once and a ballot keeps the gap between the last "a first" and
+// the first "b first" probe, shrinking it (G + 1)-fold per round. Each
+// probe costs a DRAM sector, so more lanes trade bandwidth for latency:
+// the host picks G by the number of tiles (PartitionLanes).
+constexpr int kPartitionThreads = 128;
+
+template <typename Less, int G>
+__global__ void __launch_bounds__(kPartitionThreads)
+    PartitionKernel(const typename Less::Key* keys, PassGeometry g, uint32_t num_tiles, Less less,
+                    size_t* splits) {
+  static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "G: a power of two up to a warp");
+  const uint32_t t = (blockIdx.x * kPartitionThreads + threadIdx.x) / G;
+  const unsigned lane = threadIdx.x % G;
+  const unsigned group = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (threadIdx.x % 32 / G * G);
+  if (t >= num_tiles) return;  // whole groups: num_tiles counts groups
   const TileSpan span = g.Span(t);
+  const typename Less::Key* a = keys + span.pair_begin;
+  const typename Less::Key* b = keys + span.a_end;
   const size_t a_count = span.a_end - span.pair_begin;
   const size_t b_count = span.b_end - span.a_end;
-  splits[t] = span.pair_begin + MergePath<size_t>(keys + span.pair_begin, a_count,
-                                                  keys + span.a_end, b_count, span.diag_begin,
-                                                  less);
+  const size_t diag = span.diag_begin;
+  // The answer lies in [lo, hi]; a_first(i) holds exactly for i < answer.
+  size_t lo = diag > b_count ? diag - b_count : 0;
+  size_t hi = diag < a_count ? diag : a_count;
+  auto a_first = [&](size_t i) { return !less(b[diag - 1 - i], a[i]); };
+  while (hi - lo > G) {
+    const size_t len = hi - lo;
+    const size_t probe = lo + (lane + 1) * len / (G + 1);  // in [lo, hi)
+    const unsigned taken = __ballot_sync(group, a_first(probe));
+    const int c = __popc(taken);  // a_first is monotone: lanes 0..c-1
+    const size_t new_lo = c > 0 ? lo + static_cast<size_t>(c) * len / (G + 1) + 1 : lo;
+    const size_t new_hi = c < static_cast<int>(G) ? lo + static_cast<size_t>(c + 1) * len / (G + 1)
+                                                  : hi;
+    lo = new_lo;
+    hi = new_hi;
+  }
+  const bool in_range = lo + lane < hi;
+  const unsigned taken = __ballot_sync(group, in_range && a_first(lo + lane));
+  if (lane == 0) splits[t] = span.pair_begin + lo + __popc(taken);
 }
 
 template <int NT, int VT, typename Less, typename Value>
@@ -296,17 +371,21 @@ __global__ void __launch_bounds__(NT)
   const int a_count = static_cast<int>(a1 - a0);
   const int count = static_cast<int>(a_count + (b1 - b0));
 
+  Uniform(count == NV, [&](auto full) {
 #pragma unroll
-  for (int i = 0; i < VT; ++i) {
-    const int j = i * NT + threadIdx.x;
-    if (j < count) s.keys[j] = io.In(j < a_count ? keys_in[a0 + j] : keys_in[b0 + (j - a_count)]);
-  }
+    for (int i = 0; i < VT; ++i) {
+      const int j = i * NT + threadIdx.x;
+      if (decltype(full)::value || j < count) {
+        s.keys[j] = j < a_count ? keys_in[a0 + j] : keys_in[b0 + (j - a_count)];
+      }
+    }
+  });
   __syncthreads();
   const int diag = min(static_cast<int>(threadIdx.x) * VT, count);
-  const int split = MergePath<int>(s.keys, a_count, s.keys + a_count, count - a_count, diag, less);
   Key k[VT];
   int slot[VT];
-  SerialMerge<VT>(s.keys, split, a_count, a_count + diag - split, count, k, slot, less);
+  MergeOutputs<VT>(s.keys, 0, a_count, a_count, count - a_count, diag, k, slot,
+                                 less);
 
   const size_t out_begin = span.pair_begin + span.diag_begin;
   if constexpr (std::is_same_v<Value, NoValue>) {

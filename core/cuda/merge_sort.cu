@@ -121,14 +121,17 @@ __global__ void EncodeKeys(const typename Less::Key* in, size_t n, typename Less
 
 // Tile shapes: NT threads x VT keys (VT odd: thread-contiguous shared
 // memory reads without bank conflicts); larger keys take fewer per thread.
-// 4-byte keys: VT 11/13/15/17/19/23 measured on the H200 (u32 2^26: 17.1,
-// 18.1, 17.8, 15.8, 16.1, 14.5 Gkeys/s): the serial merge's dependent
-// shared-memory chain, not DRAM, limits the passes, so fewer passes from
-// bigger tiles do not pay.
+// 4-byte keys, VT 13/15/17/19/21 on the H200 (u32 keys 2^24 and 2^26,
+// Gkeys/s): 19.8/20.0, 20.2/20.7, 21.0/21.4, 21.4/22.0, 19.6/20.9. (Before
+// the per-key encode/decode/partial-tile tests left the loops, issue-bound
+// kernels made 13 the best; SORTD_MERGE_VT4 overrides it for sweeps.)
+#ifndef SORTD_MERGE_VT4
+#define SORTD_MERGE_VT4 19
+#endif
 template <typename Key>
 struct TileShape {
   static constexpr int kThreads = 256;
-  static constexpr int kItems = sizeof(Key) <= 4 ? 13 : (sizeof(Key) <= 8 ? 11 : 7);
+  static constexpr int kItems = sizeof(Key) <= 4 ? SORTD_MERGE_VT4 : (sizeof(Key) <= 8 ? 11 : 7);
   static constexpr int kTileItems = kThreads * kItems;
 };
 
@@ -140,6 +143,30 @@ int Log2Ceil(size_t x) {
 
 unsigned GridFor(size_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+// Lanes per merge-path search of the partition kernel, by tiles in the
+// pass: few tiles leave the GPU waiting on each search's dependent loads
+// (more lanes, fewer rounds), many tiles make the probes' DRAM traffic the
+// cost (fewer lanes). Measured on the H200 (u32 keys, 3328-key tiles,
+// fixed 32 / 8 / 4 lanes): 315 tiles 10.8 / 9.7 / 8.4 Gkeys/s, 1260 tiles
+// 18.4 / 17.5 / 16.0, 5042 tiles 19.0 / 19.8 / 19.3, 20165 tiles
+// 18.4 / 19.6 / 20.0; one lane (a plain binary search) was slowest at all
+// sizes but the largest.
+template <typename Key, typename Less>
+void LaunchPartition(const Key* keys, const PassGeometry& g, uint32_t tiles, Less less,
+                     size_t* splits, cudaStream_t stream) {
+  constexpr int kThreads = merge::kPartitionThreads;
+  if (tiles <= 2048) {
+    merge::PartitionKernel<Less, 32>
+        <<<GridFor(tiles, kThreads / 32), kThreads, 0, stream>>>(keys, g, tiles, less, splits);
+  } else if (tiles <= 8192) {
+    merge::PartitionKernel<Less, 8>
+        <<<GridFor(tiles, kThreads / 8), kThreads, 0, stream>>>(keys, g, tiles, less, splits);
+  } else {
+    merge::PartitionKernel<Less, 4>
+        <<<GridFor(tiles, kThreads / 4), kThreads, 0, stream>>>(keys, g, tiles, less, splits);
+  }
 }
 
 // Buffers of one sort or merge: the caller's input and output, and a
@@ -170,8 +197,7 @@ cudaError_t MergePasses(const Buffers<Key, Value>& b, bool src_is_out, const Val
     uint32_t tiles = 0;
     const PassGeometry g = geometry(pass, &tiles);
     if (tiles > 0) {
-      merge::PartitionKernel<Less><<<GridFor(tiles, 128), 128, 0, stream>>>(src, g, tiles, less,
-                                                                          b.splits);
+      LaunchPartition(src, g, tiles, less, b.splits, stream);
       KeyIo<Less> io{false, decode_last && pass == passes - 1, less};
       merge::MergeKernel<Shape::kThreads, Shape::kItems, Less, Value>
           <<<tiles, Shape::kThreads, 0, stream>>>(src, dst, values_src, values_dst, g, b.splits, io);
@@ -206,7 +232,7 @@ cudaError_t SortWithBuffers(const Buffers<Key, Value>& b, size_t n, Less less, b
                      [&](int pass, uint32_t* num_tiles) {
                        PassGeometry g;
                        g.num_items = n;
-                       g.width = static_cast<size_t>(Shape::kTileItems) << pass;
+                       g.log2_run_tiles = pass;
                        g.tile_items = Shape::kTileItems;
                        *num_tiles = static_cast<uint32_t>(tiles);
                        return g;

@@ -82,7 +82,8 @@ TYPED_TEST(GpuServiceTest, SameAnswerAsTheCpuEngine) {
   auto cpu = StartEngine(EngineChoice::kCpu);
   auto gpu_client = Connect(*gpu);
   auto cpu_client = Connect(*cpu);
-  const auto keys = RandomKeys<TypeParam>(300007, sizeof(TypeParam));
+  // Above --gpu_merge_argsort_max_keys: argsorts take the radix core too.
+  const auto keys = RandomKeys<TypeParam>(600007, sizeof(TypeParam));
   std::vector<uint32_t> values(keys.size());
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint32_t>(i * 7);
   for (v1::SortOrder order : {v1::SORT_ORDER_ASCENDING, v1::SORT_ORDER_DESCENDING}) {
