@@ -97,7 +97,12 @@ absl::Status SortClient::SortChunked(absl::Span<const K> keys,
   size_t bytes = PayloadBytes(keys);
   if constexpr (kPairs) bytes += PayloadBytes(*values);
   const size_t per_element = std::max<size_t>(1, bytes / std::max<size_t>(n, 1));
-  const size_t count = std::max<size_t>(1, options_.chunk_bytes / per_element);
+  // A chunk must fit this client's own message limit too (half of it:
+  // string lengths vary around the average, and framing needs room).
+  const size_t chunk_bytes =
+      std::min(options_.chunk_bytes,
+               std::max<size_t>(1, static_cast<size_t>(options_.max_message_bytes) / 2));
+  const size_t count = std::max<size_t>(1, chunk_bytes / per_element);
   size_t begin = 0;
   while (sending && begin < n) {
     const size_t end = std::min(n, begin + count);

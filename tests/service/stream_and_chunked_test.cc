@@ -101,6 +101,25 @@ TEST(SortChunkedTest, ClientChunksLargeArraysTransparently) {
   }
 }
 
+TEST(SortChunkedTest, ChunksFitTheClientsOwnMessageLimit) {
+  // The default chunk size (4 MiB) is above this client's 2 MiB limit: the
+  // client sends smaller chunks instead of failing with RESOURCE_EXHAUSTED.
+  ServerOptions options;
+  options.limits.chunk_response_bytes = 256 << 10;
+  auto server = StartServer(options);
+  client::ClientOptions copts;
+  copts.max_message_bytes = 2 << 20;
+  auto client = Connect(*server, copts);
+  std::mt19937 rng(4);
+  std::vector<std::string> keys(60000);  // ~3.5 MB of byte strings
+  for (auto& k : keys) k = std::string(20 + rng() % 80, static_cast<char>('a' + rng() % 26));
+  auto r = client->Sort<std::string>(keys, v1::SORT_ORDER_ASCENDING, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->keys.size(), keys.size());
+  EXPECT_TRUE(std::is_sorted(r->keys.begin(), r->keys.end()));
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(r->keys[i], keys[r->indices[i]]);
+}
+
 grpc::Status RunChunked(v1::SortService::Stub& stub,
                         const std::vector<v1::SortChunkedRequest>& messages) {
   grpc::ClientContext ctx;
