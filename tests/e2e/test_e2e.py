@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 import numpy as np
 
@@ -229,25 +230,51 @@ class EndToEnd(unittest.TestCase):
         self.assertIn("values: length 1 does not match keys length 2", r.stdout + r.stderr)
 
 
+def metric(url, name):
+    """The value of an unlabelled sample on a /metrics page (None if absent)."""
+    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def wait_until(predicate, timeout, step=0.01):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
 class Drain(unittest.TestCase):
     def test_sigterm_drains_in_flight_work(self):
-        with SortdProcess(SORTD, "--drain_delay=1s") as server:
+        # Waits on observed state, not on sleeps: a loaded CI machine can take
+        # long to send the 64 MB request or to start draining.
+        with SortdProcess(SORTD, "--drain_delay=5s") as server:
             client = Client(server.target)
             big = np.random.default_rng(5).integers(0, 1 << 62, size=8_000_000, dtype=np.uint64)
             result = {}
 
             def run():
-                result["out"] = client.sort(big)
+                try:
+                    result["out"] = client.sort(big)
+                except Exception as e:  # reported below, with its cause
+                    result["error"] = e
             t = threading.Thread(target=run)
             t.start()
-            time.sleep(0.3)  # the request is on the server
+            # The request is on the server once it is admitted.
+            admitted = wait_until(
+                lambda: "out" in result or metric(server.metrics_url, "sortd_inflight_requests"),
+                timeout=60)
+            self.assertTrue(admitted, "the big sort never reached the server")
             server.proc.send_signal(signal.SIGTERM)
-            time.sleep(0.3)
-            self.assertEqual(client.health(), "NOT_SERVING")
+            self.assertTrue(wait_until(lambda: client.health() == "NOT_SERVING", timeout=4))
             with self.assertRaises(SortdError) as cm:
                 client.sort(np.array([2, 1], dtype=np.uint32))
             self.assertEqual(cm.exception.code.name, "UNAVAILABLE")
             t.join(60)
+            self.assertNotIn("error", result, result.get("error"))
             np.testing.assert_array_equal(result["out"], np.sort(big))
             self.assertEqual(server.proc.wait(60), 0)
             self.assertIn("drained", server.read_log())

@@ -68,22 +68,34 @@ class Observability(unittest.TestCase):
             f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                     "scrape_configs:\n  - job_name: sortd\n    static_configs:\n"
                     "      - targets: ['127.0.0.1:%d']\n" % cls.sortd.metrics_port)
-        cls.prom_port = free_port()
         cls.prom_log = open(os.path.join(cls.tmp.name, "prometheus.log"), "w")
-        cls.prom = subprocess.Popen(
-            [PROMETHEUS, "--config.file=" + config,
-             "--storage.tsdb.path=" + os.path.join(cls.tmp.name, "data"),
-             "--web.listen-address=127.0.0.1:%d" % cls.prom_port],
-            stdout=cls.prom_log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while True:
+        # free_port() only proposes a port: a parallel test may bind it before
+        # Prometheus does, which then exits; try again on another.
+        for attempt in range(3):
+            cls.prom_port = free_port()
+            cls.prom = subprocess.Popen(
+                [PROMETHEUS, "--config.file=" + config,
+                 "--storage.tsdb.path=" + os.path.join(cls.tmp.name, "data%d" % attempt),
+                 "--web.listen-address=127.0.0.1:%d" % cls.prom_port],
+                stdout=cls.prom_log, stderr=subprocess.STDOUT)
+            if cls.wait_ready(deadline=time.time() + 60):
+                return
+            if cls.prom.poll() is None:
+                cls.prom.kill()
+            cls.prom.wait(30)
+        raise RuntimeError("prometheus did not become ready")
+
+    @classmethod
+    def wait_ready(cls, deadline):
+        while time.time() < deadline:
             try:
                 http_get("http://127.0.0.1:%d/-/ready" % cls.prom_port, timeout=2)
-                break
+                return True
             except Exception:
-                if time.time() > deadline or cls.prom.poll() is not None:
-                    raise RuntimeError("prometheus did not become ready")
+                if cls.prom.poll() is not None:
+                    return False  # exited (e.g. the port was taken)
                 time.sleep(0.2)
+        return False
 
     @classmethod
     def tearDownClass(cls):

@@ -124,7 +124,10 @@ TEST(BatchingTest, ConcurrentRequestsOfOneKindShareALaunch) {
   ASSERT_NE(server, nullptr);
   constexpr int kClients = 16, kRounds = 3;
   std::vector<std::unique_ptr<client::SortClient>> clients;
-  for (int c = 0; c < kClients; ++c) clients.push_back(Connect(*server));
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(Connect(*server));
+    ASSERT_TRUE(clients.back()->Health().ok());  // connected before the rounds
+  }
   for (int round = 0; round < kRounds; ++round) {
     std::atomic<int> ready{0}, ok{0};
     std::vector<std::thread> threads;
@@ -211,7 +214,9 @@ TEST(BatchingTest, FullBatchLaunchesBeforeItsDelay) {
 }
 
 TEST(BatchingTest, ExpiredRequestDoesNotHoldItsBatchMatesBack) {
-  auto server = StartServer(BatchingOptions(absl::Milliseconds(300)));
+  // A long window: the 50 ms caller must expire while its batch waits even
+  // if the second request arrives late on a slow machine.
+  auto server = StartServer(BatchingOptions(absl::Seconds(2)));
   ASSERT_NE(server, nullptr);
   std::thread impatient([&] {
     client::ClientOptions copts;
@@ -233,7 +238,7 @@ TEST(BatchingTest, ExpiredRequestDoesNotHoldItsBatchMatesBack) {
 }
 
 TEST(BatchingTest, QueueOverflowIsResourceExhaustedPerRequest) {
-  auto server = StartServer(BatchingOptions(absl::Milliseconds(500), /*queue=*/4));
+  auto server = StartServer(BatchingOptions(absl::Seconds(3), /*queue=*/4));
   ASSERT_NE(server, nullptr);
   auto client = Connect(*server);
   grpc::ClientContext ctx;
@@ -262,7 +267,7 @@ TEST(BatchingTest, QueueOverflowIsResourceExhaustedPerRequest) {
   }
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_EQ(sorted + exhausted, 12);
-  // All 12 arrive within the 500 ms window: 4 wait, the others are refused.
+  // All 12 arrive within the 3 s window: 4 wait, the others are refused.
   EXPECT_EQ(sorted, 4);
   EXPECT_EQ(exhausted, 8);
 }

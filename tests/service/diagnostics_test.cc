@@ -73,7 +73,7 @@ TEST(DiagnosticsTest, EchoStreamAnswersEveryRequestInOrder) {
 
 TEST(DiagnosticsTest, RefusesEchoWhileDraining) {
   ServerOptions options;
-  options.drain_delay = absl::Milliseconds(1500);  // listener stays open meanwhile
+  options.drain_delay = absl::Seconds(5);  // listener stays open meanwhile
   auto server = StartWithDiagnostics(options);
   auto stub = DiagnosticsStub(*server);
   {
@@ -82,10 +82,15 @@ TEST(DiagnosticsTest, RefusesEchoWhileDraining) {
     ASSERT_TRUE(stub->Echo(&ctx, Request(3, "before"), &response).ok());
   }
   std::thread shutdown([&] { server->Shutdown(); });
-  absl::SleepFor(absl::Milliseconds(300));
-  grpc::ClientContext ctx;
-  v1::SortResponse response;
-  const grpc::Status status = stub->Echo(&ctx, Request(3, "during"), &response);
+  // Until the drain begins Echo still succeeds; wait for it (observed).
+  grpc::Status status;
+  for (int i = 0; i < 1000; ++i) {
+    grpc::ClientContext ctx;
+    v1::SortResponse response;
+    status = stub->Echo(&ctx, Request(3, "during"), &response);
+    if (!status.ok()) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(status.error_message().find("draining"), std::string::npos) << status.error_message();
   grpc::ClientContext sctx;

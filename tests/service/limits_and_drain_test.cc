@@ -42,10 +42,15 @@ TEST(LimitsTest, RequestOverInflightLimitIsResourceExhausted) {
 
 TEST(DrainTest, ShutdownRefusesNewWorkAndFinishesInFlightStreams) {
   ServerOptions options;
-  options.drain_delay = absl::Milliseconds(800);
+  options.drain_delay = absl::Seconds(3);  // the window the checks below run in
   auto server = StartServer(options);
   auto client = Connect(*server);
   auto observer = Connect(*server);
+  // Connected before the drain: a first call after it could find the
+  // listener closed on a slow machine.
+  auto before = observer->Health();
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(*before, "SERVING");
 
   // A stream opened before the drain, with one request answered.
   grpc::ClientContext stream_ctx;
@@ -60,9 +65,13 @@ TEST(DrainTest, ShutdownRefusesNewWorkAndFinishesInFlightStreams) {
   EXPECT_EQ(response.request_id(), "before");
 
   auto shutdown = std::async(std::launch::async, [&] { server->Shutdown(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-
-  auto health = observer->Health();
+  // Wait for the drain to begin (observed, not slept for).
+  absl::StatusOr<std::string> health;
+  for (int i = 0; i < 1000; ++i) {
+    health = observer->Health();
+    if (!health.ok() || *health == "NOT_SERVING") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_EQ(*health, "NOT_SERVING");
   auto refused = observer->Sort<uint32_t>(std::vector<uint32_t>{1});
