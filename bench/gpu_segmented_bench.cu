@@ -4,7 +4,9 @@
 // counts), after warm-up, median of repeats, on fresh random keys. Outputs
 // are compared on the GPU for every case (pairs against CUB's stable sort,
 // values = input positions). Prints a table of Gkeys/s and ratios last.
-//   sortd_gpu_segmented_bench [--repeats=9]
+//   sortd_gpu_segmented_bench [--repeats=9] [--only=SUBSTRING]
+// --only runs the cases whose "name segments x len" contains SUBSTRING
+// (e.g. --only="u32 keys 1024 x 16384", for nsys/ncu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -102,21 +104,27 @@ Result Run(const Case& c, int repeats, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   int repeats = 9;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
+    if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
   }
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const Case cases[] = {
       {"u32 keys", 4, false, 65536, 64},    {"u32 keys", 4, false, 16384, 1024},
       {"u32 keys", 4, false, 1024, 16384},  {"u32 keys", 4, false, 4096, 256},
-      {"u32 keys", 4, false, 1024, 4096},   {"u32/u32 pairs", 4, true, 65536, 64},
+      {"u32 keys", 4, false, 1024, 4096},   {"u32 keys", 4, false, 2048, 8192},
+      {"u32 keys", 4, false, 256, 65536},   {"u32/u32 pairs", 4, true, 65536, 64},
       {"u32/u32 pairs", 4, true, 16384, 1024}, {"u32/u32 pairs", 4, true, 1024, 16384},
       {"u64 keys", 8, false, 65536, 64},    {"u64 keys", 8, false, 16384, 1024},
-      {"u64 keys", 8, false, 1024, 16384},
+      {"u64 keys", 8, false, 1024, 16384},  {"u64 keys", 8, false, 2048, 8192},
   };
   std::vector<Result> results;
   for (const Case& c : cases) {
+    const std::string label =
+        std::string(c.name) + " " + std::to_string(c.segments) + " x " + std::to_string(c.length);
+    if (label.find(only) == std::string::npos) continue;
     results.push_back(c.key_bytes == 4 ? Run<uint32_t>(c, repeats, stream)
                                        : Run<uint64_t>(c, repeats, stream));
     std::fprintf(stderr, "%s %dx%d done\n", c.name, c.segments, c.length);

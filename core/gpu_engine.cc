@@ -4,6 +4,7 @@
 #include "core/gpu_engine.h"
 
 #include <atomic>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -91,8 +92,10 @@ class GpuRadixEngine final : public GpuEngine {
   }
 
   size_t BatchCapacity(DataType type) const override {
-    const std::optional<cuda::RadixKeyType> radix_type = RadixTypeOf(type);
-    return radix_type ? cuda::SegmentedBlockCapacity(*radix_type) : 0;
+    // Segments of any length: those past the shared-memory bins are merge
+    // sorted together (a few launches for all), so --max_batch_request_keys
+    // is the only bound.
+    return RadixTypeOf(type) ? std::numeric_limits<size_t>::max() : 0;
   }
 
   EngineKind NumericKind(size_t size, bool with_indices) const override {
@@ -176,6 +179,7 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
     w.slots = options.slots_per_gpu;
     w.max_pool_bytes = options.max_pool_bytes;
     w.staging_chunk_bytes = options.staging_chunk_bytes;
+    w.blocking_wait = options.blocking_wait;
     std::string error;
     std::unique_ptr<cuda::GpuWorker> worker = cuda::GpuWorker::Create(w, &error);
     if (worker == nullptr) {  // serve with the GPUs that work

@@ -47,6 +47,8 @@ struct GpuEngineOptions {
   size_t max_pool_bytes = 0;
   // Pinned staging chunk size (two per slot).
   size_t staging_chunk_bytes = size_t{8} << 20;
+  // Threads waiting for a GPU sleep instead of spinning (GpuWorkerOptions).
+  bool blocking_wait = false;
   GpuEngineObserver* observer = nullptr;  // optional, not owned
 };
 
@@ -70,8 +72,9 @@ class GpuEngine : public SortEngine {
   // everything to the CPU).
   virtual bool any_healthy() const = 0;
   virtual std::string description() const = 0;
-  // The longest array SortBatch sorts in the segmented kernel's shared
-  // memory bins for keys of `type` (longer ones cost a radix sort each).
+  // The longest array SortBatch takes for keys of `type` (0: not
+  // batchable; numeric types: no limit, segments past the shared-memory
+  // bins are merge sorted together).
   virtual size_t BatchCapacity(DataType type) const = 0;
   // The kernel a numeric sort of `size` keys runs on (kGpuMerge for small
   // argsorts, else kGpuRadix).

@@ -44,12 +44,15 @@ ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
           "larger string arrays on the CPU");
 ABSL_FLAG(uint64_t, gpu_staging_chunk_bytes, uint64_t{8} << 20,
           "pinned host staging chunk per transfer step (two per stream)");
+ABSL_FLAG(bool, gpu_blocking_wait, false,
+          "threads waiting for a GPU sleep until it is done instead of spinning on a core "
+          "(spinning answers sooner; sleeping leaves the cores to other work)");
 ABSL_FLAG(std::string, batching, "on",
           "dynamic batching of small numeric requests: on (GPU segmented kernel, or CPU "
           "engine batches without a GPU), auto (only when batches run on a GPU), off");
 ABSL_FLAG(uint64_t, max_batch_request_keys, 16384,
-          "requests of at most this many keys are batched (GPU: also at most what the "
-          "segmented kernel sorts in shared memory, 16384 32-bit / 8192 64-bit keys)");
+          "requests of at most this many keys are batched (on the GPU, segments past the "
+          "segmented kernel's shared-memory bins are merge sorted together)");
 ABSL_FLAG(uint64_t, max_batch_keys, uint64_t{1} << 20,
           "a GPU batch launches once it holds this many keys");
 ABSL_FLAG(uint64_t, max_cpu_batch_keys, uint64_t{1} << 16,
@@ -130,6 +133,7 @@ int main(int argc, char** argv) {
   options.dispatcher.gpu.slots_per_gpu = absl::GetFlag(FLAGS_gpu_streams);
   options.dispatcher.gpu.max_pool_bytes = absl::GetFlag(FLAGS_gpu_pool_bytes);
   options.dispatcher.gpu.staging_chunk_bytes = absl::GetFlag(FLAGS_gpu_staging_chunk_bytes);
+  options.dispatcher.gpu.blocking_wait = absl::GetFlag(FLAGS_gpu_blocking_wait);
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);

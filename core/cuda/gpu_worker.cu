@@ -199,15 +199,19 @@ std::unique_ptr<GpuWorker> GpuWorker::Create(const GpuWorkerOptions& options, st
   state->max_pool_bytes =
       options.max_pool_bytes != 0 ? options.max_pool_bytes : free_bytes / 10 * 8;
   state->slots.resize(state->options.slots);
+  // Every wait of a job is on one of these events (sort_stop, chunk_done).
+  const unsigned wait_flag = options.blocking_wait ? cudaEventBlockingSync : 0u;
   for (Slot& s : state->slots) {
     if ((err = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking)) != cudaSuccess) {
       return fail("cudaStreamCreate", err);
     }
     for (cudaEvent_t* e : {&s.upload_start, &s.sort_start, &s.sort_stop}) {
-      if ((err = cudaEventCreate(e)) != cudaSuccess) return fail("cudaEventCreate", err);
+      if ((err = cudaEventCreateWithFlags(e, wait_flag)) != cudaSuccess) {
+        return fail("cudaEventCreate", err);
+      }
     }
     for (cudaEvent_t& e : s.chunk_done) {
-      if ((err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming)) != cudaSuccess) {
+      if ((err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming | wait_flag)) != cudaSuccess) {
         return fail("cudaEventCreate", err);
       }
     }

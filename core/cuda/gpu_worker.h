@@ -27,6 +27,12 @@ struct GpuWorkerOptions {
   // Pinned staging per slot: two chunks of this size, so that host copies
   // into/out of pinned memory overlap the DMA of the other chunk.
   size_t staging_chunk_bytes = size_t{8} << 20;
+  // Threads waiting for this GPU sleep (blocking-sync events) instead of
+  // spinning on a core. Spinning is the default: on the 16-core H200 host
+  // it served 1024-key SortStream batches 1.12x faster than sleeping
+  // (docs/benchmarks.md, "GPU wait mode"); sleeping frees the cores on a
+  // host where the CPU is the scarce part.
+  bool blocking_wait = false;
 };
 
 // A numeric sort from host memory to host memory.

@@ -159,19 +159,34 @@ __device__ __forceinline__ void StoreTile(TileStorage<typename Less::Key, NT * V
   });
 }
 
+// A blocksort tile of a segmented sort: `count` (<= the tile size) keys
+// from `begin`, inside the segment that starts at `segment_begin` (tiles
+// never straddle segments).
+struct SegmentTile {
+  uint32_t begin, count, segment_begin, unused;
+};
+
 // values_in == nullptr with a 32-bit Value generates positions (argsort):
-// the value of key i is its index in the whole input.
+// the value of key i is its index in the whole input. tiles == nullptr:
+// tile b is keys [b * NV, min((b + 1) * NV, num_items)); else tiles[b].
 template <int NT, int VT, typename Less, typename Value>
 __global__ void __launch_bounds__(NT)
     BlockSortKernel(const typename Less::Key* keys_in, typename Less::Key* keys_out,
                     const Value* values_in, Value* values_out, size_t num_items,
-                    KeyIo<Less> io) {
+                    const SegmentTile* tiles, KeyIo<Less> io) {
   using Key = typename Less::Key;
   constexpr int NV = NT * VT;
   __shared__ TileStorage<Key, NV> s;
   const Less& less = io.less;
-  const size_t tile_begin = static_cast<size_t>(blockIdx.x) * NV;
-  const int count = static_cast<int>(num_items - tile_begin < NV ? num_items - tile_begin : NV);
+  size_t tile_begin;
+  int count;
+  if (tiles == nullptr) {
+    tile_begin = static_cast<size_t>(blockIdx.x) * NV;
+    count = static_cast<int>(num_items - tile_begin < NV ? num_items - tile_begin : NV);
+  } else {
+    tile_begin = tiles[blockIdx.x].begin;
+    count = static_cast<int>(tiles[blockIdx.x].count);
+  }
 
   // Coalesced load, then each thread takes VT consecutive keys.
   Uniform(io.encode, [&](auto encode) {
@@ -396,6 +411,21 @@ __global__ void __launch_bounds__(NT)
         s, k, slot, count, keys_out + out_begin, values_out + out_begin, io, [&](int p) {
           return p < a_count ? values_in[a0 + p] : values_in[b0 + (p - a_count)];
         });
+  }
+}
+
+// After a segmented argsort (positions absolute, in `positions`): values
+// gathered by position (when values_out is set) and positions made local
+// to their segment. One block per tile of the blocksort's tile list (the
+// sorted output of a segment occupies the segment's own range).
+template <typename Value>
+__global__ void FinishSegmentTilesKernel(const SegmentTile* tiles, uint32_t* positions,
+                                         const Value* values_in, Value* values_out) {
+  const SegmentTile t = tiles[blockIdx.x];
+  for (uint32_t i = threadIdx.x; i < t.count; i += blockDim.x) {
+    const uint32_t pos = positions[t.begin + i];
+    if (values_out != nullptr) values_out[t.begin + i] = values_in[pos];
+    positions[t.begin + i] = pos - t.segment_begin;
   }
 }
 

@@ -47,6 +47,37 @@ struct MergeSortProblem {
 cudaError_t MergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
                       const MergeSortProblem& problem, cudaStream_t stream);
 
+// Independent segments of one array, each sorted on its own by the merge
+// sort, all in the same launches: a blocksort over tiles that never
+// straddle segments, then merge passes that pair runs only within a
+// segment (segments with fewer tiles are copied through the later passes).
+// The segmented sort's path for segments longer than its shared-memory
+// bins. Keys outside the listed segments are not touched.
+struct SegmentedMergeProblem {
+  RadixKeyType key_type = RadixKeyType::kUint32;
+  bool descending = false;
+  // Segment s is keys [h_begins[s], h_ends[s]) (host arrays); segments do
+  // not overlap; ends are < 2^32.
+  int num_segments = 0;
+  const uint32_t* h_begins = nullptr;
+  const uint32_t* h_ends = nullptr;
+  const void* d_keys_in = nullptr;  // not modified
+  void* d_keys_out = nullptr;
+  int value_bytes = 0;  // 0, 4 or 8
+  const void* d_values_in = nullptr;
+  void* d_values_out = nullptr;
+  // Optional: the permutation, local to each segment (the i-th sorted key
+  // of segment s came from h_begins[s] + d_indices_out[h_begins[s] + i]).
+  uint32_t* d_indices_out = nullptr;
+};
+
+// Sizes temp storage (d_temp_storage == nullptr: reads the segments, the
+// key type and value_bytes; not the device pointers, so the size holds
+// with or without d_indices_out) or sorts. Same order and stability as
+// MergeSort.
+cudaError_t SegmentedMergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
+                               const SegmentedMergeProblem& problem, cudaStream_t stream);
+
 // Sorted runs stored back to back, merged into one sorted array.
 struct MergeRunsProblem {
   RadixKeyType key_type = RadixKeyType::kUint32;

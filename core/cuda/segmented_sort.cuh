@@ -48,18 +48,20 @@ struct SegmentedSortProblem {
 struct SegmentedSortStats {
   int launches = 0;          // kernels launched (binning + one per bin)
   int large_segments = 0;    // segments longer than the largest block bin,
-                             // each sorted by the radix core
+                             // sorted together by the merge sort
 };
 
 // The longest segment the shared-memory bins sort for this key width;
-// longer segments go to the OneSweep radix core one by one.
+// longer segments are sorted together by the merge sort
+// (SegmentedMergeSort: a blocksort over segment-aligned tiles, then merge
+// passes within segments), a few launches for all of them.
 size_t SegmentedBlockCapacity(RadixKeyType key_type);
 
 // Sizes temp storage (d_temp_storage == nullptr) or sorts. Stable, both
 // directions, the sortd order for every key type (floats: -0.0 < +0.0,
 // NaNs after +inf in input order with payloads unchanged; descending is
 // the exact reverse of ascending for distinct keys). Sizing reads
-// h_offsets (the large segments decide the radix core's temp storage).
+// h_offsets (the large segments decide the merge sort's temp storage).
 cudaError_t SegmentedSort(void* d_temp_storage, size_t& temp_storage_bytes,
                           const SegmentedSortProblem& problem, cudaStream_t stream,
                           SegmentedSortStats* stats = nullptr);

@@ -1,6 +1,6 @@
 // GPU segmented sort against the host reference, segment by segment: every
 // key type and order, keys with positions and with 4-/8-byte values, segment
-// counts 1..100k, lengths 0..64k (every bin, its edges, and the radix-core
+// counts 1..100k, lengths 0..64k (every bin, its edges, and the merge-sort
 // path for segments past the largest bin), mixes, float specials, narrow
 // ranges (stability: values and positions are input positions). Skips
 // without a GPU.
@@ -93,7 +93,7 @@ void CheckSegmented(const std::vector<T>& keys, const std::vector<uint32_t>& off
 }
 
 // Lengths covering every bin and its edges for this key width, plus
-// segments past the largest bin (radix core).
+// segments past the largest bin (merge sort: 3 * cap + 17 takes 3 passes).
 std::vector<uint32_t> EdgeLengths(RadixKeyType type) {
   const uint32_t cap = static_cast<uint32_t>(SegmentedBlockCapacity(type));
   std::vector<uint32_t> lengths = {0, 1, 2, 3, 31, 32, 33};
@@ -240,6 +240,41 @@ TEST(SegmentedSort, LengthBoundsWithoutHostOffsets) {
   ASSERT_EQ(cudaMemcpy(pos.data(), d_pos.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   for (size_t s = 0; s < lengths.size(); ++s) {
     const std::vector<float> segment(keys.begin() + offsets[s], keys.begin() + offsets[s + 1]);
+    const std::vector<uint64_t> order = ReferenceOrder(segment, false);
+    for (size_t i = 0; i < order.size(); ++i) {
+      ASSERT_EQ(pos[offsets[s] + i], order[i]) << "segment " << s << " at " << i;
+    }
+  }
+}
+
+// Callers (the GPU worker) size temp storage before they know where the
+// outputs go: the size must hold once d_indices_out is set, also for the
+// segments past the bins (the merge sort needs position scratch then).
+TEST(SegmentedSort, SizeTakenWithoutOutputPointersHoldsForPositions) {
+  SKIP_WITHOUT_GPU();
+  const uint32_t cap = static_cast<uint32_t>(SegmentedBlockCapacity(RadixKeyType::kUint64));
+  const std::vector<uint32_t> lengths = {5, 4 * cap + 9, 100, cap + 1};
+  const std::vector<uint32_t> offsets = OffsetsOf(lengths);
+  const auto keys = Random<int64_t>(offsets.back(), 12, /*range_bits=*/10);
+  const size_t n = keys.size();
+  SegmentedSortProblem p;
+  p.key_type = RadixKeyType::kInt64;
+  p.num_segments = static_cast<int>(lengths.size());
+  p.h_offsets = offsets.data();
+  size_t bytes = 0;
+  ASSERT_EQ(SegmentedSort(nullptr, bytes, p, nullptr), cudaSuccess);  // no pointers yet
+  DeviceBuffer d_in(n * 8), d_out(n * 8), d_off(offsets.size() * 4), d_pos(n * 4), temp(bytes);
+  cudaMemcpy(d_in.ptr, keys.data(), n * 8, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_off.ptr, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice);
+  p.d_offsets = static_cast<const uint32_t*>(d_off.ptr);
+  p.d_keys_in = d_in.ptr;
+  p.d_keys_out = d_out.ptr;
+  p.d_indices_out = static_cast<uint32_t*>(d_pos.ptr);
+  ASSERT_EQ(SegmentedSort(temp.ptr, bytes, p, nullptr), cudaSuccess);
+  std::vector<uint32_t> pos(n);
+  ASSERT_EQ(cudaMemcpy(pos.data(), d_pos.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    const std::vector<int64_t> segment(keys.begin() + offsets[s], keys.begin() + offsets[s + 1]);
     const std::vector<uint64_t> order = ReferenceOrder(segment, false);
     for (size_t i = 0; i < order.size(); ++i) {
       ASSERT_EQ(pos[offsets[s] + i], order[i]) << "segment " << s << " at " << i;
