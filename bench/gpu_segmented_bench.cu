@@ -6,7 +6,8 @@
 // values = input positions). Prints a table of Gkeys/s and ratios last.
 //   sortd_gpu_segmented_bench [--repeats=9] [--only=SUBSTRING]
 // --only runs the cases whose "name segments x len" contains SUBSTRING
-// (e.g. --only="u32 keys 1024 x 16384", for nsys/ncu).
+// (e.g. --only="u32 keys 1024 x 16384", for nsys/ncu); --bins_upto=N sends
+// only segments longer than N to the merge sort (bins vs merge sweeps).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,11 +36,12 @@ struct Case {
 struct Result {
   Case c;
   double ours, cub;
+  double ours_call_us;  // host time of our call alone (planning, launches), no sync
   bool match;
 };
 
 template <typename Key>
-Result Run(const Case& c, int repeats, cudaStream_t stream) {
+Result Run(const Case& c, int repeats, uint32_t bins_upto, cudaStream_t stream) {
   const size_t n = static_cast<size_t>(c.segments) * c.length;
   std::vector<uint32_t> offsets(c.segments + 1);
   for (int s = 0; s <= c.segments; ++s) offsets[s] = static_cast<uint32_t>(s) * c.length;
@@ -67,6 +69,7 @@ Result Run(const Case& c, int repeats, cudaStream_t stream) {
   p.value_bytes = c.pairs ? 4 : 0;
   p.d_values_in = c.pairs ? values : nullptr;
   p.d_values_out = c.pairs ? ours_values : nullptr;
+  p.largest_bin_items = bins_upto;
   size_t ours_bytes = 0;
   CHECK(sortd::cuda::SegmentedSort(nullptr, ours_bytes, p, stream));
   void* ours_temp;
@@ -86,9 +89,19 @@ Result Run(const Case& c, int repeats, cudaStream_t stream) {
   void* cub_temp;
   CHECK(cudaMalloc(&cub_temp, cub_bytes));
 
-  Result r{c, 0, 0, false};
+  Result r{c, 0, 0, 0, false};
   r.ours = n / HostTime([&] { CHECK(sortd::cuda::SegmentedSort(ours_temp, ours_bytes, p, stream)); },
                     repeats, stream) / 1e9;
+  {
+    std::vector<double> t;
+    for (int i = 0; i < repeats; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      CHECK(sortd::cuda::SegmentedSort(ours_temp, ours_bytes, p, stream));
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      CHECK(cudaStreamSynchronize(stream));
+    }
+    r.ours_call_us = Median(t) * 1e6;
+  }
   r.cub = n / HostTime([&] { CHECK(cub_sort(cub_temp, cub_bytes)); }, repeats, stream) / 1e9;
 
   r.match = Mismatches(ours_out, cub_out, n * sizeof(Key), stream) == 0 &&
@@ -105,9 +118,11 @@ Result Run(const Case& c, int repeats, cudaStream_t stream) {
 int main(int argc, char** argv) {
   int repeats = 9;
   std::string only;
+  uint32_t bins_upto = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
+    if (std::strncmp(argv[i], "--bins_upto=", 12) == 0) bins_upto = std::atoi(argv[i] + 12);
   }
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -119,14 +134,16 @@ int main(int argc, char** argv) {
       {"u32/u32 pairs", 4, true, 16384, 1024}, {"u32/u32 pairs", 4, true, 1024, 16384},
       {"u64 keys", 8, false, 65536, 64},    {"u64 keys", 8, false, 16384, 1024},
       {"u64 keys", 8, false, 1024, 16384},  {"u64 keys", 8, false, 2048, 8192},
+      {"u64 keys", 8, false, 4096, 4096},   {"u32 keys", 4, false, 8192, 2048},
+      {"u32 keys", 4, false, 6144, 3000},
   };
   std::vector<Result> results;
   for (const Case& c : cases) {
     const std::string label =
         std::string(c.name) + " " + std::to_string(c.segments) + " x " + std::to_string(c.length);
     if (label.find(only) == std::string::npos) continue;
-    results.push_back(c.key_bytes == 4 ? Run<uint32_t>(c, repeats, stream)
-                                       : Run<uint64_t>(c, repeats, stream));
+    results.push_back(c.key_bytes == 4 ? Run<uint32_t>(c, repeats, bins_upto, stream)
+                                       : Run<uint64_t>(c, repeats, bins_upto, stream));
     std::fprintf(stderr, "%s %dx%d done\n", c.name, c.segments, c.length);
   }
   cudaDeviceProp prop;
@@ -135,13 +152,13 @@ int main(int argc, char** argv) {
   cudaRuntimeGetVersion(&runtime);
   std::printf("\nGPU: %s (%d SMs), CUDA runtime %d, host-timed call+sync, median of %d after warm-up\n",
               prop.name, prop.multiProcessorCount, runtime, repeats);
-  std::printf("%-14s %16s %10s %10s %7s %6s\n", "case", "segments x len", "ours G/s", "CUB G/s",
-              "ratio", "match");
+  std::printf("%-14s %16s %10s %10s %7s %6s %8s\n", "case", "segments x len", "ours G/s",
+              "CUB G/s", "ratio", "match", "call us");
   for (const Result& r : results) {
     char shape[32];
     std::snprintf(shape, sizeof(shape), "%d x %d", r.c.segments, r.c.length);
-    std::printf("%-14s %16s %10.2f %10.2f %6.2fx %6s\n", r.c.name, shape, r.ours, r.cub,
-                r.ours / r.cub, r.match ? "yes" : "NO");
+    std::printf("%-14s %16s %10.2f %10.2f %6.2fx %6s %8.0f\n", r.c.name, shape, r.ours, r.cub,
+                r.ours / r.cub, r.match ? "yes" : "NO", r.ours_call_us);
   }
   return 0;
 }

@@ -159,34 +159,50 @@ __device__ __forceinline__ void StoreTile(TileStorage<typename Less::Key, NT * V
   });
 }
 
-// A blocksort tile of a segmented sort: `count` (<= the tile size) keys
-// from `begin`, inside the segment that starts at `segment_begin` (tiles
-// never straddle segments).
-struct SegmentTile {
-  uint32_t begin, count, segment_begin, unused;
+// A segment of a segmented merge sort: keys [begin, end), cut into tiles
+// of the tile size from `begin` (the last one partial); its tiles are
+// first_tile .. first_tile + ceil((end - begin) / tile) - 1 in every
+// kernel, the blocksort and each merge pass alike (a pass merges pairs of
+// runs inside the segment, so a segment has the same tiles in each).
+struct SegmentSpan {
+  uint32_t first_tile, begin, end, unused;
 };
 
+// The segment holding `tile` (the last one whose first_tile <= tile).
+__device__ __forceinline__ SegmentSpan FindSegment(const SegmentSpan* segments,
+                                                   int num_segments, uint32_t tile) {
+  int lo = 0, hi = num_segments - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (segments[mid].first_tile <= tile) lo = mid; else hi = mid - 1;
+  }
+  return segments[lo];
+}
+
 // values_in == nullptr with a 32-bit Value generates positions (argsort):
-// the value of key i is its index in the whole input. tiles == nullptr:
-// tile b is keys [b * NV, min((b + 1) * NV, num_items)); else tiles[b].
+// the value of key i is its index in the whole input. segments == nullptr:
+// tile b is keys [b * NV, min((b + 1) * NV, num_items)); else the tile b
+// of the segment that holds it.
 template <int NT, int VT, typename Less, typename Value>
 __global__ void __launch_bounds__(NT)
     BlockSortKernel(const typename Less::Key* keys_in, typename Less::Key* keys_out,
                     const Value* values_in, Value* values_out, size_t num_items,
-                    const SegmentTile* tiles, KeyIo<Less> io) {
+                    const SegmentSpan* segments, int num_segments, KeyIo<Less> io) {
   using Key = typename Less::Key;
   constexpr int NV = NT * VT;
   __shared__ TileStorage<Key, NV> s;
   const Less& less = io.less;
   size_t tile_begin;
   int count;
-  if (tiles == nullptr) {
+  size_t end = num_items;
+  if (segments == nullptr) {
     tile_begin = static_cast<size_t>(blockIdx.x) * NV;
-    count = static_cast<int>(num_items - tile_begin < NV ? num_items - tile_begin : NV);
   } else {
-    tile_begin = tiles[blockIdx.x].begin;
-    count = static_cast<int>(tiles[blockIdx.x].count);
+    const SegmentSpan seg = FindSegment(segments, num_segments, blockIdx.x);
+    tile_begin = seg.begin + static_cast<size_t>(blockIdx.x - seg.first_tile) * NV;
+    end = seg.end;
   }
+  count = static_cast<int>(end - tile_begin < NV ? end - tile_begin : NV);
 
   // Coalesced load, then each thread takes VT consecutive keys.
   Uniform(io.encode, [&](auto encode) {
@@ -291,16 +307,27 @@ struct PassGeometry {
   int log2_run_tiles = 0;          // uniform mode
   const RunPair* pairs = nullptr;  // list mode (log2_run_tiles ignored)
   int num_pairs = 0;
+  // Segmented mode: uniform runs inside each segment (a segment of fewer
+  // than 2 runs is one pair with an empty second run: copied).
+  const SegmentSpan* segments = nullptr;
+  int num_segments = 0;
   int tile_items = 0;
 
   __device__ __forceinline__ TileSpan Span(uint32_t tile) const {
     TileSpan t;
     if (pairs == nullptr) {
+      size_t base = 0, end = num_items;
+      if (segments != nullptr) {
+        const SegmentSpan seg = FindSegment(segments, num_segments, tile);
+        base = seg.begin;
+        end = seg.end;
+        tile -= seg.first_tile;
+      }
       const size_t width = static_cast<size_t>(tile_items) << log2_run_tiles;
       const uint32_t pair = tile >> (log2_run_tiles + 1);
-      t.pair_begin = static_cast<size_t>(pair) * 2 * width;
-      t.a_end = MinSize(t.pair_begin + width, num_items);
-      t.b_end = MinSize(t.pair_begin + 2 * width, num_items);
+      t.pair_begin = base + static_cast<size_t>(pair) * 2 * width;
+      t.a_end = MinSize(t.pair_begin + width, end);
+      t.b_end = MinSize(t.pair_begin + 2 * width, end);
       t.diag_begin = static_cast<size_t>(tile - (pair << (log2_run_tiles + 1))) * tile_items;
     } else {
       int lo = 0, hi = num_pairs - 1;  // last pair with first_tile <= tile
@@ -416,16 +443,19 @@ __global__ void __launch_bounds__(NT)
 
 // After a segmented argsort (positions absolute, in `positions`): values
 // gathered by position (when values_out is set) and positions made local
-// to their segment. One block per tile of the blocksort's tile list (the
-// sorted output of a segment occupies the segment's own range).
+// to their segment. One block per tile of the segments (the sorted output
+// of a segment occupies the segment's own range).
 template <typename Value>
-__global__ void FinishSegmentTilesKernel(const SegmentTile* tiles, uint32_t* positions,
+__global__ void FinishSegmentTilesKernel(const SegmentSpan* segments, int num_segments,
+                                         int tile_items, uint32_t* positions,
                                          const Value* values_in, Value* values_out) {
-  const SegmentTile t = tiles[blockIdx.x];
-  for (uint32_t i = threadIdx.x; i < t.count; i += blockDim.x) {
-    const uint32_t pos = positions[t.begin + i];
-    if (values_out != nullptr) values_out[t.begin + i] = values_in[pos];
-    positions[t.begin + i] = pos - t.segment_begin;
+  const SegmentSpan seg = FindSegment(segments, num_segments, blockIdx.x);
+  const uint32_t begin = seg.begin + (blockIdx.x - seg.first_tile) * tile_items;
+  const uint32_t end = min(begin + static_cast<uint32_t>(tile_items), seg.end);
+  for (uint32_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const uint32_t pos = positions[i];
+    if (values_out != nullptr) values_out[i] = values_in[pos];
+    positions[i] = pos - seg.begin;
   }
 }
 

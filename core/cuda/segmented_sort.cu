@@ -73,6 +73,12 @@ std::vector<Bin> BinsFor() {
   return bins;
 }
 
+// Longer segments go to the merge sort by default. Measured on the H200
+// (docs/benchmarks.md, "Segmented sort"): the merge sort's 4864-key
+// (u32) / 2816-key (u64) blocksort tiles beat the 4096/8192-key bitonic
+// block bins once segments fill most of a tile.
+constexpr uint32_t kDefaultLargestBin = 2048;
+
 template <typename Word>
 const std::vector<Bin>& Bins() {
   static const std::vector<Bin> bins = BinsFor<Word>();
@@ -102,7 +108,12 @@ template <typename Word>
 cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortProblem& p,
                           cudaStream_t stream, SegmentedSortStats* stats) {
   const std::vector<Bin>& bins = Bins<Word>();
-  const int num_bins = static_cast<int>(bins.size());
+  int num_bins = 0;  // the bins in use: up to the largest allowed
+  while (num_bins < static_cast<int>(bins.size()) &&
+         bins[num_bins].max_len <= (p.largest_bin_items != 0 ? p.largest_bin_items
+                                                              : kDefaultLargestBin)) {
+    ++num_bins;
+  }
   // Upper bounds of the segments per bin (exact when the host scans).
   std::vector<uint32_t> counts(num_bins, 0);
   std::vector<uint32_t> large_begins, large_ends;
@@ -111,7 +122,8 @@ cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortP
     while (b < num_bins && len > bins[b].max_len) ++b;
     return b;
   };
-  if (p.max_segment_items > 0 && p.max_segment_items <= bins.back().max_len) {
+  if (p.max_segment_items > 0 && num_bins > 0 &&
+      p.max_segment_items <= bins[num_bins - 1].max_len) {
     // Bounds given: every bin that may hold a segment gets the whole count
     // as its bound; no host pass over the offsets.
     for (int b = bin_of(p.min_segment_items); b <= bin_of(p.max_segment_items); ++b) {
@@ -211,8 +223,8 @@ cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortP
 }  // namespace
 
 size_t SegmentedBlockCapacity(RadixKeyType key_type) {
-  return RadixKeyBytes(key_type) == 4 ? Bins<uint32_t>().back().max_len
-                                      : Bins<uint64_t>().back().max_len;
+  (void)key_type;  // the same for both key widths
+  return kDefaultLargestBin;
 }
 
 cudaError_t SegmentedSort(void* d_temp_storage, size_t& temp_storage_bytes,

@@ -42,6 +42,9 @@ struct SegmentedSortProblem {
   // Optional: receives the permutation, local to each segment (the i-th
   // sorted key of segment s came from position offsets[s] + indices[i]).
   uint32_t* d_indices_out = nullptr;
+  // Tuning (benchmarks): segments longer than this go to the merge sort
+  // instead of the shared-memory bins; 0 = SegmentedBlockCapacity.
+  uint32_t largest_bin_items = 0;
 };
 
 // What a segmented sort launched (for tests and benchmarks).
