@@ -59,9 +59,6 @@ ABSL_FLAG(uint64_t, max_cpu_batch_keys, uint64_t{1} << 16,
           "a CPU batch launches once it holds this many keys");
 ABSL_FLAG(int64_t, max_batch_delay_us, 100,
           "a batch launches when its oldest request has waited this long (microseconds)");
-ABSL_FLAG(uint64_t, batch_completions_per_task, 16,
-          "a finished batch's responses are completed on the CPU pool in tasks of this many "
-          "requests, in parallel; 0 = all on the thread that ran the batch");
 ABSL_FLAG(uint64_t, max_batch_queue, 65536,
           "small requests waiting for a batch; past it, RESOURCE_EXHAUSTED");
 ABSL_FLAG(bool, diagnostics, false,
@@ -155,7 +152,6 @@ int main(int argc, char** argv) {
   options.batching.max_cpu_batch_keys = absl::GetFlag(FLAGS_max_cpu_batch_keys);
   options.batching.max_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_batch_delay_us));
   options.batching.max_queued_requests = absl::GetFlag(FLAGS_max_batch_queue);
-  options.batching.completions_per_task = absl::GetFlag(FLAGS_batch_completions_per_task);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);

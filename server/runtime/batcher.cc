@@ -5,7 +5,6 @@
 #include "server/runtime/batcher.h"
 
 #include <algorithm>
-#include <atomic>
 #include <limits>
 #include <utility>
 
@@ -13,13 +12,6 @@
 #include "server/metrics/metrics.h"
 
 namespace sortd {
-namespace {
-
-double Seconds(Batcher::Clock::time_point from, Batcher::Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-}  // namespace
 
 Batcher::Batcher(const BatcherOptions& options, Dispatcher* dispatcher, WorkPool* cpu_pool,
                  WorkPool* gpu_pool, ServiceMetrics* metrics)
@@ -136,61 +128,33 @@ void Batcher::Launch(std::vector<Waiting> batch) {
 }
 
 void Batcher::Execute(std::vector<Waiting> batch, Clock::time_point launched) {
+  auto seconds = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
   std::vector<Waiting> live;
   live.reserve(batch.size());
   for (Waiting& w : batch) {
     if (w.request.cancelled && w.request.cancelled()) {
       w.request.done(absl::CancelledError("request cancelled or deadline exceeded before its batch ran"),
-                     EngineKind::kCpu, Seconds(w.enqueued, launched), 0);
+                     EngineKind::kCpu, seconds(w.enqueued, launched), 0);
     } else {
       live.push_back(std::move(w));
     }
   }
-  if (live.empty()) {
-    BatchDone();
-    return;
+  if (!live.empty()) {
+    std::vector<BatchItem> items(live.size());
+    for (size_t i = 0; i < live.size(); ++i) {
+      const Request& r = live[i].request;
+      items[i] = BatchItem{r.keys_in, r.keys_out, r.size, r.indices};
+    }
+    const Request& first = live.front().request;
+    absl::StatusOr<EngineKind> engine = dispatcher_->SortBatch(first.type, first.order, items);
+    if (engine.ok() && metrics_ != nullptr) metrics_->RecordBatch(*engine, live.size());
+    for (Waiting& w : live) {
+      w.request.done(engine.status(), engine.ok() ? *engine : EngineKind::kCpu,
+                     seconds(w.enqueued, launched), live.size());
+    }
   }
-  std::vector<BatchItem> items(live.size());
-  for (size_t i = 0; i < live.size(); ++i) {
-    const Request& r = live[i].request;
-    items[i] = BatchItem{r.keys_in, r.keys_out, r.size, r.indices};
-  }
-  const Request& first = live.front().request;
-  absl::StatusOr<EngineKind> engine = dispatcher_->SortBatch(first.type, first.order, items);
-  if (engine.ok() && metrics_ != nullptr) metrics_->RecordBatch(*engine, live.size());
-  Outcome outcome{engine.status(), engine.ok() ? *engine : EngineKind::kCpu, launched,
-                  live.size()};
-  // Completing a request (metrics, serialising its response, starting its
-  // write) costs microseconds of CPU; the thread that ran the batch
-  // completing all of it in turn kept its next batch waiting. Completions
-  // are spread over the CPU pool in chunks instead (docs/architecture.md,
-  // "Batching").
-  const size_t chunk = options_.completions_per_task;
-  if (chunk == 0 || live.size() <= chunk) {
-    Complete(live.data(), live.size(), outcome);
-    BatchDone();
-    return;
-  }
-  auto shared = std::make_shared<std::vector<Waiting>>(std::move(live));
-  const size_t tasks = (shared->size() + chunk - 1) / chunk;
-  auto remaining = std::make_shared<std::atomic<size_t>>(tasks);
-  auto run_task = [this, shared, remaining, outcome, chunk](size_t t) {
-    const size_t begin = t * chunk;
-    Complete(shared->data() + begin, std::min(chunk, shared->size() - begin), outcome);
-    if (remaining->fetch_sub(1) == 1) BatchDone();
-  };
-  for (size_t t = 1; t < tasks; ++t) cpu_pool_->Submit([run_task, t] { run_task(t); });
-  run_task(0);
-}
-
-void Batcher::Complete(Waiting* requests, size_t count, const Outcome& outcome) {
-  for (size_t i = 0; i < count; ++i) {
-    requests[i].request.done(outcome.status, outcome.engine,
-                             Seconds(requests[i].enqueued, outcome.launched), outcome.batch_size);
-  }
-}
-
-void Batcher::BatchDone() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     --running_;

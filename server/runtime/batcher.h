@@ -40,10 +40,6 @@ struct BatcherOptions {
   absl::Duration max_delay = absl::Microseconds(100);
   // Requests waiting in all queues together; past it, RESOURCE_EXHAUSTED.
   size_t max_queued_requests = 65536;
-  // A batch's requests are completed (responses written) on the CPU pool
-  // in tasks of this many, in parallel; 0: all by the thread that ran the
-  // batch.
-  size_t completions_per_task = 16;
 };
 
 class Batcher {
@@ -100,17 +96,7 @@ class Batcher {
   void Run();
   // Hands a batch to a pool (called without mu_).
   void Launch(std::vector<Waiting> batch);
-  // Sorts a batch and completes its requests (spread over the CPU pool);
-  // the batch counts as running until the last is done.
   void Execute(std::vector<Waiting> batch, Clock::time_point launched);
-  struct Outcome {
-    absl::Status status;
-    EngineKind engine;
-    Clock::time_point launched;
-    size_t batch_size;
-  };
-  void Complete(Waiting* requests, size_t count, const Outcome& outcome);
-  void BatchDone();
 
   const BatcherOptions options_;
   Dispatcher* dispatcher_;

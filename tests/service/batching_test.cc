@@ -151,9 +151,8 @@ TEST(BatchingTest, ConcurrentRequestsOfOneKindShareALaunch) {
   EXPECT_LE(launches, kRounds * 4) << page;  // 48 requests, at most 12 launches
 }
 
-// 600 requests on one stream, batched (<= 500 keys) or not, every id
-// answered once with its own keys.
-void CheckStreamAnswersEveryId(ServerOptions options) {
+TEST(BatchingTest, SortStreamAnswersEveryIdBatchedOrNot) {
+  ServerOptions options = BatchingOptions(absl::Microseconds(200));
   options.batching.max_request_keys = 500;  // larger requests take the pool path
   auto server = StartServer(options);
   ASSERT_NE(server, nullptr);
@@ -188,21 +187,6 @@ void CheckStreamAnswersEveryId(ServerOptions options) {
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_EQ(seen.size(), static_cast<size_t>(kRequests));
   for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id;
-}
-
-TEST(BatchingTest, SortStreamAnswersEveryIdBatchedOrNot) {
-  CheckStreamAnswersEveryId(BatchingOptions(absl::Microseconds(200)));
-}
-
-// Completions spread over the pool one request per task (the most
-// interleaving), and all on the batch's own thread.
-TEST(BatchingTest, SortStreamAnswersEveryIdWhateverTheCompletionSpread) {
-  for (size_t per_task : {size_t{1}, size_t{0}}) {
-    SCOPED_TRACE(::testing::Message() << "completions_per_task=" << per_task);
-    ServerOptions options = BatchingOptions(absl::Milliseconds(1));
-    options.batching.completions_per_task = per_task;
-    CheckStreamAnswersEveryId(options);
-  }
 }
 
 TEST(BatchingTest, FullBatchLaunchesBeforeItsDelay) {
