@@ -30,7 +30,7 @@ struct GpuWorkerOptions {
   // Threads waiting for this GPU sleep (blocking-sync events) instead of
   // spinning on a core. Spinning is the default: on the 16-core H200 host
   // it served 1024-key SortStream batches 1.12x faster than sleeping
-  // (docs/benchmarks.md, "GPU wait mode"); sleeping frees the cores on a
+  // (docs/benchmarks.md, "Batching in the service"); sleeping frees the cores on a
   // host where the CPU is the scarce part.
   bool blocking_wait = false;
 };

@@ -192,17 +192,14 @@ __global__ void __launch_bounds__(NT)
   constexpr int NV = NT * VT;
   __shared__ TileStorage<Key, NV> s;
   const Less& less = io.less;
-  size_t tile_begin;
-  int count;
+  size_t tile_begin = static_cast<size_t>(blockIdx.x) * NV;
   size_t end = num_items;
-  if (segments == nullptr) {
-    tile_begin = static_cast<size_t>(blockIdx.x) * NV;
-  } else {
+  if (segments != nullptr) {
     const SegmentSpan seg = FindSegment(segments, num_segments, blockIdx.x);
     tile_begin = seg.begin + static_cast<size_t>(blockIdx.x - seg.first_tile) * NV;
     end = seg.end;
   }
-  count = static_cast<int>(end - tile_begin < NV ? end - tile_begin : NV);
+  const int count = static_cast<int>(end - tile_begin < NV ? end - tile_begin : NV);
 
   // Coalesced load, then each thread takes VT consecutive keys.
   Uniform(io.encode, [&](auto encode) {

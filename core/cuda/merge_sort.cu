@@ -535,6 +535,21 @@ cudaError_t SegmentedValues(void* d_temp, size_t& temp_bytes, const SegmentedMer
   }
 }
 
+// Calls fn(Word{}, std::bool_constant<kFloat>{}) for the sort word of a
+// numeric key type: every entry point instantiates the same six cases.
+template <typename Fn>
+cudaError_t ByKeyWord(RadixKeyType type, Fn fn) {
+  switch (type) {
+    case RadixKeyType::kUint32:
+    case RadixKeyType::kInt32: return fn(uint32_t{}, std::false_type{});
+    case RadixKeyType::kFloat32: return fn(uint32_t{}, std::true_type{});
+    case RadixKeyType::kUint64:
+    case RadixKeyType::kInt64: return fn(uint64_t{}, std::false_type{});
+    case RadixKeyType::kFloat64: return fn(uint64_t{}, std::true_type{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
 
 cudaError_t SegmentedMergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
@@ -544,17 +559,10 @@ cudaError_t SegmentedMergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
       (problem.value_bytes != 0 && problem.value_bytes != 4 && problem.value_bytes != 8)) {
     return cudaErrorInvalidValue;
   }
-  void* t = d_temp_storage;
-  size_t& b = temp_storage_bytes;
-  switch (problem.key_type) {
-    case RadixKeyType::kUint32:
-    case RadixKeyType::kInt32: return SegmentedValues<uint32_t, false>(t, b, problem, stream);
-    case RadixKeyType::kFloat32: return SegmentedValues<uint32_t, true>(t, b, problem, stream);
-    case RadixKeyType::kUint64:
-    case RadixKeyType::kInt64: return SegmentedValues<uint64_t, false>(t, b, problem, stream);
-    case RadixKeyType::kFloat64: return SegmentedValues<uint64_t, true>(t, b, problem, stream);
-  }
-  return cudaErrorInvalidValue;
+  return ByKeyWord(problem.key_type, [&](auto word, auto is_float) {
+    return SegmentedValues<decltype(word), decltype(is_float)::value>(d_temp_storage, temp_storage_bytes,
+                                                          problem, stream);
+  });
 }
 
 size_t MergeSortTileItems(int key_bytes) {
@@ -569,33 +577,19 @@ cudaError_t MergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
       (problem.value_bytes != 0 || problem.num_items >= (uint64_t{1} << 32))) {
     return cudaErrorInvalidValue;
   }
-  void* t = d_temp_storage;
-  size_t& b = temp_storage_bytes;
-  switch (problem.key_type) {
-    case RadixKeyType::kUint32:
-    case RadixKeyType::kInt32: return SortNumericValues<uint32_t, false>(t, b, problem, stream);
-    case RadixKeyType::kFloat32: return SortNumericValues<uint32_t, true>(t, b, problem, stream);
-    case RadixKeyType::kUint64:
-    case RadixKeyType::kInt64: return SortNumericValues<uint64_t, false>(t, b, problem, stream);
-    case RadixKeyType::kFloat64: return SortNumericValues<uint64_t, true>(t, b, problem, stream);
-  }
-  return cudaErrorInvalidValue;
+  return ByKeyWord(problem.key_type, [&](auto word, auto is_float) {
+    return SortNumericValues<decltype(word), decltype(is_float)::value>(d_temp_storage, temp_storage_bytes,
+                                                          problem, stream);
+  });
 }
 
 cudaError_t MergeSortedRuns(void* d_temp_storage, size_t& temp_storage_bytes,
                             const MergeRunsProblem& problem, cudaStream_t stream) {
   if (problem.num_runs < 1 || problem.h_run_offsets == nullptr) return cudaErrorInvalidValue;
-  void* t = d_temp_storage;
-  size_t& b = temp_storage_bytes;
-  switch (problem.key_type) {
-    case RadixKeyType::kUint32:
-    case RadixKeyType::kInt32: return MergeRunsValues<uint32_t, false>(t, b, problem, stream);
-    case RadixKeyType::kFloat32: return MergeRunsValues<uint32_t, true>(t, b, problem, stream);
-    case RadixKeyType::kUint64:
-    case RadixKeyType::kInt64: return MergeRunsValues<uint64_t, false>(t, b, problem, stream);
-    case RadixKeyType::kFloat64: return MergeRunsValues<uint64_t, true>(t, b, problem, stream);
-  }
-  return cudaErrorInvalidValue;
+  return ByKeyWord(problem.key_type, [&](auto word, auto is_float) {
+    return MergeRunsValues<decltype(word), decltype(is_float)::value>(d_temp_storage, temp_storage_bytes,
+                                                          problem, stream);
+  });
 }
 
 cudaError_t ArgsortBytes(void* d_temp_storage, size_t& temp_storage_bytes,

@@ -54,7 +54,8 @@ struct SegmentedSortStats {
                              // sorted together by the merge sort
 };
 
-// The longest segment the shared-memory bins sort for this key width;
+// The longest segment the shared-memory bins sort (the same for both key
+// widths);
 // longer segments are sorted together by the merge sort
 // (SegmentedMergeSort: a blocksort over segment-aligned tiles, then merge
 // passes within segments), a few launches for all of them.

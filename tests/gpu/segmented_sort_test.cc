@@ -92,6 +92,23 @@ void CheckSegmented(const std::vector<T>& keys, const std::vector<uint32_t>& off
   EXPECT_EQ(bad_segments, 0);
 }
 
+// The segment-local positions at d_positions (device) against the stable
+// ascending host reference of each segment.
+template <typename T>
+void ExpectAscendingPositions(const std::vector<T>& keys, const std::vector<uint32_t>& offsets,
+                              const void* d_positions) {
+  std::vector<uint32_t> pos(keys.size());
+  ASSERT_EQ(cudaMemcpy(pos.data(), d_positions, keys.size() * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    const std::vector<T> segment(keys.begin() + offsets[s], keys.begin() + offsets[s + 1]);
+    const std::vector<uint64_t> order = ReferenceOrder(segment, false);
+    for (size_t i = 0; i < order.size(); ++i) {
+      ASSERT_EQ(pos[offsets[s] + i], order[i]) << "segment " << s << " at " << i;
+    }
+  }
+}
+
 // Lengths covering every bin and its edges for this key width, plus
 // segments past the largest bin (merge sort: 3 * cap + 17 takes 3 passes).
 std::vector<uint32_t> EdgeLengths(RadixKeyType type) {
@@ -237,15 +254,7 @@ TEST(SegmentedSort, LengthBoundsWithoutHostOffsets) {
   ASSERT_EQ(SegmentedSort(nullptr, bytes, p, nullptr), cudaSuccess);
   DeviceBuffer temp(bytes);
   ASSERT_EQ(SegmentedSort(temp.ptr, bytes, p, nullptr), cudaSuccess);
-  std::vector<uint32_t> pos(n);
-  ASSERT_EQ(cudaMemcpy(pos.data(), d_pos.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (size_t s = 0; s < lengths.size(); ++s) {
-    const std::vector<float> segment(keys.begin() + offsets[s], keys.begin() + offsets[s + 1]);
-    const std::vector<uint64_t> order = ReferenceOrder(segment, false);
-    for (size_t i = 0; i < order.size(); ++i) {
-      ASSERT_EQ(pos[offsets[s] + i], order[i]) << "segment " << s << " at " << i;
-    }
-  }
+  ExpectAscendingPositions(keys, offsets, d_pos.ptr);
 }
 
 // Callers (the GPU worker) size temp storage before they know where the
@@ -272,15 +281,7 @@ TEST(SegmentedSort, SizeTakenWithoutOutputPointersHoldsForPositions) {
   p.d_keys_out = d_out.ptr;
   p.d_indices_out = static_cast<uint32_t*>(d_pos.ptr);
   ASSERT_EQ(SegmentedSort(temp.ptr, bytes, p, nullptr), cudaSuccess);
-  std::vector<uint32_t> pos(n);
-  ASSERT_EQ(cudaMemcpy(pos.data(), d_pos.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (size_t s = 0; s < lengths.size(); ++s) {
-    const std::vector<int64_t> segment(keys.begin() + offsets[s], keys.begin() + offsets[s + 1]);
-    const std::vector<uint64_t> order = ReferenceOrder(segment, false);
-    for (size_t i = 0; i < order.size(); ++i) {
-      ASSERT_EQ(pos[offsets[s] + i], order[i]) << "segment " << s << " at " << i;
-    }
-  }
+  ExpectAscendingPositions(keys, offsets, d_pos.ptr);
 }
 
 TEST(SegmentedSort, RejectsBadValueWidth) {
