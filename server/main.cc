@@ -59,6 +59,9 @@ ABSL_FLAG(uint64_t, max_cpu_batch_keys, uint64_t{1} << 16,
           "a CPU batch launches once it holds this many keys");
 ABSL_FLAG(int64_t, max_batch_delay_us, 100,
           "a batch launches when its oldest request has waited this long (microseconds)");
+ABSL_FLAG(bool, batch_hold_while_busy, true,
+          "while every GPU stream slot (or CPU pool thread) runs a batch, due requests keep "
+          "gathering in their queue and launch as one larger batch when a slot frees");
 ABSL_FLAG(uint64_t, max_batch_queue, 65536,
           "small requests waiting for a batch; past it, RESOURCE_EXHAUSTED");
 ABSL_FLAG(bool, diagnostics, false,
@@ -152,6 +155,7 @@ int main(int argc, char** argv) {
   options.batching.max_cpu_batch_keys = absl::GetFlag(FLAGS_max_cpu_batch_keys);
   options.batching.max_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_batch_delay_us));
   options.batching.max_queued_requests = absl::GetFlag(FLAGS_max_batch_queue);
+  options.batch_hold_while_busy = absl::GetFlag(FLAGS_batch_hold_while_busy);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);

@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   s->options_ = options;
   int threads = options.worker_threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  s->pool_ = std::make_unique<WorkPool>(threads);
+  s->pool_ = std::make_unique<WorkPool>(threads, "sortd-cpu");
 
   uint64_t max_bytes = options.max_inflight_bytes;
   if (max_bytes == 0) max_bytes = std::max<uint64_t>(PhysicalMemoryBytes() / 2, uint64_t{1} << 30);
@@ -132,7 +132,8 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   if (s->dispatcher_->has_gpu()) {
     // Enough threads to keep every slot busy plus as many queued behind it.
     s->gpu_pool_ = std::make_unique<WorkPool>(
-        std::max(2, 2 * s->dispatcher_->gpu_count() * options.dispatcher.gpu.slots_per_gpu));
+        std::max(2, 2 * s->dispatcher_->gpu_count() * options.dispatcher.gpu.slots_per_gpu),
+        "sortd-gpu");
     s->context_->gpu_pool = s->gpu_pool_.get();
   }
   s->context_->admission = s->admission_.get();
@@ -141,6 +142,13 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   if (batch) {
     BatcherOptions batching = options.batching;
     batching.enabled = true;
+    if (options.batch_hold_while_busy) {
+      // A batch holds one GPU stream slot or one CPU pool thread while it
+      // sorts; more would only wait there, unable to take later arrivals.
+      batching.max_running_gpu_batches =
+          s->dispatcher_->gpu_count() * options.dispatcher.gpu.slots_per_gpu;
+      batching.max_running_cpu_batches = s->pool_->threads();
+    }
     s->batcher_ = std::make_unique<Batcher>(batching, s->dispatcher_.get(), s->pool_.get(),
                                             s->gpu_pool_.get(), s->metrics_.get());
     s->context_->batcher = s->batcher_.get();

@@ -63,6 +63,9 @@ struct ServerOptions {
   bool enable_diagnostics = false;
   BatchingMode batching_mode = BatchingMode::kOn;
   BatcherOptions batching;  // `enabled` is decided from batching_mode
+  // Due batches wait in their queue (still growing) while every GPU slot
+  // or CPU pool thread already runs one (BatcherOptions::max_running_*).
+  bool batch_hold_while_busy = true;
 };
 
 class SortdServer {

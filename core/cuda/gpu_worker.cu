@@ -147,9 +147,11 @@ cudaError_t Upload(Slot& s, size_t chunk, void* dev, size_t bytes, Fill fill) {
 }
 
 // Device -> host through the two pinned chunks; consume(staged, offset, len)
-// copies each chunk out while the next one transfers.
+// copies each chunk out while the next one transfers. `*last` becomes the
+// event recorded after the last chunk's copy.
 template <typename Consume>
-cudaError_t Download(Slot& s, size_t chunk, const void* dev, size_t bytes, Consume consume) {
+cudaError_t Download(Slot& s, size_t chunk, const void* dev, size_t bytes, Consume consume,
+                     cudaEvent_t* last) {
   const char* src = static_cast<const char*>(dev);
   const size_t chunks = (bytes + chunk - 1) / chunk;
   auto enqueue = [&](size_t c) {
@@ -157,6 +159,7 @@ cudaError_t Download(Slot& s, size_t chunk, const void* dev, size_t bytes, Consu
     const size_t off = c * chunk;
     cudaError_t err = cudaMemcpyAsync(s.staging[b], src + off, std::min(chunk, bytes - off),
                                       cudaMemcpyDeviceToHost, s.stream);
+    *last = s.chunk_done[b];
     return err == cudaSuccess ? cudaEventRecord(s.chunk_done[b], s.stream) : err;
   };
   for (size_t c = 0; c < std::min<size_t>(chunks, 2); ++c) {
@@ -199,7 +202,8 @@ std::unique_ptr<GpuWorker> GpuWorker::Create(const GpuWorkerOptions& options, st
   state->max_pool_bytes =
       options.max_pool_bytes != 0 ? options.max_pool_bytes : free_bytes / 10 * 8;
   state->slots.resize(state->options.slots);
-  // Every wait of a job is on one of these events (sort_stop, chunk_done).
+  // Every wait of a job is on a chunk_done event (the last download's
+  // also times the transfer back, so these keep timing).
   const unsigned wait_flag = options.blocking_wait ? cudaEventBlockingSync : 0u;
   for (Slot& s : state->slots) {
     if ((err = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -211,7 +215,7 @@ std::unique_ptr<GpuWorker> GpuWorker::Create(const GpuWorkerOptions& options, st
       }
     }
     for (cudaEvent_t& e : s.chunk_done) {
-      if ((err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming | wait_flag)) != cudaSuccess) {
+      if ((err = cudaEventCreateWithFlags(&e, wait_flag)) != cudaSuccess) {
         return fail("cudaEventCreate", err);
       }
     }
@@ -322,13 +326,38 @@ class GpuWorker::Job {
     return report_;
   }
 
-  // Kernel timing from the slot's events (after sort_stop completed).
+  // Device -> host of `bytes` at `dev` through the slot's staging chunks
+  // (Download). The copy is queued behind the sort on the stream, so a job
+  // waits once, for its data, not first for the kernel and then again for
+  // the copy. The output counts as started when the first bytes reach the
+  // caller's arrays: an error before that (the sort's included) leaves them
+  // intact.
+  template <typename Consume>
+  cudaError_t DownloadOutput(const void* dev, size_t bytes, Consume consume) {
+    return Download(
+        *slot_, chunk(), dev, bytes,
+        [&](const void* staged, size_t off, size_t len) {
+          output_started_ = true;
+          const auto start = std::chrono::steady_clock::now();
+          consume(staged, off, len);
+          copy_out_seconds_ += SecondsSince(start);
+        },
+        &last_download_);
+  }
+
+  // Timing from the slot's events, once every download is done: upload,
+  // sort, and back to host memory (the device's transfer span after the
+  // sort plus the host's copies out of staging).
   void RecordTimes() {
-    float upload_ms = 0, sort_ms = 0;
+    float upload_ms = 0, sort_ms = 0, download_ms = 0;
     cudaEventElapsedTime(&upload_ms, slot_->upload_start, slot_->sort_start);
     cudaEventElapsedTime(&sort_ms, slot_->sort_start, slot_->sort_stop);
+    if (last_download_ != nullptr) {
+      cudaEventElapsedTime(&download_ms, slot_->sort_stop, last_download_);
+    }
     report_.h2d_seconds = upload_ms / 1e3;
     report_.kernel_seconds = sort_ms / 1e3;
+    report_.d2h_seconds = download_ms / 1e3 + copy_out_seconds_;
   }
 
  private:
@@ -336,6 +365,8 @@ class GpuWorker::Job {
   Slot* slot_ = nullptr;
   GpuSortReport report_;
   bool output_started_ = false;
+  cudaEvent_t last_download_ = nullptr;
+  double copy_out_seconds_ = 0;
 };
 
 namespace {
@@ -466,32 +497,27 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
                    : RadixSort(base + l.temp, temp_bytes, problem, s.stream);
   if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return run.Fail(err, "sort");
-  run.RecordTimes();
-
-  const auto download_start = std::chrono::steady_clock::now();
-  run.OutputStarted();
   char* keys_out = static_cast<char*>(job.keys);
-  err = Download(s, chunk, base + l.keys_out, n * key_bytes,
-                 [&](const void* staged, size_t off, size_t len) {
-                   std::memcpy(keys_out + off, staged, len);
-                 });
-  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
+  err = run.DownloadOutput(base + l.keys_out, n * key_bytes,
+                           [&](const void* staged, size_t off, size_t len) {
+                             std::memcpy(keys_out + off, staged, len);
+                           });
+  if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
   if (index_bytes == 4) {
-    err = Download(s, chunk, base + l.index_out, n * 4,
-                   [&](const void* staged, size_t off, size_t len) {
-                     const uint32_t* src = static_cast<const uint32_t*>(staged);
-                     uint64_t* dst = job.indices + off / 4;
-                     for (size_t i = 0; i < len / 4; ++i) dst[i] = src[i];
-                   });
+    err = run.DownloadOutput(base + l.index_out, n * 4,
+                             [&](const void* staged, size_t off, size_t len) {
+                               const uint32_t* src = static_cast<const uint32_t*>(staged);
+                               uint64_t* dst = job.indices + off / 4;
+                               for (size_t i = 0; i < len / 4; ++i) dst[i] = src[i];
+                             });
   } else if (index_bytes == 8) {
-    err = Download(s, chunk, base + l.index_out, n * 8,
-                   [&](const void* staged, size_t off, size_t len) {
-                     std::memcpy(reinterpret_cast<char*>(job.indices) + off, staged, len);
-                   });
+    err = run.DownloadOutput(base + l.index_out, n * 8,
+                             [&](const void* staged, size_t off, size_t len) {
+                               std::memcpy(reinterpret_cast<char*>(job.indices) + off, staged, len);
+                             });
   }
   if (err != cudaSuccess) return run.Fail(err, "device to host copy");
-  run.report().d2h_seconds = SecondsSince(download_start);
+  run.RecordTimes();
   return run.report();
 }
 
@@ -626,36 +652,31 @@ GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
   err = SegmentedSort(base + temp_at, temp_bytes, problem, s.stream);
   if (err != cudaSuccess) return run.Fail(err, "segmented sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return run.Fail(err, "segmented sort");
-  run.RecordTimes();
-
-  const auto download_start = std::chrono::steady_clock::now();
-  run.OutputStarted();
   auto scatter = Concat(segments, segment_bytes(key_bytes));
-  err = Download(s, chunk, base + keys_out_at, n * key_bytes,
-                 [&](const void* staged, size_t, size_t len) {
-                   scatter.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
-                     std::memcpy(static_cast<char*>(job.segments[i].keys_out) + within,
-                                 static_cast<const char*>(staged) + at, bytes);
-                   });
-                 });
-  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
+  err = run.DownloadOutput(base + keys_out_at, n * key_bytes,
+                           [&](const void* staged, size_t, size_t len) {
+                             scatter.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
+                               std::memcpy(static_cast<char*>(job.segments[i].keys_out) + within,
+                                           static_cast<const char*>(staged) + at, bytes);
+                             });
+                           });
+  if (err != cudaSuccess) return run.Fail(err, "segmented sort or device to host copy");
   if (want_positions) {
     auto widen = Concat(segments, segment_bytes(4));
-    err = Download(s, chunk, base + positions_at, n * 4,
-                   [&](const void* staged, size_t, size_t len) {
-                     widen.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
-                       const GpuBatchSegment& seg = job.segments[i];
-                       if (seg.indices == nullptr) return;
-                       const uint32_t* src = reinterpret_cast<const uint32_t*>(
-                           static_cast<const char*>(staged) + at);
-                       uint64_t* dst = seg.indices + within / 4;
-                       for (size_t i = 0; i < bytes / 4; ++i) dst[i] = src[i];
-                     });
-                   });
+    err = run.DownloadOutput(base + positions_at, n * 4,
+                             [&](const void* staged, size_t, size_t len) {
+                               widen.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
+                                 const GpuBatchSegment& seg = job.segments[i];
+                                 if (seg.indices == nullptr) return;
+                                 const uint32_t* src = reinterpret_cast<const uint32_t*>(
+                                     static_cast<const char*>(staged) + at);
+                                 uint64_t* dst = seg.indices + within / 4;
+                                 for (size_t i = 0; i < bytes / 4; ++i) dst[i] = src[i];
+                               });
+                             });
     if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   }
-  run.report().d2h_seconds = SecondsSince(download_start);
+  run.RecordTimes();
   return run.report();
 }
 
@@ -839,14 +860,16 @@ GpuSortReport GpuWorker::MergeChunks(const GpuSortJob& job, size_t chunk_items,
       return run.Fail(err, "merging sorted chunks");
     }
     char* dst = out_keys.data() + b * block_items * key_bytes;
-    err = Download(s, run.chunk(), base + keys_out_at, m * key_bytes,
-                   [&](const void* staged, size_t off, size_t len) { std::memcpy(dst + off, staged, len); });
+    err = run.DownloadOutput(base + keys_out_at, m * key_bytes,
+                             [&](const void* staged, size_t off, size_t len) {
+                               std::memcpy(dst + off, staged, len);
+                             });
     if (err == cudaSuccess && indices) {
       char* idst = reinterpret_cast<char*>(out_indices.data() + b * block_items);
-      err = Download(s, run.chunk(), base + values_out_at, m * 8,
-                     [&](const void* staged, size_t off, size_t len) {
-                       std::memcpy(idst + off, staged, len);
-                     });
+      err = run.DownloadOutput(base + values_out_at, m * 8,
+                               [&](const void* staged, size_t off, size_t len) {
+                                 std::memcpy(idst + off, staged, len);
+                               });
     }
     if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   }
@@ -899,19 +922,14 @@ GpuSortReport GpuWorker::ArgsortBytes(const GpuBytesJob& job) {
   err = cuda::ArgsortBytes(base + temp_at, temp_bytes, problem, s.stream);
   if (err != cudaSuccess) return run.Fail(err, "string sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  if ((err = cudaEventSynchronize(s.sort_stop)) != cudaSuccess) return run.Fail(err, "string sort");
+  err = run.DownloadOutput(base + indices_at, n * 4,
+                           [&](const void* staged, size_t off, size_t len) {
+                             const uint32_t* src = static_cast<const uint32_t*>(staged);
+                             uint64_t* dst = job.indices + off / 4;
+                             for (size_t i = 0; i < len / 4; ++i) dst[i] = src[i];
+                           });
+  if (err != cudaSuccess) return run.Fail(err, "string sort or device to host copy");
   run.RecordTimes();
-
-  const auto download_start = std::chrono::steady_clock::now();
-  run.OutputStarted();
-  err = Download(s, run.chunk(), base + indices_at, n * 4,
-                 [&](const void* staged, size_t off, size_t len) {
-                   const uint32_t* src = static_cast<const uint32_t*>(staged);
-                   uint64_t* dst = job.indices + off / 4;
-                   for (size_t i = 0; i < len / 4; ++i) dst[i] = src[i];
-                 });
-  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
-  run.report().d2h_seconds = SecondsSince(download_start);
   return run.report();
 }
 

@@ -4,6 +4,8 @@
 // completed on its own.
 #include "server/runtime/batcher.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <limits>
 #include <utility>
@@ -21,7 +23,10 @@ Batcher::Batcher(const BatcherOptions& options, Dispatcher* dispatcher, WorkPool
       gpu_pool_(gpu_pool),
       metrics_(metrics),
       delay_(std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(options.max_delay))) {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sortd-batcher");
+    Run();
+  });
 }
 
 Batcher::~Batcher() {
@@ -72,44 +77,65 @@ size_t Batcher::BatchCap() const {
   return dispatcher_->BatchesOnGpu() ? options_.max_batch_keys : options_.max_cpu_batch_keys;
 }
 
+int Batcher::RunningLimit() const {
+  return dispatcher_->BatchesOnGpu() ? options_.max_running_gpu_batches
+                                     : options_.max_running_cpu_batches;
+}
+
 void Batcher::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     const Clock::time_point now = Clock::now();
     const size_t cap = BatchCap();
+    const int limit = stopping_ ? 0 : RunningLimit();
     Clock::time_point next = Clock::time_point::max();
-    std::vector<std::vector<Waiting>> due;
+    // Queues with a full or due batch, oldest first, so that a free slot
+    // goes to the request that has waited longest.
+    std::vector<Queue*> ready;
     for (Queue& queue : queues_) {
       if (queue.items.empty()) continue;
       const Clock::time_point deadline = queue.items.front().enqueued + delay_;
       if (stopping_ || queue.keys >= cap || now >= deadline) {
-        // Full batches of at most `cap` keys (a request is never split).
-        std::vector<Waiting> batch;
-        size_t keys = 0;
-        size_t i = 0;
-        for (; i < queue.items.size(); ++i) {
-          const size_t size = queue.items[i].request.size;
-          if (!batch.empty() && keys + size > cap) break;
-          keys += size;
-          batch.push_back(std::move(queue.items[i]));
-        }
-        queue.items.erase(queue.items.begin(), queue.items.begin() + static_cast<std::ptrdiff_t>(i));
-        queue.keys -= keys;
-        queued_ -= batch.size();
-        due.push_back(std::move(batch));
-        if (!queue.items.empty()) next = now;  // look at the rest again
+        ready.push_back(&queue);
       } else {
         next = std::min(next, deadline);
       }
     }
+    std::sort(ready.begin(), ready.end(), [](const Queue* a, const Queue* b) {
+      return a->items.front().enqueued < b->items.front().enqueued;
+    });
+    std::vector<std::vector<Waiting>> due;
+    for (Queue* queue : ready) {
+      // Every slot busy: the rest wait for a batch to leave the engine
+      // (Execute wakes this thread), still collecting arrivals.
+      if (limit > 0 && in_engine_ + static_cast<int>(due.size()) >= limit) {
+        break;
+      }
+      // One batch of at most `cap` keys (a request is never split).
+      std::vector<Waiting> batch;
+      size_t keys = 0;
+      size_t i = 0;
+      for (; i < queue->items.size(); ++i) {
+        const size_t size = queue->items[i].request.size;
+        if (!batch.empty() && keys + size > cap) break;
+        keys += size;
+        batch.push_back(std::move(queue->items[i]));
+      }
+      queue->items.erase(queue->items.begin(), queue->items.begin() + static_cast<std::ptrdiff_t>(i));
+      queue->keys -= keys;
+      queued_ -= batch.size();
+      due.push_back(std::move(batch));
+    }
     if (!due.empty()) {
       running_ += static_cast<int>(due.size());
+      in_engine_ += static_cast<int>(due.size());
       lock.unlock();
       for (std::vector<Waiting>& batch : due) Launch(std::move(batch));
       lock.lock();
-      continue;
+      continue;  // look again: a queue may hold more than one batch
     }
     if (stopping_) return;  // every queue is empty
+    if (!ready.empty()) next = Clock::time_point::max();  // slots full: Execute wakes us
     if (next == Clock::time_point::max()) {
       wake_.wait(lock);
     } else {
@@ -131,6 +157,15 @@ void Batcher::Execute(std::vector<Waiting> batch, Clock::time_point launched) {
   auto seconds = [](Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double>(to - from).count();
   };
+  // The batch has left the engine (or never needed it): its slot is free
+  // for the flush thread's next batch.
+  auto leave_engine = [this] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_engine_;
+    }
+    wake_.notify_one();
+  };
   std::vector<Waiting> live;
   live.reserve(batch.size());
   for (Waiting& w : batch) {
@@ -141,6 +176,7 @@ void Batcher::Execute(std::vector<Waiting> batch, Clock::time_point launched) {
       live.push_back(std::move(w));
     }
   }
+  if (live.empty()) leave_engine();
   if (!live.empty()) {
     std::vector<BatchItem> items(live.size());
     for (size_t i = 0; i < live.size(); ++i) {
@@ -149,6 +185,7 @@ void Batcher::Execute(std::vector<Waiting> batch, Clock::time_point launched) {
     }
     const Request& first = live.front().request;
     absl::StatusOr<EngineKind> engine = dispatcher_->SortBatch(first.type, first.order, items);
+    leave_engine();
     if (engine.ok() && metrics_ != nullptr) metrics_->RecordBatch(*engine, live.size());
     for (Waiting& w : live) {
       w.request.done(engine.status(), engine.ok() ? *engine : EngineKind::kCpu,

@@ -40,6 +40,14 @@ struct BatcherOptions {
   absl::Duration max_delay = absl::Microseconds(100);
   // Requests waiting in all queues together; past it, RESOURCE_EXHAUSTED.
   size_t max_queued_requests = 65536;
+  // Batches inside the engine at once: GPU batches (the GPUs' stream
+  // slots) and CPU batches (the CPU pool's threads); 0 = no limit. While
+  // that many run, due requests keep waiting in their queue, where later
+  // arrivals join them, instead of waiting for a slot as a small batch
+  // that can no longer grow: under load batches grow to what the engine
+  // can take; without load nothing changes.
+  int max_running_gpu_batches = 0;
+  int max_running_cpu_batches = 0;
 };
 
 class Batcher {
@@ -93,6 +101,8 @@ class Batcher {
 
   // Keys at which a queue launches: GPU or CPU batch size.
   size_t BatchCap() const;
+  // Batches the engine that sorts them takes at once (0: no limit).
+  int RunningLimit() const;
   void Run();
   // Hands a batch to a pool (called without mu_).
   void Launch(std::vector<Waiting> batch);
@@ -111,6 +121,7 @@ class Batcher {
   std::array<Queue, kQueues> queues_;  // guarded by mu_
   size_t queued_ = 0;                  // guarded by mu_
   int running_ = 0;                    // batches launched, not done
+  int in_engine_ = 0;                  // launched, engine not yet returned
   bool stopping_ = false;
   std::thread thread_;
 };

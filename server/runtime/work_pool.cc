@@ -2,14 +2,22 @@
 // admission control before Submit, not here.
 #include "server/runtime/work_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 namespace sortd {
 
-WorkPool::WorkPool(int threads) {
+WorkPool::WorkPool(int threads, std::string name) {
   threads = std::max(1, threads);
+  name.resize(std::min<size_t>(name.size(), 15));
   threads_.reserve(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, name] {
+      pthread_setname_np(pthread_self(), name.c_str());
+      Run();
+    });
+  }
 }
 
 WorkPool::~WorkPool() {

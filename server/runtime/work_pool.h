@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -14,7 +15,9 @@ namespace sortd {
 
 class WorkPool {
  public:
-  explicit WorkPool(int threads);
+  // `name` (at most 15 characters, Linux's limit) labels the threads in
+  // top -H, /proc/<pid>/task/*/comm and debuggers.
+  explicit WorkPool(int threads, std::string name = "sortd-pool");
   // Runs every job already submitted, then joins the threads.
   ~WorkPool();
 
