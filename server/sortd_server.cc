@@ -14,6 +14,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/gpu_info.h"
 #include "sortd_build_info.h"  // generated: SORTD_GIT_COMMIT
@@ -212,6 +213,18 @@ void SortdServer::Wait() {
 SortdServer::~SortdServer() {
   Shutdown();
   Wait();
+  if (batcher_ != nullptr) {
+    // Every RPC has finished, so every batch has: what batching cost per
+    // request, for the operator (and scripts/gpu-host/thread_cpu.sh).
+    const Batcher::Stats st = batcher_->stats();
+    if (st.requests > 0) {
+      std::cerr << absl::StrFormat(
+          "sortd: batcher: %u batches, %u requests (%.1f per batch); CPU per request: "
+          "%.2f us in the engine, %.2f us completing\n",
+          st.batches, st.requests, static_cast<double>(st.requests) / st.batches,
+          st.engine_cpu_seconds * 1e6 / st.requests, st.completion_cpu_seconds * 1e6 / st.requests);
+    }
+  }
   batcher_.reset();   // launches what is queued; its batches run on the pools
   gpu_pool_.reset();  // runs any job still queued, then joins
   pool_.reset();

@@ -71,3 +71,4 @@ for method in $METHODS; do
       }' | sort -k2,2
 done
 kill -TERM $P; wait $P
+grep "batcher:" /tmp/thread_cpu_sortd.log

@@ -5,6 +5,7 @@
 #include "server/runtime/batcher.h"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <algorithm>
 #include <limits>
@@ -14,6 +15,17 @@
 #include "server/metrics/metrics.h"
 
 namespace sortd {
+namespace {
+
+// CPU time of the calling thread: what a batch costs the machine, spin
+// waits included, unlike wall time.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
 
 Batcher::Batcher(const BatcherOptions& options, Dispatcher* dispatcher, WorkPool* cpu_pool,
                  WorkPool* gpu_pool, ServiceMetrics* metrics)
@@ -75,6 +87,11 @@ absl::Status Batcher::Enqueue(Request request) {
 
 size_t Batcher::BatchCap() const {
   return dispatcher_->BatchesOnGpu() ? options_.max_batch_keys : options_.max_cpu_batch_keys;
+}
+
+Batcher::Stats Batcher::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
 }
 
 int Batcher::RunningLimit() const {
@@ -184,13 +201,21 @@ void Batcher::Execute(std::vector<Waiting> batch, Clock::time_point launched) {
       items[i] = BatchItem{r.keys_in, r.keys_out, r.size, r.indices};
     }
     const Request& first = live.front().request;
+    const double cpu_start = ThreadCpuSeconds();
     absl::StatusOr<EngineKind> engine = dispatcher_->SortBatch(first.type, first.order, items);
+    const double cpu_sorted = ThreadCpuSeconds();
     leave_engine();
     if (engine.ok() && metrics_ != nullptr) metrics_->RecordBatch(*engine, live.size());
     for (Waiting& w : live) {
       w.request.done(engine.status(), engine.ok() ? *engine : EngineKind::kCpu,
                      seconds(w.enqueued, launched), live.size());
     }
+    const double cpu_done = ThreadCpuSeconds();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.batches;
+    stats_.requests += live.size();
+    stats_.engine_cpu_seconds += cpu_sorted - cpu_start;
+    stats_.completion_cpu_seconds += cpu_done - cpu_sorted;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -10,6 +10,7 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <mutex>
@@ -86,6 +87,18 @@ class Batcher {
 
   const BatcherOptions& options() const { return options_; }
 
+  // Totals since start, for the shutdown log and benchmarks: batches run,
+  // requests in them, and the CPU time (of the threads running batches)
+  // spent inside the engine (gathering, transfers, waits, sorting) and
+  // completing the requests afterwards (responses, metrics, writes).
+  struct Stats {
+    uint64_t batches = 0;
+    uint64_t requests = 0;
+    double engine_cpu_seconds = 0;
+    double completion_cpu_seconds = 0;
+  };
+  Stats stats() const;
+
  private:
   struct Waiting {
     Request request;
@@ -115,13 +128,14 @@ class Batcher {
   ServiceMetrics* metrics_;
   const Clock::duration delay_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable wake_;       // the flush thread
   std::condition_variable idle_;       // the destructor: batches done
   std::array<Queue, kQueues> queues_;  // guarded by mu_
   size_t queued_ = 0;                  // guarded by mu_
   int running_ = 0;                    // batches launched, not done
   int in_engine_ = 0;                  // launched, engine not yet returned
+  Stats stats_;                        // guarded by mu_
   bool stopping_ = false;
   std::thread thread_;
 };

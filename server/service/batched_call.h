@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -20,7 +21,12 @@ template <typename Request, typename Response>
 absl::Status EnqueueBatched(ServiceContext& context, const Request* request, Response* response,
                             std::function<bool()> cancelled,
                             std::function<void(const absl::Status&, double queue_seconds)> finish) {
-  auto scratch = std::make_shared<std::vector<uint64_t>>();
+  // Pairs sort a permutation into scratch and gather the values from it;
+  // keys-only requests need none (one allocation less per request).
+  std::shared_ptr<std::vector<uint64_t>> scratch;
+  if constexpr (std::is_same_v<Request, v1::SortPairsRequest>) {
+    scratch = std::make_shared<std::vector<uint64_t>>();
+  }
   Batcher::Request batched;
   PrepareBatched(*request, response, &batched, scratch.get());
   batched.cancelled = std::move(cancelled);
@@ -29,7 +35,7 @@ absl::Status EnqueueBatched(ServiceContext& context, const Request* request, Res
     absl::Status result = status;
     if (result.ok()) {
       response->set_engine(ToProtoEngine(engine));
-      result = CompleteBatched(*request, response, *scratch);
+      result = CompleteBatched(*request, response, scratch.get());
     }
     finish(result, queue_seconds);
   };

@@ -206,13 +206,13 @@ void PrepareBatched(const v1::SortPairsRequest& request, v1::SortPairsResponse* 
 }
 
 absl::Status CompleteBatched(const v1::SortRequest&, v1::SortResponse*,
-                             const std::vector<uint64_t>&) {
+                             const std::vector<uint64_t>*) {
   return absl::OkStatus();
 }
 
 absl::Status CompleteBatched(const v1::SortPairsRequest& request, v1::SortPairsResponse* response,
-                             const std::vector<uint64_t>& scratch) {
-  return GatherTypedArray(request.values(), scratch, response->mutable_values());
+                             const std::vector<uint64_t>* scratch) {
+  return GatherTypedArray(request.values(), *scratch, response->mutable_values());
 }
 
 }  // namespace sortd

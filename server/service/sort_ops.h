@@ -58,7 +58,8 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
 
 // Batched execution (server/runtime/batcher.h). PrepareBatched sizes the
 // response's arrays and points `out` at request and response memory
-// (`scratch` holds a SortPairs permutation); after the batch ran,
+// (`scratch`, SortPairs only, holds the permutation; null for Sort); after
+// the batch ran,
 // CompleteBatched finishes the response (SortPairs: gathers the values).
 // Both need a validated request with numeric keys.
 void PrepareBatched(const v1::SortRequest& request, v1::SortResponse* response,
@@ -66,9 +67,9 @@ void PrepareBatched(const v1::SortRequest& request, v1::SortResponse* response,
 void PrepareBatched(const v1::SortPairsRequest& request, v1::SortPairsResponse* response,
                     Batcher::Request* out, std::vector<uint64_t>* scratch);
 absl::Status CompleteBatched(const v1::SortRequest& request, v1::SortResponse* response,
-                             const std::vector<uint64_t>& scratch);
+                             const std::vector<uint64_t>* scratch);
 absl::Status CompleteBatched(const v1::SortPairsRequest& request, v1::SortPairsResponse* response,
-                             const std::vector<uint64_t>& scratch);
+                             const std::vector<uint64_t>* scratch);
 
 }  // namespace sortd
 
