@@ -62,6 +62,10 @@ ABSL_FLAG(int64_t, max_batch_delay_us, 100,
 ABSL_FLAG(bool, batch_hold_while_busy, true,
           "while every GPU stream slot (or CPU pool thread) runs a batch, due requests keep "
           "gathering in their queue and launch as one larger batch when a slot frees");
+ABSL_FLAG(uint64_t, inline_max_keys, 1024,
+          "numeric requests of at most this many keys (that the dispatcher keeps on the CPU) "
+          "are sorted on the gRPC thread that received them, before batching: cheaper than "
+          "any hand-off at this size (docs/architecture.md); 0 = never");
 ABSL_FLAG(uint64_t, max_batch_queue, 65536,
           "small requests waiting for a batch; past it, RESOURCE_EXHAUSTED");
 ABSL_FLAG(bool, diagnostics, false,
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
   options.batching.max_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_batch_delay_us));
   options.batching.max_queued_requests = absl::GetFlag(FLAGS_max_batch_queue);
   options.batch_hold_while_busy = absl::GetFlag(FLAGS_batch_hold_while_busy);
+  options.inline_max_keys = absl::GetFlag(FLAGS_inline_max_keys);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);

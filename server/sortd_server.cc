@@ -162,6 +162,11 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                                        absl::FormatDuration(options.batching.max_delay))
                         : std::string("off"));
   s->context_->limits = options.limits;
+  s->context_->inline_max_keys = options.inline_max_keys;
+  if (options.inline_max_keys > 0) {
+    absl::StrAppend(&s->description_, "; CPU-routed requests of <= ", options.inline_max_keys,
+                    " keys sorted inline");
+  }
   s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(options);

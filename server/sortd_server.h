@@ -66,6 +66,11 @@ struct ServerOptions {
   // Due batches wait in their queue (still growing) while every GPU slot
   // or CPU pool thread already runs one (BatcherOptions::max_running_*).
   bool batch_hold_while_busy = true;
+  // Requests of at most this many numeric keys that stay on the CPU are
+  // sorted on the receiving gRPC thread (ServiceContext::inline_max_keys).
+  // 0 here, so in-process tests exercise the batcher with small arrays;
+  // the sortd binary's --inline_max_keys sets the measured default.
+  size_t inline_max_keys = 0;
 };
 
 class SortdServer {

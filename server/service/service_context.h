@@ -49,6 +49,11 @@ struct ServiceContext {
   ServiceMetrics* metrics = nullptr;      // optional
   RequestLog* request_log = nullptr;      // optional
   ServiceLimits limits;
+  // Numeric requests of at most this many keys, which the dispatcher keeps
+  // on the CPU, are sorted on the gRPC thread that received them: for them
+  // any hand-off (batcher, pool, GPU) costs more CPU than the sort
+  // (docs/architecture.md, "Inline sorts"). 0: never.
+  size_t inline_max_keys = 0;
   // Set at SIGTERM: new work is refused with UNAVAILABLE.
   std::atomic<bool> draining{false};
 
@@ -60,6 +65,12 @@ struct ServiceContext {
     if (request_log != nullptr) {
       request_log->Maybe(RpcMethodName(record.method), request_id, status, record.seconds);
     }
+  }
+
+  // Whether a request is sorted inline, before batching is considered.
+  bool SortsInline(std::optional<DataType> type, size_t size) const {
+    return size <= inline_max_keys && type && *type != DataType::kBytes &&
+           !dispatcher->RoutesToGpu(*type, size);
   }
 
   // Whether a request goes to the batcher.

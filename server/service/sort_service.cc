@@ -46,6 +46,18 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
+  if (context->SortsInline(record.key_type, KeysOf(*request))) {
+    absl::Status result = run(*context->dispatcher, *request, response);
+    context->admission->Release(bytes);
+    if (result.ok()) {
+      DescribeSuccess(*request, *response, &record);
+      context->RecordLaunch(record);
+    }
+    record.seconds = SecondsSince(arrival);
+    context->Report(record, request->request_id(), result);
+    reactor->Finish(ToGrpcStatus(result));
+    return reactor;
+  }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
   if (context->Batches(record.key_type, KeysOf(*request))) {
     absl::Status queued = EnqueueBatched(

@@ -58,6 +58,20 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   } else {
     ++jobs_;
     lock.unlock();
+    if (context_->SortsInline(record.key_type, KeysOf(*request))) {
+      // On this gRPC thread, as the pool would, without the hand-off.
+      auto response = std::make_unique<v1::SortResponse>();
+      absl::Status result = ctx_->IsCancelled() ? absl::CancelledError("stream cancelled")
+                                                : RunSort(*context_->dispatcher, *request,
+                                                          response.get());
+      context_->admission->Release(bytes);
+      Deliver(*request, std::move(response), result, record, arrival, /*own_launch=*/true);
+      lock.lock();
+      Next next = DecideLocked();
+      lock.unlock();
+      Start(next);
+      return;
+    }
     auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
     std::shared_ptr<v1::SortRequest> shared(std::move(request));
     if (context_->Batches(record.key_type, KeysOf(*shared))) {

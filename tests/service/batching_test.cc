@@ -213,6 +213,53 @@ TEST(BatchingTest, FullBatchLaunchesBeforeItsDelay) {
   EXPECT_EQ(ok.load(), 4);
 }
 
+TEST(BatchingTest, InlineRequestsNeverWaitForABatch) {
+  // A 30 s batch delay with no batch ever filling: only the inline path
+  // (<= 100 keys) answers within the calls' 10 s deadline - unary Sort,
+  // SortPairs and SortStream items alike, each sorted correctly.
+  ServerOptions options = BatchingOptions(absl::Seconds(30));
+  options.inline_max_keys = 100;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  client::ClientOptions copts;
+  copts.timeout = absl::Seconds(10);
+  auto client = Connect(*server, copts);
+  std::vector<uint64_t> keys(100);
+  std::iota(keys.rbegin(), keys.rend(), uint64_t{5});
+  auto sorted = client->Sort(absl::MakeConstSpan(keys), v1::SORT_ORDER_ASCENDING, true);
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  EXPECT_TRUE(std::is_sorted(sorted->keys.begin(), sorted->keys.end()));
+  EXPECT_EQ(sorted->indices.front(), 99u);
+  EXPECT_EQ(sorted->engine, v1::ENGINE_CPU);
+  std::vector<float> pair_keys = {2.5f, -1.0f, 2.5f, 0.0f};
+  std::vector<int64_t> values = {0, 1, 2, 3};
+  auto pairs = client->SortPairs(absl::MakeConstSpan(pair_keys), absl::MakeConstSpan(values));
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_EQ(pairs->values, (std::vector<int64_t>{1, 3, 0, 2}));  // stable
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = client->stub().SortStream(&ctx);
+  for (int i = 0; i < 50; ++i) {
+    v1::SortRequest request;
+    request.set_request_id(std::to_string(i));
+    for (int k = 0; k <= i; ++k) request.mutable_keys()->mutable_int32()->add_values(i - k);
+    ASSERT_TRUE(stream->Write(request));
+  }
+  stream->WritesDone();
+  int answered = 0;
+  v1::SortResponse response;
+  while (stream->Read(&response)) {
+    ASSERT_FALSE(response.has_error()) << response.error().message();
+    const auto& got = response.keys().int32().values();
+    EXPECT_EQ(got.size(), std::stoul(response.request_id()) + 1);
+    EXPECT_TRUE(std::is_sorted(got.begin(), got.end())) << response.request_id();
+    ++answered;
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(answered, 50);
+}
+
 TEST(BatchingTest, ExpiredRequestDoesNotHoldItsBatchMatesBack) {
   // A long window: the 50 ms caller must expire while its batch waits even
   // if the second request arrives late on a slow machine.
