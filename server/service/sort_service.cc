@@ -47,6 +47,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     return reactor;
   }
   if (context->SortsInline(record.key_type, KeysOf(*request))) {
+    record.queue_seconds = SecondsSince(arrival);  // no queue: validation only
     absl::Status result = run(*context->dispatcher, *request, response);
     context->admission->Release(bytes);
     if (result.ok()) {

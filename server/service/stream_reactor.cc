@@ -60,6 +60,7 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
     lock.unlock();
     if (context_->SortsInline(record.key_type, KeysOf(*request))) {
       // On this gRPC thread, as the pool would, without the hand-off.
+      record.queue_seconds = SecondsSince(arrival);
       auto response = std::make_unique<v1::SortResponse>();
       absl::Status result = ctx_->IsCancelled() ? absl::CancelledError("stream cancelled")
                                                 : RunSort(*context_->dispatcher, *request,

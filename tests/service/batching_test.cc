@@ -258,6 +258,14 @@ TEST(BatchingTest, InlineRequestsNeverWaitForABatch) {
   }
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_EQ(answered, 50);
+  // Inline requests are accounted like any other: queue time observed, a
+  // launch of one each.
+  const std::string page = Scrape(*server);
+  EXPECT_EQ(Sample(page, "sortd_queue_duration_seconds_count{method=\"Sort\"}"), 1) << page;
+  EXPECT_EQ(Sample(page, "sortd_queue_duration_seconds_count{method=\"SortPairs\"}"), 1);
+  EXPECT_EQ(Sample(page, "sortd_queue_duration_seconds_count{method=\"SortStream\"}"), 50);
+  EXPECT_EQ(Sample(page, "sortd_batch_size_count{engine=\"cpu\"}"), 52);
+  EXPECT_EQ(Sample(page, "sortd_batch_size_sum{engine=\"cpu\"}"), 52);
 }
 
 TEST(BatchingTest, ExpiredRequestDoesNotHoldItsBatchMatesBack) {
