@@ -6,12 +6,7 @@
 #   BIN=build scripts/gpu-host/batch_bench.sh   (dev VM: binaries in build/)
 #   scripts/gpu-host/batch_bench.sh             (GPU host: .device/bundle)
 set -u
-if [ -n "${BIN:-}" ]; then
-  SORTD=$BIN/server/sortd; SORTCTL=$BIN/client/sortctl
-else
-  SORTD=$PWD/.device/bundle/bin/sortd; SORTCTL=$PWD/.device/bundle/bin/sortctl
-  export LD_LIBRARY_PATH=$PWD/.device/bundle/lib
-fi
+. "$(dirname "$0")/server_binaries.sh"
 DUR=${DUR:-4s}
 MODES=${MODES:-"off auto"}
 SIZES=${SIZES:-"1024 16384 262144"}

@@ -7,12 +7,7 @@
 #   METHODS="echo_stream stream" KEYS=1024 scripts/gpu-host/thread_cpu.sh
 #   BIN=build scripts/gpu-host/thread_cpu.sh   (dev VM)
 set -u
-if [ -n "${BIN:-}" ]; then
-  SORTD=$BIN/server/sortd; SORTCTL=$BIN/client/sortctl
-else
-  SORTD=$PWD/.device/bundle/bin/sortd; SORTCTL=$PWD/.device/bundle/bin/sortctl
-  export LD_LIBRARY_PATH=$PWD/.device/bundle/lib
-fi
+. "$(dirname "$0")/server_binaries.sh"
 DUR=${DUR:-4s}
 KEYS=${KEYS:-1024}
 CONC=${CONC:-64}

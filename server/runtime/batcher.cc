@@ -193,8 +193,9 @@ void Batcher::Execute(std::vector<Waiting> batch, Clock::time_point launched) {
       live.push_back(std::move(w));
     }
   }
-  if (live.empty()) leave_engine();
-  if (!live.empty()) {
+  if (live.empty()) {
+    leave_engine();
+  } else {
     std::vector<BatchItem> items(live.size());
     for (size_t i = 0; i < live.size(); ++i) {
       const Request& r = live[i].request;

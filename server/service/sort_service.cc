@@ -46,17 +46,25 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
   }
-  if (context->SortsInline(record.key_type, KeysOf(*request))) {
-    record.queue_seconds = SecondsSince(arrival);  // no queue: validation only
-    absl::Status result = run(*context->dispatcher, *request, response);
-    context->admission->Release(bytes);
+  // Sorts on the calling thread and finishes the call: a pool worker's
+  // job, or the whole of an inline request on this gRPC thread.
+  auto sort_now = [=](Admitted& admitted) mutable {
+    record.queue_seconds = SecondsSince(arrival);
+    absl::Status result = CheckCallAlive(ctx);
+    if (result.ok()) result = run(*context->dispatcher, *request, response);
+    admitted.Reset();
     if (result.ok()) {
       DescribeSuccess(*request, *response, &record);
       context->RecordLaunch(record);
     }
     record.seconds = SecondsSince(arrival);
+    // Report before Finish: after Finish the request may be freed.
     context->Report(record, request->request_id(), result);
     reactor->Finish(ToGrpcStatus(result));
+  };
+  if (context->SortsInline(record.key_type, KeysOf(*request))) {
+    Admitted admitted(context->admission, bytes);
+    sort_now(admitted);
     return reactor;
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
@@ -79,19 +87,8 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     }
     return reactor;
   }
-  context->PoolFor(record.key_type, KeysOf(*request)).Submit([=]() mutable {
-    record.queue_seconds = SecondsSince(arrival);
-    absl::Status result = CheckCallAlive(ctx);
-    if (result.ok()) result = run(*context->dispatcher, *request, response);
-    admitted->Reset();
-    if (result.ok()) {
-      DescribeSuccess(*request, *response, &record);
-      context->RecordLaunch(record);
-    }
-    record.seconds = SecondsSince(arrival);
-    // Report before Finish: after Finish the request may be freed.
-    context->Report(record, request->request_id(), result);
-    reactor->Finish(ToGrpcStatus(result));
+  context->PoolFor(record.key_type, KeysOf(*request)).Submit([sort_now, admitted]() mutable {
+    sort_now(*admitted);
   });
   return reactor;
 }

@@ -60,56 +60,50 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
     lock.unlock();
     if (context_->SortsInline(record.key_type, KeysOf(*request))) {
       // On this gRPC thread, as the pool would, without the hand-off.
-      record.queue_seconds = SecondsSince(arrival);
-      auto response = std::make_unique<v1::SortResponse>();
-      absl::Status result = ctx_->IsCancelled() ? absl::CancelledError("stream cancelled")
-                                                : RunSort(*context_->dispatcher, *request,
-                                                          response.get());
-      context_->admission->Release(bytes);
-      Deliver(*request, std::move(response), result, record, arrival, /*own_launch=*/true);
-      lock.lock();
-      Next next = DecideLocked();
-      lock.unlock();
-      Start(next);
-      return;
-    }
-    auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
-    std::shared_ptr<v1::SortRequest> shared(std::move(request));
-    if (context_->Batches(record.key_type, KeysOf(*shared))) {
-      auto response = std::make_shared<std::unique_ptr<v1::SortResponse>>(
-          std::make_unique<v1::SortResponse>());
-      absl::Status queued = EnqueueBatched(
-          *context_, shared.get(), response->get(), [this] { return ctx_->IsCancelled(); },
-          [this, shared, admitted, record, arrival, response](const absl::Status& result,
-                                                              double queue_seconds) mutable {
-            record.queue_seconds = queue_seconds;
-            admitted->Reset();
-            Deliver(*shared, std::move(*response), result, record, arrival, /*own_launch=*/false);
-          });
-      if (!queued.ok()) {
-        admitted->Reset();
-        Deliver(*shared, std::move(*response), queued, record, arrival, /*own_launch=*/false);
-      }
+      Admitted admitted(context_->admission, bytes);
+      SortNow(*request, record, arrival, admitted);
     } else {
-      WorkPool& pool = context_->PoolFor(record.key_type, KeysOf(*shared));
-      pool.Submit([this, shared, admitted, record, arrival]() mutable {
-        record.queue_seconds = SecondsSince(arrival);
-        auto response = std::make_unique<v1::SortResponse>();
-        absl::Status result;
-        if (ctx_->IsCancelled()) {
-          result = absl::CancelledError("stream cancelled");
-        } else {
-          result = RunSort(*context_->dispatcher, *shared, response.get());
+      auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
+      std::shared_ptr<v1::SortRequest> shared(std::move(request));
+      if (context_->Batches(record.key_type, KeysOf(*shared))) {
+        auto response = std::make_shared<std::unique_ptr<v1::SortResponse>>(
+            std::make_unique<v1::SortResponse>());
+        absl::Status queued = EnqueueBatched(
+            *context_, shared.get(), response->get(), [this] { return ctx_->IsCancelled(); },
+            [this, shared, admitted, record, arrival, response](const absl::Status& result,
+                                                                double queue_seconds) mutable {
+              record.queue_seconds = queue_seconds;
+              admitted->Reset();
+              Deliver(*shared, std::move(*response), result, record, arrival,
+                      /*own_launch=*/false);
+            });
+        if (!queued.ok()) {
+          admitted->Reset();
+          Deliver(*shared, std::move(*response), queued, record, arrival, /*own_launch=*/false);
         }
-        admitted->Reset();
-        Deliver(*shared, std::move(response), result, record, arrival, /*own_launch=*/true);
-      });
+      } else {
+        WorkPool& pool = context_->PoolFor(record.key_type, KeysOf(*shared));
+        pool.Submit([this, shared, admitted, record, arrival] {
+          SortNow(*shared, record, arrival, *admitted);
+        });
+      }
     }
     lock.lock();
   }
   Next next = DecideLocked();
   lock.unlock();
   Start(next);
+}
+
+void SortStreamReactor::SortNow(const v1::SortRequest& request, RequestRecord record,
+                                SteadyClock::time_point arrival, Admitted& admitted) {
+  record.queue_seconds = SecondsSince(arrival);
+  auto response = std::make_unique<v1::SortResponse>();
+  absl::Status result = ctx_->IsCancelled()
+                            ? absl::CancelledError("stream cancelled")
+                            : RunSort(*context_->dispatcher, request, response.get());
+  admitted.Reset();
+  Deliver(request, std::move(response), result, record, arrival, /*own_launch=*/true);
 }
 
 void SortStreamReactor::Deliver(const v1::SortRequest& request,

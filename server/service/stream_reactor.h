@@ -36,6 +36,11 @@ class SortStreamReactor final
   };
 
   void Complete(std::unique_ptr<v1::SortResponse> response);
+  // Sorts one admitted request on the calling thread (a pool worker, or
+  // the gRPC thread for an inline request), releases its admission and
+  // delivers the response.
+  void SortNow(const v1::SortRequest& request, RequestRecord record,
+               SteadyClock::time_point arrival, Admitted& admitted);
   // Reports a finished request (metrics, log) and queues its response (an
   // error response when `result` is not OK).
   void Deliver(const v1::SortRequest& request, std::unique_ptr<v1::SortResponse> response,
