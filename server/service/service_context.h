@@ -69,7 +69,8 @@ struct ServiceContext {
 
   // Whether a request is sorted inline, before batching is considered.
   bool SortsInline(std::optional<DataType> type, size_t size) const {
-    return size <= inline_max_keys && type && *type != DataType::kBytes &&
+    // 0 means never, empty requests included.
+    return inline_max_keys > 0 && size <= inline_max_keys && type && *type != DataType::kBytes &&
            !dispatcher->RoutesToGpu(*type, size);
   }
 

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "server/service/service_context.h"
 #include "tests/service/test_server.h"
 
 namespace sortd::testing {
@@ -266,6 +267,24 @@ TEST(BatchingTest, InlineRequestsNeverWaitForABatch) {
   EXPECT_EQ(Sample(page, "sortd_queue_duration_seconds_count{method=\"SortStream\"}"), 50);
   EXPECT_EQ(Sample(page, "sortd_batch_size_count{engine=\"cpu\"}"), 52);
   EXPECT_EQ(Sample(page, "sortd_batch_size_sum{engine=\"cpu\"}"), 52);
+}
+
+TEST(BatchingTest, InlineThresholdZeroMeansNeverEvenForEmptyRequests) {
+  DispatcherOptions dispatcher_options;
+  dispatcher_options.engine = EngineChoice::kCpu;
+  auto dispatcher = Dispatcher::Create(dispatcher_options);
+  ASSERT_TRUE(dispatcher.ok()) << dispatcher.status();
+  ServiceContext context;
+  context.dispatcher = dispatcher->get();
+  context.inline_max_keys = 0;
+  EXPECT_FALSE(context.SortsInline(DataType::kUint32, 0));
+  EXPECT_FALSE(context.SortsInline(DataType::kUint32, 1));
+  context.inline_max_keys = 100;
+  EXPECT_TRUE(context.SortsInline(DataType::kUint32, 0));
+  EXPECT_TRUE(context.SortsInline(DataType::kFloat64, 100));
+  EXPECT_FALSE(context.SortsInline(DataType::kUint32, 101));
+  EXPECT_FALSE(context.SortsInline(DataType::kBytes, 10));
+  EXPECT_FALSE(context.SortsInline(std::nullopt, 10));
 }
 
 TEST(BatchingTest, ExpiredRequestDoesNotHoldItsBatchMatesBack) {
