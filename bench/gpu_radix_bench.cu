@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -47,18 +48,23 @@ cudaError_t SortTuned(void* temp, size_t& bytes, const sortd::cuda::RadixSortPro
 }
 template <int T, int I, int M>
 using C = sortd::cuda::OneSweepConfig<T, I, M>;
+template <int T, int I, int M>
+using A = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr>;
 
 struct Variant {
   const char* name;
   SortFn fn;
 };
 
+// Each variant instantiates every pass kernel of the library (build time):
+// keep the list short.
 const Variant kVariants[] = {
     {"default", &sortd::cuda::RadixSort},
-    {"k384x23m3 p384x23m2", &SortTuned<C<384, 23, 3>, C<384, 23, 2>, C<384, 16, 3>, C<384, 18, 2>>},
-    {"k384x27m3 p384x27m2", &SortTuned<C<384, 27, 3>, C<384, 27, 2>, C<384, 18, 3>, C<384, 21, 2>>},
-    {"k256x23m4 p256x23m3", &SortTuned<C<256, 23, 4>, C<256, 23, 3>, C<256, 16, 4>, C<256, 18, 3>>},
-    {"k512x18m2 p512x18m2", &SortTuned<C<512, 18, 2>, C<512, 18, 2>, C<512, 12, 2>, C<512, 13, 2>>},
+    {"ballot 384x25/25/17/20", &SortTuned<C<384, 25, 3>, C<384, 25, 2>, C<384, 17, 3>, C<384, 20, 2>>},
+    {"or 384x27m3/21m3/15/16m3", &SortTuned<A<384, 27, 3>, A<384, 21, 3>, A<384, 15, 3>, A<384, 16, 3>>},
+    {"or 384x21/23/14/22", &SortTuned<A<384, 21, 3>, A<384, 23, 2>, A<384, 14, 3>, A<384, 22, 2>>},
+    {"or 512x20/16/12/14 m2", &SortTuned<A<512, 20, 2>, A<512, 16, 2>, A<512, 12, 2>, A<512, 14, 2>>},
+    {"or 256x24m4/24m3/16m4/18m3", &SortTuned<A<256, 24, 4>, A<256, 24, 3>, A<256, 16, 4>, A<256, 18, 3>>},
 };
 
 struct Row {
@@ -214,17 +220,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%-18s 2^%-2d done\n", c.name.c_str(), __builtin_ctzll(n));
   };
   if (tune) {
-    std::printf("%-16s %-22s %6s %10s %10s %7s %6s\n", "case", "tuning", "n", "ours G/s", "CUB G/s", "ratio", "match");
+    std::printf("%-16s %-26s %6s %10s %10s %7s %6s\n", "case", "tuning", "n", "ours G/s", "CUB G/s", "ratio", "match");
+    std::vector<std::pair<Case, int>> tune_cases;
     for (const Case& c : uniform) {
       if (c.key == K::kFloat32) continue;
-      for (int l : {24, max_log2}) {
-        for (const Variant& v : kVariants) {
-          run(c, size_t{1} << l, v.fn);
-          const Row& r = rows.back();
-          std::printf("%-16s %-22s 2^%-4d %10.2f %10.2f %6.2fx %6s\n", r.name.c_str(), v.name, l,
-                      r.ours_gkeys, r.cub_gkeys, r.ours_gkeys / r.cub_gkeys, r.match ? "yes" : "NO");
-          std::fflush(stdout);
-        }
+      for (int l : {24, max_log2}) tune_cases.push_back({c, l});
+    }
+    tune_cases.push_back({narrow[1], std::min(26, max_log2)});  // 16-bit range
+    for (const auto& [c, l] : tune_cases) {
+      for (const Variant& v : kVariants) {
+        if (!only.empty() && c.name != only) continue;
+        run(c, size_t{1} << l, v.fn);
+        const Row& r = rows.back();
+        std::printf("%-16s %-26s 2^%-4d %10.2f %10.2f %6.2fx %6s\n", r.name.c_str(), v.name, l,
+                    r.ours_gkeys, r.cub_gkeys, r.ours_gkeys / r.cub_gkeys, r.match ? "yes" : "NO");
+        std::fflush(stdout);
       }
     }
     return 0;

@@ -24,6 +24,54 @@ inline constexpr unsigned long long kStatusValueMask = (1ull << kStatusEpochShif
 
 struct NoValue {};
 
+// How a pass maps keys between their original bits and ordered words,
+// chosen on the host per sort so that the common cases carry no transform
+// code: kNone (unsigned ascending: the bits are the order), kXor (signed
+// and/or descending: one XOR with sign ^ flip), kFloat (the float map with
+// its sign-dependent part and NaN canonicalisation).
+enum class PassTransform : int { kNone, kXor, kFloat };
+
+// Arguments of one digit pass (a struct: the kernel's parameter list stays
+// readable and every launch fills the same fields).
+template <typename Word, typename Value>
+struct OneSweepPassArgs {
+  const Word* keys_in = nullptr;
+  Word* keys_out = nullptr;
+  const Value* values_in = nullptr;
+  Value* values_out = nullptr;
+  size_t n = 0;
+  int shift = 0;                 // bit position of this pass's digit
+  KeyMasks<Word> masks;
+  bool encode = false;           // first pass: original bits -> ordered words
+  bool decode = false;           // last pass: ordered words -> original bits
+  const unsigned long long* pass_offsets = nullptr;  // [kRadixBins]
+  unsigned long long* status = nullptr;              // [tiles][kRadixBins]
+  unsigned int epoch = 0;
+  unsigned int* tile_counter = nullptr;
+  // Speculative first pass (plan != nullptr): launched before the host has
+  // read the histogram, it decides on the device. It runs only when digit
+  // 0 is not the same for every key and no NaN mode is needed; it then
+  // writes keys_out/values_out when the sort runs an odd number of passes
+  // (so that the last one ends in the caller's buffer), else
+  // keys_alt/values_alt, and decodes when it is the only pass.
+  const unsigned long long* plan = nullptr;  // [0]: NaN count, [1]: trivial-digit mask
+  Word* keys_alt = nullptr;
+  Value* values_alt = nullptr;
+};
+
+// Route of a pass, decided by its thread 0: bit 0 runs it, bit 1 writes the
+// alternate buffers, bit 2 decodes.
+inline constexpr unsigned int kRouteRun = 1, kRouteToAlt = 2, kRouteDecode = 4;
+
+template <int kPasses>
+__device__ __forceinline__ unsigned int SpeculativeRoute(const unsigned long long* plan) {
+  const unsigned long long nans = plan[0];
+  const unsigned int trivial = static_cast<unsigned int>(plan[1]) & ((1u << kPasses) - 1);
+  if (nans != 0 || (trivial & 1u)) return 0;
+  const int passes = kPasses - __popc(trivial);
+  return kRouteRun | (passes % 2 == 0 ? kRouteToAlt : 0) | (passes == 1 ? kRouteDecode : 0);
+}
+
 // Counts, in one read of the keys, the digits of every pass (and NaNs).
 // hist is [passes][kRadixBins], zeroed by the caller.
 template <typename Word, int kBlockThreads>
@@ -64,23 +112,28 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
   if ((threadIdx.x & 31) == 0 && nans != 0) atomicAdd(nan_count, static_cast<unsigned long long>(nans));
 }
 
-// One block per pass: offsets[p][d] = sum of hist[p][0..d).
+// One block per pass: offsets[p][d] = sum of hist[p][0..d); and, for pass
+// skipping (record_trivial), bit p of *trivial_mask when every key has the
+// same digit p (*trivial_mask zeroed by the caller).
 template <int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
-DigitOffsetsKernel(const unsigned long long* __restrict__ hist, unsigned long long* __restrict__ offsets) {
+DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool record_trivial,
+                   unsigned long long* __restrict__ offsets,
+                   unsigned long long* __restrict__ trivial_mask) {
   static_assert(kBlockThreads == kRadixBins, "one thread per digit");
   __shared__ unsigned long long scan[kRadixBins];
   const int d = threadIdx.x;
   const size_t base = static_cast<size_t>(blockIdx.x) * kRadixBins;
-  scan[d] = hist[base + d];
-  __syncthreads();
+  const unsigned long long count = hist[base + d];
+  scan[d] = count;
+  if (__syncthreads_or(count == n) && record_trivial && d == 0) atomicOr(trivial_mask, 1ull << blockIdx.x);
   for (int offset = 1; offset < kRadixBins; offset <<= 1) {
     const unsigned long long add = d >= offset ? scan[d - offset] : 0;
     __syncthreads();
     scan[d] += add;
     __syncthreads();
   }
-  offsets[base + d] = scan[d] - hist[base + d];
+  offsets[base + d] = scan[d] - count;
 }
 
 // Exclusive sum over the block's threads (one value each); also returns
@@ -131,11 +184,13 @@ __device__ __forceinline__ unsigned int MatchDigit(unsigned int digit) {
 }
 
 // Shared-memory bytes of one OneSweep tile (dynamic: beyond the 48 KiB of
-// static shared memory for wide keys or values).
-template <typename Word, typename Value, int kBlockThreads, int kItems>
+// static shared memory for wide keys or values): the per-warp digit
+// counters (and match words), later reused for the tile's keys and values.
+template <typename Word, typename Value, int kBlockThreads, int kItems, RankMatch kMatch>
 constexpr size_t OneSweepSharedBytes() {
   constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
-  constexpr size_t counters = static_cast<size_t>(kBlockThreads / 32) * kRadixBins * sizeof(unsigned int);
+  constexpr size_t counters = (kMatch == RankMatch::kAtomicOr ? 2 : 1) *
+                              static_cast<size_t>(kBlockThreads / 32) * kRadixBins * sizeof(unsigned int);
   constexpr size_t keys = kTile * sizeof(Word);
   constexpr size_t values = kTile * sizeof(Value);
   constexpr size_t a = counters > keys ? counters : keys;
@@ -156,42 +211,56 @@ constexpr size_t OneSweepSharedBytes() {
 //      earlier tiles (decoupled look-back), then stores keys to global
 //      memory coalesced (decoding on the last pass); values are loaded only
 //      now and take the same path.
-// Items past n (last tile) carry the largest digit, are ranked after every
-// real item of their warp, and are never stored. Offset: 32-bit when
-// n < 2^32 (cheaper shared lookups and address math; sums wrap modulo 2^32
-// and are exact), else 64-bit. (A kernel specialised for full tiles was
-// tried: without the runtime bounds checks the compiler hoists more work
-// and spills at 3 blocks/SM.)
-template <typename Word, typename Value, typename Offset, int kBlockThreads, int kItems, int kMinBlocks>
+// Items past n (last tile only) are padding with the largest digit. They
+// are counted and ranked like keys: padding is a suffix of the tile in
+// warp-striped order, so it ranks after every real key (ranks
+// tile_count..kTile-1) and moves no real key; only the loads and the
+// global stores test bounds. The inflated count of the largest digit is
+// published by the last tile, whose totals no tile looks back on.
+// Offset: 32-bit when n < 2^32 (cheaper shared lookups and address math;
+// sums wrap modulo 2^32 and are exact), else 64-bit. (A kernel specialised
+// for full tiles was tried: without the runtime bounds checks the compiler
+// hoists more work and spills at 3 blocks/SM.)
+template <typename Word, typename Value, typename Offset, int kBlockThreads, int kItems,
+          int kMinBlocks, RankMatch kMatch, PassTransform kTransform>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
-OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out,
-                   const Value* __restrict__ values_in, Value* __restrict__ values_out,
-                   size_t n, int shift, KeyMasks<Word> masks, bool encode, bool decode,
-                   const unsigned long long* __restrict__ pass_offsets,
-                   unsigned long long* __restrict__ status, unsigned int epoch,
-                   unsigned int* __restrict__ tile_counter) {
+OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   static_assert(kBlockThreads >= kRadixBins && kBlockThreads % 32 == 0,
                 "one thread per digit in the scan steps");
+  constexpr int kPasses = sizeof(Word) * 8 / kRadixBits;
   constexpr int kWarps = kBlockThreads / 32;
   constexpr int kTile = kBlockThreads * kItems;
   constexpr bool kHasValues = !std::is_same_v<Value, NoValue>;
   using ValueSlot = std::conditional_t<kHasValues, Value, Word>;
-  // One dynamic buffer, three lives: per-warp digit counters (steps 1-3),
-  // then the tile's keys, then its values.
+  // One dynamic buffer, three lives: per-warp digit counters (steps 1-3;
+  // with kAtomicOr followed by per-warp match words), then the tile's keys,
+  // then its values.
   extern __shared__ __align__(16) unsigned char smem[];
   auto warp_offsets = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem);
+  auto match_words = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem) + kWarps;
   Word* tile_keys = reinterpret_cast<Word*>(smem);
   ValueSlot* tile_values = reinterpret_cast<ValueSlot*>(smem);
   __shared__ Offset global_base[kRadixBins];
   __shared__ unsigned int scan_scratch[kWarps];
   __shared__ unsigned int s_tile;
+  __shared__ unsigned int s_route;
 
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
-  if (threadIdx.x == 0) s_tile = atomicAdd(tile_counter, 1u);
+  if (threadIdx.x == 0) {
+    const unsigned int route = a.plan != nullptr ? SpeculativeRoute<kPasses>(a.plan)
+                                                 : kRouteRun | (a.decode ? kRouteDecode : 0);
+    s_route = route;
+    if (route & kRouteRun) s_tile = atomicAdd(a.tile_counter, 1u);
+  }
   for (int b = lane; b < kRadixBins; b += 32) warp_offsets[warp][b] = 0;
+  if constexpr (kMatch == RankMatch::kAtomicOr) {
+    for (int b = lane; b < kRadixBins; b += 32) match_words[warp][b] = 0;
+  }
   __syncthreads();
+  if (!(s_route & kRouteRun)) return;  // speculative first pass not needed
 
+  const size_t n = a.n;
   const unsigned int tile = s_tile;
   const size_t tile_base = static_cast<size_t>(tile) * kTile;
   const size_t warp_base = tile_base + static_cast<size_t>(warp) * 32 * kItems + lane;
@@ -202,30 +271,33 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
   // a constant, lets the compiler hoist more work: it spills at 56
   // registers and the sort measured 15-30% slower on the H200.)
   auto in_range = [&](int i) { return full_tile || warp_base + i * 32 < n; };
+  const int shift = a.shift;
   auto digit_of = [&](Word w) {
     return static_cast<unsigned int>(w >> shift) & (kRadixBins - 1);
   };
+  auto encode = [&](Word bits) -> Word {
+    if constexpr (kTransform == PassTransform::kNone) {
+      return bits;
+    } else if constexpr (kTransform == PassTransform::kXor) {
+      return bits ^ (a.encode ? a.masks.sign ^ a.masks.flip : Word{0});
+    } else {
+      return a.encode ? a.masks.Encode(bits) : bits;
+    }
+  };
 
-  // 1. Load and count.
+  // 1. Load and count (padding too: see above).
   Word key[kItems];
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    if (in_range(i)) {
-      const Word bits = keys_in[warp_base + i * 32];
-      key[i] = encode ? masks.Encode(bits) : bits;
-    } else {
-      key[i] = ~Word{0};
-    }
+    key[i] = in_range(i) ? encode(a.keys_in[warp_base + i * 32]) : ~Word{0};
   }
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    if (in_range(i)) atomicAdd(&warp_offsets[warp][digit_of(key[i])], 1u);
-  }
+  for (int i = 0; i < kItems; ++i) if (in_range(i)) atomicAdd(&warp_offsets[warp][digit_of(key[i])], 1u);
   __syncthreads();
 
   // 2. Publish early totals; digit starts; per-warp running offsets.
   const int d = threadIdx.x;
-  unsigned long long* my_status = status + static_cast<size_t>(tile) * kRadixBins + d;
+  unsigned long long* my_status = a.status + static_cast<size_t>(tile) * kRadixBins + d;
   unsigned int total = 0;
   if (d < kRadixBins) {
 #pragma unroll
@@ -234,7 +306,7 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
       warp_offsets[w][d] = total;
       total += count;
     }
-    StoreStatus(my_status, PackStatus(tile == 0 ? kStatusPrefix : kStatusAggregate, epoch, total));
+    StoreStatus(my_status, PackStatus(tile == 0 ? kStatusPrefix : kStatusAggregate, a.epoch, total));
   }
   const unsigned int digit_start = BlockExclusiveSum<kBlockThreads>(total, scan_scratch);
   if (d < kRadixBins) {
@@ -249,36 +321,59 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const unsigned int digit = digit_of(key[i]);
-    const unsigned int peers = MatchDigit(digit);
+    unsigned int peers;
+    if constexpr (kMatch == RankMatch::kAtomicOr) {
+      atomicOr(&match_words[warp][digit], 1u << lane);
+      __syncwarp();
+      peers = match_words[warp][digit];
+    } else {
+      peers = MatchDigit(digit);
+    }
     const int leader = 31 - __clz(peers);
     unsigned int base = 0;
     if (lane == leader) base = atomicAdd(&warp_offsets[warp][digit], __popc(peers));
     base = __shfl_sync(0xffffffffu, base, leader);
+    if constexpr (kMatch == RankMatch::kAtomicOr) {
+      // Every lane has read its group (the shuffle needed them all); the
+      // leader clears the word for the next key.
+      if (lane == leader) match_words[warp][digit] = 0;
+      __syncwarp();
+    }
     rank[i] = base + __popc(peers & lanemask_lt);
   }
   __syncthreads();  // the counters are overwritten by the keys
 
   // 4. Keys to shared memory by rank; look back meanwhile; store coalesced.
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    if (in_range(i)) tile_keys[rank[i]] = key[i];
-  }
+  for (int i = 0; i < kItems; ++i) tile_keys[rank[i]] = key[i];
   if (d < kRadixBins) {
     unsigned long long prefix = 0;
     if (tile > 0) {
       for (size_t j = tile - 1;; --j) {
         unsigned long long s;
         do {
-          s = LoadStatus(status + j * kRadixBins + d);
-        } while (((s & kStatusEpochMask) >> kStatusEpochShift) != epoch);
+          s = LoadStatus(a.status + j * kRadixBins + d);
+        } while (((s & kStatusEpochMask) >> kStatusEpochShift) != a.epoch);
         prefix += s & kStatusValueMask;
         if (s & kStatusPrefix) break;
       }
-      StoreStatus(my_status, PackStatus(kStatusPrefix, epoch, prefix + total));
+      StoreStatus(my_status, PackStatus(kStatusPrefix, a.epoch, prefix + total));
     }
-    global_base[d] = static_cast<Offset>(pass_offsets[d] + prefix - digit_start);
+    global_base[d] = static_cast<Offset>(a.pass_offsets[d] + prefix - digit_start);
   }
   __syncthreads();
+  const unsigned int route = s_route;
+  const bool decode = route & kRouteDecode;
+  Word* const keys_out = (route & kRouteToAlt) ? a.keys_alt : a.keys_out;
+  auto decoded = [&](Word w) -> Word {
+    if constexpr (kTransform == PassTransform::kNone) {
+      return w;
+    } else if constexpr (kTransform == PassTransform::kXor) {
+      return w ^ (decode ? a.masks.sign ^ a.masks.flip : Word{0});
+    } else {
+      return decode ? a.masks.Decode(w) : w;
+    }
+  };
   // Digits of the stored keys, 4 per word, for the value scatter (the keys
   // in shared memory are overwritten by the values).
   unsigned int out_digits[kHasValues ? (kItems + 3) / 4 : 1] = {};
@@ -289,20 +384,17 @@ OneSweepPassKernel(const Word* __restrict__ keys_in, Word* __restrict__ keys_out
       const Word w = tile_keys[j];
       const unsigned int dg = digit_of(w);
       if constexpr (kHasValues) out_digits[k / 4] |= dg << (8 * (k % 4));
-      keys_out[static_cast<Offset>(global_base[dg] + j)] = decode ? masks.Decode(w) : w;
+      keys_out[static_cast<Offset>(global_base[dg] + j)] = decoded(w);
     }
   }
   if constexpr (kHasValues) {
+    Value* const values_out = (route & kRouteToAlt) ? a.values_alt : a.values_out;
     Value value[kItems];
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (in_range(i)) value[i] = values_in[warp_base + i * 32];
-    }
+    for (int i = 0; i < kItems; ++i) value[i] = in_range(i) ? a.values_in[warp_base + i * 32] : Value{};
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (in_range(i)) tile_values[rank[i]] = value[i];
-    }
+    for (int i = 0; i < kItems; ++i) tile_values[rank[i]] = value[i];
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {

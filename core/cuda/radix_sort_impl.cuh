@@ -57,61 +57,153 @@ struct Plan {
   static constexpr int kMinTile = kKeysTile < kPairsTile ? kKeysTile : kPairsTile;
 };
 
-// Launches one OneSweep kernel per pass with the given offset width,
-// ping-ponging so that the last pass writes keys_out/values_out.
-template <typename Word, typename Value, typename Offset, typename Pass>
-cudaError_t LaunchPasses(const std::vector<int>& passes, const Word* keys_in, Word* keys_out,
+// Launches digit passes of one kernel family (key word, value type,
+// transform): picks the keys-only or pairs tuning and the offset width, and
+// sets the kernel's dynamic shared memory once per sort.
+template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
+class PassLauncher {
+  using Pass = std::conditional_t<std::is_same_v<Value, NoValue>, typename Tuning::Keys,
+                                  typename Tuning::Pairs>;
+  static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
+  static constexpr size_t kSmem =
+      OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread, Pass::kMatch>();
+  template <typename Offset>
+  static constexpr auto kKernel = OneSweepPassKernel<Word, Value, Offset, Pass::kBlockThreads,
+                                                     Pass::kItemsPerThread, Pass::kMinBlocks,
+                                                     Pass::kMatch, kTransform>;
+
+ public:
+  explicit PassLauncher(cudaStream_t stream) : stream_(stream) {}
+
+  cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args) {
+    return args.n < (size_t{1} << 32) ? LaunchWith<uint32_t>(args) : LaunchWith<uint64_t>(args);
+  }
+
+ private:
+  template <typename Offset>
+  cudaError_t LaunchWith(const OneSweepPassArgs<Word, Value>& args) {
+    if (!attribute_set_) {
+      // Per device and cheap: set on every sort so that every GPU gets it.
+      SORTD_CUDA_TRY(cudaFuncSetAttribute(kKernel<Offset>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kSmem)));
+      attribute_set_ = true;
+    }
+    const size_t tiles = (args.n + kTile - 1) / kTile;
+    kKernel<Offset><<<static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream_>>>(args);
+    return cudaGetLastError();
+  }
+
+  cudaStream_t stream_;
+  bool attribute_set_ = false;
+};
+
+// What every pass of one sort shares, and the slot numbering: slot s uses
+// status epoch s + 1 and tile counter s, so no two launches of a sort share
+// either (the status words are zeroed once per sort).
+template <typename Word>
+struct PassShared {
+  size_t n = 0;
+  KeyMasks<Word> masks;
+  const unsigned long long* offsets = nullptr;  // [passes][kRadixBins]
+  unsigned long long* status = nullptr;
+  unsigned int* tile_counters = nullptr;        // one per slot
+
+  template <typename Value>
+  OneSweepPassArgs<Word, Value> Args(int slot, int pass) const {
+    OneSweepPassArgs<Word, Value> a;
+    a.n = n;
+    a.shift = pass * kRadixBits;
+    a.masks = masks;
+    a.pass_offsets = offsets + pass * kRadixBins;
+    a.status = status;
+    a.epoch = static_cast<unsigned int>(slot + 1);
+    a.tile_counter = tile_counters + slot;
+    return a;
+  }
+};
+
+// Runs `passes` (digit indices, in order) from keys_in as slots
+// first_slot.., ping-ponging so that the last pass writes keys_out.
+// `encode`: the first of them maps original bits to ordered words (false
+// when a speculative first pass already did).
+template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
+cudaError_t RunPassChain(const std::vector<int>& passes, int first_slot, bool encode,
+                         const PassShared<Word>& shared, const Word* keys_in, Word* keys_out,
                          Word* keys_alt, const Value* values_in, Value* values_out,
-                         Value* values_alt, size_t n, KeyMasks<Word> masks,
-                         const unsigned long long* offsets, unsigned long long* status,
-                         unsigned int* tile_counters, cudaStream_t stream) {
-  constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
-  const size_t tiles = (n + kTile - 1) / kTile;
+                         Value* values_alt, cudaStream_t stream) {
+  PassLauncher<Word, Value, Tuning, kTransform> launcher(stream);
   const int k = static_cast<int>(passes.size());
-  constexpr size_t kSmem =
-      OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread>();
-  auto kernel = OneSweepPassKernel<Word, Value, Offset, Pass::kBlockThreads,
-                                   Pass::kItemsPerThread, Pass::kMinBlocks>;
-  // Per device and cheap: set on every call so that every GPU gets it.
-  SORTD_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(kSmem)));
-  // One zeroing of the status words serves every pass (epochs 1..k).
-  SORTD_CUDA_TRY(cudaMemsetAsync(status, 0, tiles * kRadixBins * sizeof(unsigned long long), stream));
   const Word* src_keys = keys_in;
   const Value* src_values = values_in;
   for (int i = 0; i < k; ++i) {
     const bool to_out = (k - 1 - i) % 2 == 0;
-    Word* dst_keys = to_out ? keys_out : keys_alt;
-    Value* dst_values = to_out ? values_out : values_alt;
-    const int p = passes[i];
-    kernel<<<static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream>>>(
-        src_keys, dst_keys, src_values, dst_values, n, p * kRadixBits, masks,
-        /*encode=*/i == 0, /*decode=*/i == k - 1, offsets + p * kRadixBins, status,
-        /*epoch=*/static_cast<unsigned int>(i + 1), tile_counters + p);
-    SORTD_CUDA_TRY(cudaGetLastError());
-    src_keys = dst_keys;
-    src_values = dst_values;
+    OneSweepPassArgs<Word, Value> a = shared.template Args<Value>(first_slot + i, passes[i]);
+    a.keys_in = src_keys;
+    a.keys_out = to_out ? keys_out : keys_alt;
+    a.values_in = src_values;
+    a.values_out = to_out ? values_out : values_alt;
+    a.encode = encode && i == 0;
+    a.decode = i == k - 1;
+    SORTD_CUDA_TRY(launcher.Launch(a));
+    src_keys = a.keys_out;
+    src_values = a.values_out;
   }
   return cudaSuccess;
 }
 
-// Picks the pass tuning (keys-only or pairs) and the offset width.
-template <typename Word, typename Value, typename Tuning>
-cudaError_t RunPasses(const std::vector<int>& passes, const Word* keys_in, Word* keys_out,
-                      Word* keys_alt, const Value* values_in, Value* values_out,
-                      Value* values_alt, size_t n, KeyMasks<Word> masks,
-                      const unsigned long long* offsets, unsigned long long* status,
-                      unsigned int* tile_counters, cudaStream_t stream) {
-  using Pass = std::conditional_t<std::is_same_v<Value, NoValue>, typename Tuning::Keys,
-                                  typename Tuning::Pairs>;
-  if (n < (size_t{1} << 32)) {
-    return LaunchPasses<Word, Value, uint32_t, Pass>(passes, keys_in, keys_out, keys_alt, values_in,
-                                                     values_out, values_alt, n, masks, offsets,
-                                                     status, tile_counters, stream);
+// A few pinned host words per thread for reading the pass plan back without
+// a pageable (synchronous) copy; allocated on first use, freed at thread
+// exit.
+class PinnedPlanWords {
+ public:
+  static constexpr int kWords = 2;
+  ~PinnedPlanWords() {
+    if (words_ != nullptr) cudaFreeHost(words_);  // may fail at process exit: nothing to do
   }
-  return LaunchPasses<Word, Value, uint64_t, Pass>(passes, keys_in, keys_out, keys_alt, values_in,
-                                                   values_out, values_alt, n, masks, offsets,
-                                                   status, tile_counters, stream);
+  cudaError_t Get(unsigned long long** out) {
+    if (words_ == nullptr) {
+      SORTD_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&words_), kWords * sizeof(unsigned long long),
+                                   cudaHostAllocPortable));
+    }
+    *out = words_;
+    return cudaSuccess;
+  }
+
+ private:
+  unsigned long long* words_ = nullptr;
+};
+
+inline cudaError_t ThreadPlanWords(unsigned long long** out) {
+  thread_local PinnedPlanWords words;
+  return words.Get(out);
+}
+
+// Owns a timing-free event for the duration of one sort.
+class ScopedEvent {
+ public:
+  cudaError_t Create() { return cudaEventCreateWithFlags(&event_, cudaEventDisableTiming); }
+  ~ScopedEvent() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+inline PassTransform TransformFor(KeyClass c, bool descending) {
+  if (c == KeyClass::kFloat) return PassTransform::kFloat;
+  return c == KeyClass::kSigned || descending ? PassTransform::kXor : PassTransform::kNone;
+}
+
+// Calls fn(std::integral_constant<PassTransform, t>{}) for the runtime t.
+template <typename Fn>
+cudaError_t WithTransform(PassTransform t, Fn&& fn) {
+  switch (t) {
+    case PassTransform::kNone: return fn(std::integral_constant<PassTransform, PassTransform::kNone>{});
+    case PassTransform::kXor: return fn(std::integral_constant<PassTransform, PassTransform::kXor>{});
+    default: return fn(std::integral_constant<PassTransform, PassTransform::kFloat>{});
+  }
 }
 
 template <typename Index>
@@ -134,6 +226,24 @@ cudaError_t GatherBytes(int bytes, const void* in, const Index* index, void* out
                     : Gather<uint64_t>(in, index, out, n, stream);
 }
 
+// Typed views of the caller's value arrays and the temp alternate buffer.
+template <typename Value>
+struct ValueBuffers {
+  const Value* in = nullptr;
+  Value* out = nullptr;
+  Value* alt = nullptr;
+};
+
+// Calls fn(value tag) for the value width: NoValue, uint32_t or uint64_t.
+template <typename Fn>
+cudaError_t WithValueType(int value_bytes, Fn&& fn) {
+  switch (value_bytes) {
+    case 0: return fn(NoValue{});
+    case 4: return fn(uint32_t{});
+    default: return fn(uint64_t{});
+  }
+}
+
 template <typename Word, typename Tuning>
 cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& p,
                       cudaStream_t stream, RadixSortStats* stats) {
@@ -154,10 +264,13 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   char* values_alt = t.Take<char>(n * value_slot);
   char* index_a = is_float ? t.Take<char>(n * index_bytes) : nullptr;
   char* index_b = is_float ? t.Take<char>(n * index_bytes) : nullptr;
-  unsigned long long* hist = t.Take<unsigned long long>(kPasses * kRadixBins + 1);
+  // hist: [passes][kRadixBins] counts, then the plan words the passes and
+  // the host read: the NaN count and the trivial-digit mask.
+  unsigned long long* hist = t.Take<unsigned long long>(kPasses * kRadixBins + 2);
   unsigned long long* offsets = t.Take<unsigned long long>(kPasses * kRadixBins);
   unsigned long long* status = t.Take<unsigned long long>(std::max<size_t>(tiles, 1) * kRadixBins);
-  unsigned int* tile_counters = t.Take<unsigned int>(kPasses);
+  // Slots: the speculative first pass, then up to kPasses more.
+  unsigned int* tile_counters = t.Take<unsigned int>(kPasses + 1);
   if (d_temp == nullptr) {
     temp_bytes = t.size();
     return cudaSuccess;
@@ -170,11 +283,16 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   const Word flip = p.descending ? ~Word{0} : Word{0};
   const Word* keys_in = static_cast<const Word*>(p.d_keys_in);
   Word* keys_out = static_cast<Word*>(p.d_keys_out);
-  unsigned long long* nan_count = hist + kPasses * kRadixBins;
+  unsigned long long* plan = hist + kPasses * kRadixBins;  // [0] NaNs, [1] trivial mask
 
-  // Histogram of every digit in one read, then per-digit offsets.
-  SORTD_CUDA_TRY(cudaMemsetAsync(hist, 0, (kPasses * kRadixBins + 1) * sizeof(unsigned long long), stream));
-  SORTD_CUDA_TRY(cudaMemsetAsync(tile_counters, 0, kPasses * sizeof(unsigned int), stream));
+  // Every zeroing up front: histogram and plan, tile counters, and the
+  // status words (one zeroing serves every pass: epochs).
+  SORTD_CUDA_TRY(cudaMemsetAsync(hist, 0, (kPasses * kRadixBins + 2) * sizeof(unsigned long long), stream));
+  SORTD_CUDA_TRY(cudaMemsetAsync(tile_counters, 0, (kPasses + 1) * sizeof(unsigned int), stream));
+  SORTD_CUDA_TRY(cudaMemsetAsync(status, 0, std::max<size_t>(tiles, 1) * kRadixBins * sizeof(unsigned long long),
+                                 stream));
+  // Histogram of every digit in one read, then per-digit offsets and the
+  // trivial-digit mask.
   int sms = 0, device = 0;
   SORTD_CUDA_TRY(cudaGetDevice(&device));
   SORTD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -183,35 +301,82 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
       std::max<size_t>(1, (n + HistogramTuning::kBlockThreads - 1) / HistogramTuning::kBlockThreads)));
   GlobalHistogramKernel<Word, HistogramTuning::kBlockThreads>
       <<<hist_grid, HistogramTuning::kBlockThreads, 0, stream>>>(
-          keys_in, n, KeyMasks<Word>::For(cls, flip, /*nans_present=*/true), hist, nan_count);
+          keys_in, n, KeyMasks<Word>::For(cls, flip, /*nans_present=*/true), hist, plan);
   SORTD_CUDA_TRY(cudaGetLastError());
-  DigitOffsetsKernel<kRadixBins><<<kPasses, kRadixBins, 0, stream>>>(hist, offsets);
+  DigitOffsetsKernel<kRadixBins><<<kPasses, kRadixBins, 0, stream>>>(hist, n, p.skip_trivial_passes,
+                                                             offsets, plan + 1);
   SORTD_CUDA_TRY(cudaGetLastError());
 
-  // Plan: which passes run, and whether NaNs force a payload-keeping mode.
-  std::vector<int> passes;
-  unsigned long long nans = 0;
-  if (p.skip_trivial_passes || is_float) {
-    std::vector<unsigned long long> h(kPasses * kRadixBins + 1);
-    SORTD_CUDA_TRY(cudaMemcpyAsync(h.data(), hist, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost, stream));
-    SORTD_CUDA_TRY(cudaStreamSynchronize(stream));
-    nans = h[kPasses * kRadixBins];
-    for (int pass = 0; pass < kPasses; ++pass) {
-      bool trivial = false;
-      if (p.skip_trivial_passes) {
-        for (int d = 0; d < kRadixBins; ++d) trivial |= h[pass * kRadixBins + d] == n;
+  PassShared<Word> shared;
+  shared.n = n;
+  shared.masks = KeyMasks<Word>::For(cls, flip, /*nans_present=*/false);
+  shared.offsets = offsets;
+  shared.status = status;
+  shared.tile_counters = tile_counters;
+  const PassTransform transform = TransformFor(cls, p.descending);
+  // fn(value tag, transform tag, typed value buffers) for this sort's
+  // value width and key transform.
+  auto with_types = [&](auto&& fn) -> cudaError_t {
+    return WithValueType(p.value_bytes, [&](auto value_tag) {
+      using Value = decltype(value_tag);
+      ValueBuffers<Value> v;
+      if constexpr (!std::is_same_v<Value, NoValue>) {
+        v.in = static_cast<const Value*>(p.d_values_in);
+        v.out = static_cast<Value*>(p.d_values_out);
+        v.alt = reinterpret_cast<Value*>(values_alt);
       }
-      if (!trivial) passes.push_back(pass);
-    }
-  } else {
-    for (int pass = 0; pass < kPasses; ++pass) passes.push_back(pass);
+      return WithTransform(transform, [&](auto transform_tag) { return fn(value_tag, transform_tag, v); });
+    });
+  };
+
+  if (!p.skip_trivial_passes && !is_float) {  // every pass, nothing to read back
+    std::vector<int> all(kPasses);
+    for (int i = 0; i < kPasses; ++i) all[i] = i;
+    if (stats != nullptr) stats->passes_run = kPasses;
+    return with_types([&](auto value_tag, auto transform_tag, auto v) {
+      using Value = decltype(value_tag);
+      return RunPassChain<Word, Value, Tuning, decltype(transform_tag)::value>(
+          all, 0, true, shared, keys_in, keys_out, keys_alt, v.in, v.out, v.alt, stream);
+    });
   }
+
+  // Plan: which passes run, and whether NaNs force a payload-keeping mode.
+  // The host reads two words back; meanwhile the first pass, launched
+  // speculatively, already runs (it decides on the device whether it is
+  // needed and where it writes), so the round trip leaves the GPU busy.
+  unsigned long long* plan_host = nullptr;
+  SORTD_CUDA_TRY(ThreadPlanWords(&plan_host));
+  ScopedEvent plan_read;
+  SORTD_CUDA_TRY(plan_read.Create());
+  SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host, plan, 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                 stream));
+  SORTD_CUDA_TRY(cudaEventRecord(plan_read.get(), stream));
+  SORTD_CUDA_TRY(with_types([&](auto value_tag, auto transform_tag, auto v) {
+    using Value = decltype(value_tag);
+    OneSweepPassArgs<Word, Value> a = shared.template Args<Value>(/*slot=*/0, /*pass=*/0);
+    a.keys_in = keys_in;
+    a.keys_out = keys_out;
+    a.keys_alt = keys_alt;
+    a.values_in = v.in;
+    a.values_out = v.out;
+    a.values_alt = v.alt;
+    a.encode = true;
+    a.plan = plan;
+    return PassLauncher<Word, Value, Tuning, decltype(transform_tag)::value>(stream).Launch(a);
+  }));
+  SORTD_CUDA_TRY(cudaEventSynchronize(plan_read.get()));
+  const unsigned long long nans = plan_host[0];
+  const unsigned long long trivial = plan_host[1];  // 0 unless skipping
+  std::vector<int> passes;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    if (!((trivial >> pass) & 1)) passes.push_back(pass);
+  }
+  // The same rule as SpeculativeRoute on the device.
+  const bool first_pass_ran = nans == 0 && !(trivial & 1);
   if (stats != nullptr) {
     stats->passes_run = static_cast<int>(passes.size());
     stats->nan_mode = nans > 0;
   }
-
-  const KeyMasks<Word> masks = KeyMasks<Word>::For(cls, flip, nans > 0);
 
   if (passes.empty()) {  // every key equal: the input order is the answer
     if (keys_out != keys_in) {
@@ -224,45 +389,49 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     return cudaSuccess;
   }
 
-  if (nans > 0 && p.value_bytes == 0) {
+  if (nans == 0) {
+    if (!first_pass_ran) {
+      return with_types([&](auto value_tag, auto transform_tag, auto v) {
+        using Value = decltype(value_tag);
+        return RunPassChain<Word, Value, Tuning, decltype(transform_tag)::value>(
+            passes, 1, true, shared, keys_in, keys_out, keys_alt, v.in, v.out, v.alt, stream);
+      });
+    }
+    // Pass 0 ran and wrote keys_out when the pass count is odd; the rest
+    // continue from there.
+    const bool first_to_out = passes.size() % 2 == 1;
+    const std::vector<int> rest(passes.begin() + 1, passes.end());
+    return with_types([&](auto value_tag, auto transform_tag, auto v) {
+      using Value = decltype(value_tag);
+      return RunPassChain<Word, Value, Tuning, decltype(transform_tag)::value>(
+          rest, 1, false, shared, first_to_out ? keys_out : keys_alt, keys_out, keys_alt,
+          first_to_out ? v.out : v.alt, v.out, v.alt, stream);
+    });
+  }
+
+  // NaN modes (float keys only; the speculative pass did not run).
+  shared.masks = KeyMasks<Word>::For(cls, flip, /*nans_present=*/true);
+  constexpr PassTransform kFloat = PassTransform::kFloat;
+  if (p.value_bytes == 0) {
     // Keys-only with NaNs: all NaNs sort as one key, so the original bits
     // (payloads) ride along as values and become the output keys.
-    return RunPasses<Word, Word, Tuning>(passes, keys_in, keys_scratch, keys_alt, keys_in, keys_out,
-                                 reinterpret_cast<Word*>(values_alt), n, masks, offsets,
-                                 status, tile_counters, stream);
+    return RunPassChain<Word, Word, Tuning, kFloat>(passes, 1, true, shared, keys_in, keys_scratch,
+                                                    keys_alt, keys_in, keys_out,
+                                                    reinterpret_cast<Word*>(values_alt), stream);
   }
-  if (nans > 0) {
-    // Pairs with NaN keys: sort (key, index), then gather keys and values.
-    auto argsort = [&](auto index_tag) -> cudaError_t {
-      using Index = decltype(index_tag);
-      Index* idx_in = reinterpret_cast<Index*>(index_a);
-      Index* idx_out = reinterpret_cast<Index*>(index_b);
-      SORTD_CUDA_TRY(Iota(idx_in, n, stream));
-      SORTD_CUDA_TRY((RunPasses<Word, Index, Tuning>(passes, keys_in, keys_scratch, keys_alt, idx_in, idx_out,
-                                             reinterpret_cast<Index*>(values_alt), n, masks,
-                                             offsets, status, tile_counters, stream)));
-      SORTD_CUDA_TRY(GatherBytes<Index>(sizeof(Word), keys_in, idx_out, keys_out, n, stream));
-      return GatherBytes<Index>(p.value_bytes, p.d_values_in, idx_out, p.d_values_out, n, stream);
-    };
-    return wide_index ? argsort(uint64_t{}) : argsort(uint32_t{});
-  }
-  switch (p.value_bytes) {
-    case 0:
-      return RunPasses<Word, NoValue, Tuning>(passes, keys_in, keys_out, keys_alt, nullptr, nullptr,
-                                      nullptr, n, masks, offsets, status, tile_counters, stream);
-    case 4:
-      return RunPasses<Word, uint32_t, Tuning>(passes, keys_in, keys_out, keys_alt,
-                                       static_cast<const uint32_t*>(p.d_values_in),
-                                       static_cast<uint32_t*>(p.d_values_out),
-                                       reinterpret_cast<uint32_t*>(values_alt), n, masks,
-                                       offsets, status, tile_counters, stream);
-    default:
-      return RunPasses<Word, uint64_t, Tuning>(passes, keys_in, keys_out, keys_alt,
-                                       static_cast<const uint64_t*>(p.d_values_in),
-                                       static_cast<uint64_t*>(p.d_values_out),
-                                       reinterpret_cast<uint64_t*>(values_alt), n, masks,
-                                       offsets, status, tile_counters, stream);
-  }
+  // Pairs with NaN keys: sort (key, index), then gather keys and values.
+  auto argsort = [&](auto index_tag) -> cudaError_t {
+    using Index = decltype(index_tag);
+    Index* idx_in = reinterpret_cast<Index*>(index_a);
+    Index* idx_out = reinterpret_cast<Index*>(index_b);
+    SORTD_CUDA_TRY(Iota(idx_in, n, stream));
+    SORTD_CUDA_TRY((RunPassChain<Word, Index, Tuning, kFloat>(passes, 1, true, shared, keys_in, keys_scratch,
+                                                              keys_alt, idx_in, idx_out,
+                                                              reinterpret_cast<Index*>(values_alt), stream)));
+    SORTD_CUDA_TRY(GatherBytes<Index>(sizeof(Word), keys_in, idx_out, keys_out, n, stream));
+    return GatherBytes<Index>(p.value_bytes, p.d_values_in, idx_out, p.d_values_out, n, stream);
+  };
+  return wide_index ? argsort(uint64_t{}) : argsort(uint32_t{});
 }
 
 template <typename Tuning32, typename Tuning64>

@@ -13,16 +13,26 @@ inline constexpr int kRadixBits = 8;
 inline constexpr int kRadixBins = 1 << kRadixBits;
 
 // Chosen by `sortd_gpu_radix_bench --tune` on an H200 (docs/benchmarks.md):
-// 3 blocks of 384 threads per SM (56 registers) for keys-only passes, 2 for
-// pairs; 256- and 512-thread blocks and 16-21 items were slower.
+// kAtomicOr peer matching (10-20% faster than 8 ballots everywhere); 3
+// blocks of 384 threads per SM (56 registers) for keys-only passes, 2 for
+// pairs. 256x24 at 4 blocks/SM and 384x21..27 measured within 2% of these;
+// 512-thread blocks were slower.
+// How a warp finds the lanes whose key has the same digit (the peer group
+// it ranks as one): kBallot, one ballot per digit bit (8 votes and masks
+// per key); kAtomicOr, each lane ORs its bit into a per-warp shared word
+// of its digit and reads the group back (one shared atomic, one load, and
+// the group leader clears the word).
+enum class RankMatch : int { kBallot, kAtomicOr };
+
 // One digit pass: kBlockThreads x kItemsPerThread keys per tile (larger
 // tiles amortise the per-tile scan and look-back; more items cost
 // registers). kMinBlocks: blocks per SM the register allocation must allow.
-template <int Threads, int Items, int MinBlocks>
+template <int Threads, int Items, int MinBlocks, RankMatch Match = RankMatch::kBallot>
 struct OneSweepConfig {
   static constexpr int kBlockThreads = Threads;
   static constexpr int kItemsPerThread = Items;
   static constexpr int kMinBlocks = MinBlocks;
+  static constexpr RankMatch kMatch = Match;
 };
 
 // Per key width: one config for keys-only passes, one for passes that
@@ -38,11 +48,13 @@ struct OneSweepTuning;
 
 template <>
 struct OneSweepTuning<uint32_t>
-    : OneSweepPolicy<OneSweepConfig<384, 25, 3>, OneSweepConfig<384, 25, 2>> {};
+    : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>> {};
 
 template <>
 struct OneSweepTuning<uint64_t>
-    : OneSweepPolicy<OneSweepConfig<384, 17, 3>, OneSweepConfig<384, 20, 2>> {};
+    : OneSweepPolicy<OneSweepConfig<384, 16, 3, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>> {};
 
 struct HistogramTuning {
   static constexpr int kBlockThreads = 512;

@@ -28,7 +28,8 @@ using namespace sortd::cuda::testing;  // NOLINT: test helpers
 // Sorts on the GPU; values (when value_bytes > 0) are the input positions.
 template <typename T>
 void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
-               RadixSortStats* stats_out = nullptr, const std::string& what = "") {
+               RadixSortStats* stats_out = nullptr, const std::string& what = "",
+               bool skip_trivial_passes = true) {
   const size_t n = keys.size();
   DeviceBuffer d_in(n * sizeof(T)), d_out(n * sizeof(T));
   DeviceBuffer d_vin(n * 8), d_vout(n * 8);
@@ -44,6 +45,7 @@ void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
   p.value_bytes = value_bytes;
   p.d_values_in = value_bytes ? d_vin.ptr : nullptr;
   p.d_values_out = value_bytes ? d_vout.ptr : nullptr;
+  p.skip_trivial_passes = skip_trivial_passes;
   size_t temp_bytes = 0;
   ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
   DeviceBuffer temp(temp_bytes);
@@ -129,6 +131,51 @@ TEST(RadixSortPassesTest, NarrowKeysSkipPasses) {
   EXPECT_EQ(stats.passes_run, 0);
 }
 
+
+// The first pass is launched before the host has read the histogram and
+// decides on the device: it must stand down when digit 0 is the same for
+// every key (the host then runs the other passes from the input), and when
+// it runs it must write the buffer that makes the last pass end in the
+// caller's (odd and even pass counts).
+TEST(RadixSortPassesTest, SpeculativeFirstPassStandsDownOrRoutes) {
+  SKIP_WITHOUT_GPU();
+  RadixSortStats stats;
+  const size_t n = (size_t{1} << 18) + 3;
+  auto low_digit_constant32 = Random<uint32_t>(n, 21, 24);
+  for (auto& k : low_digit_constant32) k = (k << 8) | 0x5a;
+  for (bool desc : {false, true}) {
+    CheckSort(low_digit_constant32, desc, 0, &stats, "u32 digit 0 constant");
+    EXPECT_EQ(stats.passes_run, 3);
+    CheckSort(low_digit_constant32, desc, 4, &stats, "u32 digit 0 constant, pairs");
+    EXPECT_EQ(stats.passes_run, 3);
+  }
+  auto low_digit_constant64 = Random<uint64_t>(n, 22, 16);
+  for (auto& k : low_digit_constant64) k <<= 8;
+  CheckSort(low_digit_constant64, false, 8, &stats, "u64 digit 0 constant");
+  EXPECT_EQ(stats.passes_run, 2);
+  auto signed_narrow = Random<int64_t>(n, 23, 40);  // 5 passes (odd), pass 0 runs
+  CheckSort(signed_narrow, true, 4, &stats, "i64 40-bit desc");
+  EXPECT_EQ(stats.passes_run, 5);
+  auto ints_narrow = Random<int32_t>(n, 24, 16);  // sign bit constant too: 2 passes
+  CheckSort(ints_narrow, false, 0, &stats, "i32 16-bit");
+  EXPECT_EQ(stats.passes_run, 2);
+}
+
+// Without pass skipping every pass runs (no read-back for integer keys;
+// floats still read the NaN count back).
+TEST(RadixSortPassesTest, EveryPassWhenSkippingIsOff) {
+  SKIP_WITHOUT_GPU();
+  RadixSortStats stats;
+  CheckSort(Random<uint32_t>(100003, 31, 8), false, 4, &stats, "u32 8-bit, no skipping", false);
+  EXPECT_EQ(stats.passes_run, 4);
+  CheckSort(Random<uint64_t>(100003, 32, 16), true, 0, &stats, "u64 16-bit desc, no skipping", false);
+  EXPECT_EQ(stats.passes_run, 8);
+  CheckSort(FloatSpecials<float>(100003, 33), false, 0, &stats, "f32 specials, no skipping", false);
+  EXPECT_EQ(stats.passes_run, 4);
+  EXPECT_TRUE(stats.nan_mode);
+  CheckSort(Random<double>(100003, 34, 12), true, 8, &stats, "f64 12-bit, no skipping", false);
+  EXPECT_EQ(stats.passes_run, 8);
+}
 
 TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
   SKIP_WITHOUT_GPU();
