@@ -58,12 +58,14 @@ struct Variant {
 
 // Each variant instantiates every pass kernel of the library (build time):
 // keep the list short.
+template <int T, int I, int M>
+using S = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr, false>;
+
 const Variant kVariants[] = {
     {"default", &sortd::cuda::RadixSort},
+    {"stable first pass", &SortTuned<S<384, 25, 3>, A<384, 25, 2>, S<384, 16, 3>, A<384, 20, 2>>},
     {"ballot 384x25/25/17/20", &SortTuned<C<384, 25, 3>, C<384, 25, 2>, C<384, 17, 3>, C<384, 20, 2>>},
-    {"or 384x27m3/21m3/15/16m3", &SortTuned<A<384, 27, 3>, A<384, 21, 3>, A<384, 15, 3>, A<384, 16, 3>>},
     {"or 384x21/23/14/22", &SortTuned<A<384, 21, 3>, A<384, 23, 2>, A<384, 14, 3>, A<384, 22, 2>>},
-    {"or 512x20/16/12/14 m2", &SortTuned<A<512, 20, 2>, A<512, 16, 2>, A<512, 12, 2>, A<512, 14, 2>>},
     {"or 256x24m4/24m3/16m4/18m3", &SortTuned<A<256, 24, 4>, A<256, 24, 3>, A<256, 16, 4>, A<256, 18, 3>>},
 };
 

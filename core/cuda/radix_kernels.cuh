@@ -42,7 +42,7 @@ struct OneSweepPassArgs {
   size_t n = 0;
   int shift = 0;                 // bit position of this pass's digit
   KeyMasks<Word> masks;
-  bool encode = false;           // first pass: original bits -> ordered words
+  bool encode = false;           // first pass over the input: original bits -> ordered words
   bool decode = false;           // last pass: ordered words -> original bits
   const unsigned long long* pass_offsets = nullptr;  // [kRadixBins]
   unsigned long long* status = nullptr;              // [tiles][kRadixBins]
@@ -204,25 +204,31 @@ constexpr size_t OneSweepSharedBytes() {
 //   2. publishes its per-digit totals (so later tiles' look-back never waits
 //      on this tile's ranking), scans them into tile-local digit starts and
 //      turns the per-warp counts into each warp's running offsets,
-//   3. ranks its keys: a ballot match finds the lanes with the same digit,
-//      their highest lane bumps the warp's running offset by the group size
-//      (one shared atomic per group), ranks are stable in input order,
+//   3. ranks its keys: the lanes with the same digit find each other
+//      (RankMatch), their highest lane bumps the warp's running offset by
+//      the group size (one shared atomic per group), ranks are stable in
+//      input order,
 //   4. writes keys to shared memory by rank, looks back for the prefix of all
 //      earlier tiles (decoupled look-back), then stores keys to global
 //      memory coalesced (decoding on the last pass); values are loaded only
 //      now and take the same path.
-// Items past n (last tile only) are padding with the largest digit. They
-// are counted and ranked like keys: padding is a suffix of the tile in
-// warp-striped order, so it ranks after every real key (ranks
-// tile_count..kTile-1) and moves no real key; only the loads and the
-// global stores test bounds. The inflated count of the largest digit is
-// published by the last tile, whose totals no tile looks back on.
+// kStableRank = false (the first pass of a keys-only sort, where the input
+// order of equal digits carries no information: keys equal in every digit
+// are equal words) skips step 3: the count atomics' return values are the
+// ranks within the warp.
+// Items past n (last tile only) are padding with the largest digit. Each
+// warp adds its padding to that digit's count with one atomic; padding is a
+// suffix of the tile in warp-striped order, so (stable ranks) it ranks
+// after every real key (ranks tile_count..kTile-1) and moves no real key;
+// only the loads, the unstable ranks and the global stores test bounds.
+// The inflated count of the largest digit is published by the last tile,
+// whose totals no tile looks back on.
 // Offset: 32-bit when n < 2^32 (cheaper shared lookups and address math;
 // sums wrap modulo 2^32 and are exact), else 64-bit. (A kernel specialised
 // for full tiles was tried: without the runtime bounds checks the compiler
 // hoists more work and spills at 3 blocks/SM.)
 template <typename Word, typename Value, typename Offset, int kBlockThreads, int kItems,
-          int kMinBlocks, RankMatch kMatch, PassTransform kTransform>
+          int kMinBlocks, RankMatch kMatch, PassTransform kTransform, bool kStableRank>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   static_assert(kBlockThreads >= kRadixBins && kBlockThreads % 32 == 0,
@@ -285,14 +291,36 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     }
   };
 
-  // 1. Load and count (padding too: see above).
+  // 1. Load and count.
+  static_assert(kStableRank || !kHasValues, "values need stable ranks");
   Word key[kItems];
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     key[i] = in_range(i) ? encode(a.keys_in[warp_base + i * 32]) : ~Word{0};
   }
+  // Unstable ranks within the warp (< 32 * kItems), two per word until the
+  // warp offsets are known: they live across step 2 next to the keys.
+  unsigned int warp_rank_pairs[kStableRank ? 1 : (kItems + 1) / 2] = {};
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) if (in_range(i)) atomicAdd(&warp_offsets[warp][digit_of(key[i])], 1u);
+  for (int i = 0; i < kItems; ++i) {
+    if (in_range(i)) {
+      unsigned int* counter = &warp_offsets[warp][digit_of(key[i])];
+      if constexpr (kStableRank) {
+        atomicAdd(counter, 1u);
+      } else {
+        warp_rank_pairs[i / 2] |= atomicAdd(counter, 1u) << (16 * (i % 2));
+      }
+    }
+  }
+  if (!full_tile) {
+    __syncwarp();  // after every lane's counts: unstable ranks of real keys stay below the padding
+    const size_t warp_start = warp_base - lane;
+    const size_t warp_end = warp_start + 32 * kItems;
+    const size_t padding = warp_end <= n ? 0 : warp_end - (warp_start > n ? warp_start : n);
+    if (lane == 0 && padding != 0) {
+      atomicAdd(&warp_offsets[warp][kRadixBins - 1], static_cast<unsigned int>(padding));
+    }
+  }
   __syncthreads();
 
   // 2. Publish early totals; digit starts; per-warp running offsets.
@@ -316,36 +344,48 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   __syncthreads();
 
   // 3. Rank.
-  const unsigned int lanemask_lt = (1u << lane) - 1;
   unsigned int rank[kItems];
+  if constexpr (kStableRank) {
+    const unsigned int lanemask_lt = (1u << lane) - 1;
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const unsigned int digit = digit_of(key[i]);
-    unsigned int peers;
-    if constexpr (kMatch == RankMatch::kAtomicOr) {
-      atomicOr(&match_words[warp][digit], 1u << lane);
-      __syncwarp();
-      peers = match_words[warp][digit];
-    } else {
-      peers = MatchDigit(digit);
+    for (int i = 0; i < kItems; ++i) {
+      const unsigned int digit = digit_of(key[i]);
+      unsigned int peers;
+      if constexpr (kMatch == RankMatch::kAtomicOr) {
+        atomicOr(&match_words[warp][digit], 1u << lane);
+        __syncwarp();
+        peers = match_words[warp][digit];
+      } else {
+        peers = MatchDigit(digit);
+      }
+      const int leader = 31 - __clz(peers);
+      unsigned int base = 0;
+      if (lane == leader) base = atomicAdd(&warp_offsets[warp][digit], __popc(peers));
+      base = __shfl_sync(0xffffffffu, base, leader);
+      if constexpr (kMatch == RankMatch::kAtomicOr) {
+        // Every lane has read its group (the shuffle needed them all); the
+        // leader clears the word for the next key.
+        if (lane == leader) match_words[warp][digit] = 0;
+        __syncwarp();
+      }
+      rank[i] = base + __popc(peers & lanemask_lt);
     }
-    const int leader = 31 - __clz(peers);
-    unsigned int base = 0;
-    if (lane == leader) base = atomicAdd(&warp_offsets[warp][digit], __popc(peers));
-    base = __shfl_sync(0xffffffffu, base, leader);
-    if constexpr (kMatch == RankMatch::kAtomicOr) {
-      // Every lane has read its group (the shuffle needed them all); the
-      // leader clears the word for the next key.
-      if (lane == leader) match_words[warp][digit] = 0;
-      __syncwarp();
+  } else {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      if (in_range(i)) {
+        rank[i] = ((warp_rank_pairs[i / 2] >> (16 * (i % 2))) & 0xffffu) +
+                  warp_offsets[warp][digit_of(key[i])];
+      }
     }
-    rank[i] = base + __popc(peers & lanemask_lt);
   }
   __syncthreads();  // the counters are overwritten by the keys
 
   // 4. Keys to shared memory by rank; look back meanwhile; store coalesced.
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) tile_keys[rank[i]] = key[i];
+  for (int i = 0; i < kItems; ++i) {
+    if (kStableRank || in_range(i)) tile_keys[rank[i]] = key[i];
+  }
   if (d < kRadixBins) {
     unsigned long long prefix = 0;
     if (tile > 0) {

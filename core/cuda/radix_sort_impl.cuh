@@ -67,34 +67,40 @@ class PassLauncher {
   static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
   static constexpr size_t kSmem =
       OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread, Pass::kMatch>();
-  template <typename Offset>
+  static constexpr bool kKeysOnly = std::is_same_v<Value, NoValue>;
+  template <typename Offset, bool kStableRank>
   static constexpr auto kKernel = OneSweepPassKernel<Word, Value, Offset, Pass::kBlockThreads,
                                                      Pass::kItemsPerThread, Pass::kMinBlocks,
-                                                     Pass::kMatch, kTransform>;
+                                                     Pass::kMatch, kTransform, kStableRank>;
 
  public:
   explicit PassLauncher(cudaStream_t stream) : stream_(stream) {}
 
+  // The first pass over the input (args.encode) of a keys-only sort needs
+  // no stable ranks (see OneSweepPassKernel); the tuning may still ask
+  // for them.
   cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args) {
-    return args.n < (size_t{1} << 32) ? LaunchWith<uint32_t>(args) : LaunchWith<uint64_t>(args);
+    const bool wide = args.n >= (size_t{1} << 32);
+    if constexpr (kKeysOnly && Pass::kUnstableFirstPass) {
+      if (args.encode) {
+        return wide ? LaunchWith<kKernel<uint64_t, false>>(args) : LaunchWith<kKernel<uint32_t, false>>(args);
+      }
+    }
+    return wide ? LaunchWith<kKernel<uint64_t, true>>(args) : LaunchWith<kKernel<uint32_t, true>>(args);
   }
 
  private:
-  template <typename Offset>
+  template <auto kernel>
   cudaError_t LaunchWith(const OneSweepPassArgs<Word, Value>& args) {
-    if (!attribute_set_) {
-      // Per device and cheap: set on every sort so that every GPU gets it.
-      SORTD_CUDA_TRY(cudaFuncSetAttribute(kKernel<Offset>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kSmem)));
-      attribute_set_ = true;
-    }
+    // Per device and cheap; set on every sort so that every GPU gets it.
+    SORTD_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmem)));
     const size_t tiles = (args.n + kTile - 1) / kTile;
-    kKernel<Offset><<<static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream_>>>(args);
+    kernel<<<static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream_>>>(args);
     return cudaGetLastError();
   }
 
   cudaStream_t stream_;
-  bool attribute_set_ = false;
 };
 
 // What every pass of one sort shares, and the slot numbering: slot s uses

@@ -27,12 +27,17 @@ enum class RankMatch : int { kBallot, kAtomicOr };
 // One digit pass: kBlockThreads x kItemsPerThread keys per tile (larger
 // tiles amortise the per-tile scan and look-back; more items cost
 // registers). kMinBlocks: blocks per SM the register allocation must allow.
-template <int Threads, int Items, int MinBlocks, RankMatch Match = RankMatch::kBallot>
+// kUnstableFirstPass: the first pass of a keys-only sort takes its ranks
+// from the digit-count atomics instead of matching peers (see
+// OneSweepPassKernel).
+template <int Threads, int Items, int MinBlocks, RankMatch Match = RankMatch::kBallot,
+          bool UnstableFirstPass = true>
 struct OneSweepConfig {
   static constexpr int kBlockThreads = Threads;
   static constexpr int kItemsPerThread = Items;
   static constexpr int kMinBlocks = MinBlocks;
   static constexpr RankMatch kMatch = Match;
+  static constexpr bool kUnstableFirstPass = UnstableFirstPass;
 };
 
 // Per key width: one config for keys-only passes, one for passes that

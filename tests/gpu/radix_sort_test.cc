@@ -215,6 +215,8 @@ TEST(RadixSortSanitizerTest, SmallMixedSizes) {
   SKIP_WITHOUT_GPU();
   for (size_t n : {size_t{1}, size_t{33}, size_t{4097}, size_t{10000}, size_t{30000}}) {
     CheckSort(Random<uint32_t>(n, n), false, 4, nullptr, "u32");
+    CheckSort(Random<uint32_t>(n, n + 1), true, 0, nullptr, "u32 keys-only desc");  // unstable first pass
+    CheckSort(Random<uint64_t>(n, n + 2, 40), false, 0, nullptr, "u64 keys-only");
     CheckSort(Random<int64_t>(n, n), true, 8, nullptr, "i64");
     CheckSort(FloatSpecials<float>(n, n), true, 0, nullptr, "f32 nan keys");
     CheckSort(FloatSpecials<double>(n, n), false, 4, nullptr, "f64 nan pairs");
