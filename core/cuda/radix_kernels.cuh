@@ -189,7 +189,7 @@ __device__ __forceinline__ unsigned int MatchDigit(unsigned int digit) {
 template <typename Word, typename Value, int kBlockThreads, int kItems, RankMatch kMatch>
 constexpr size_t OneSweepSharedBytes() {
   constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
-  constexpr size_t counters = (kMatch == RankMatch::kAtomicOr ? 2 : 1) *
+  constexpr size_t counters = (kMatch == RankMatch::kBallot ? 1 : 2) *
                               static_cast<size_t>(kBlockThreads / 32) * kRadixBins * sizeof(unsigned int);
   constexpr size_t keys = kTile * sizeof(Word);
   constexpr size_t values = kTile * sizeof(Value);
@@ -260,7 +260,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     if (route & kRouteRun) s_tile = atomicAdd(a.tile_counter, 1u);
   }
   for (int b = lane; b < kRadixBins; b += 32) warp_offsets[warp][b] = 0;
-  if constexpr (kMatch == RankMatch::kAtomicOr) {
+  if constexpr (kMatch != RankMatch::kBallot) {
     for (int b = lane; b < kRadixBins; b += 32) match_words[warp][b] = 0;
   }
   __syncthreads();
@@ -350,19 +350,20 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const unsigned int digit = digit_of(key[i]);
+      constexpr bool kByBallot = kMatch == RankMatch::kBallot;
       unsigned int peers;
-      if constexpr (kMatch == RankMatch::kAtomicOr) {
+      if constexpr (kByBallot) {
+        peers = MatchDigit(digit);
+      } else {
         atomicOr(&match_words[warp][digit], 1u << lane);
         __syncwarp();
         peers = match_words[warp][digit];
-      } else {
-        peers = MatchDigit(digit);
       }
       const int leader = 31 - __clz(peers);
       unsigned int base = 0;
       if (lane == leader) base = atomicAdd(&warp_offsets[warp][digit], __popc(peers));
       base = __shfl_sync(0xffffffffu, base, leader);
-      if constexpr (kMatch == RankMatch::kAtomicOr) {
+      if constexpr (!kByBallot) {
         // Every lane has read its group (the shuffle needed them all); the
         // leader clears the word for the next key.
         if (lane == leader) match_words[warp][digit] = 0;
