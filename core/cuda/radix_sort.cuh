@@ -30,8 +30,10 @@ struct RadixSortProblem {
   int value_bytes = 0;
   const void* d_values_in = nullptr;
   void* d_values_out = nullptr;
-  // Skip passes whose digit is equal for every key. Needs one host
-  // round trip (the stream is synchronised once after the histogram).
+  // Skip passes whose digit is equal for every key. The host reads the
+  // plan back after the histogram (the calling thread waits once, while
+  // the first pass already runs on the GPU); float keys always read back
+  // their NaN count.
   bool skip_trivial_passes = true;
 };
 
