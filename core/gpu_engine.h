@@ -33,7 +33,7 @@ class GpuEngineObserver {
 struct GpuEngineOptions {
   // Numeric arrays with fewer keys run on the CPU engine under
   // --engine=auto (docs/benchmarks.md has the measurement behind it).
-  size_t min_keys = size_t{1} << 16;
+  size_t min_keys = size_t{1} << 15;
   // Byte-string arrays with fewer strings run on the CPU engine under
   // --engine=auto.
   size_t min_bytes_keys = size_t{1} << 14;

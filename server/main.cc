@@ -27,7 +27,7 @@ ABSL_FLAG(double, slow_request_seconds, 1.0, "log requests slower than this");
 ABSL_FLAG(double, log_lines_per_second, 10, "rate limit of the request log");
 ABSL_FLAG(std::string, engine, "auto",
           "auto (GPU when present, else CPU), cpu, or gpu");
-ABSL_FLAG(uint64_t, gpu_min_keys, uint64_t{1} << 16,
+ABSL_FLAG(uint64_t, gpu_min_keys, uint64_t{1} << 15,
           "engine=auto: numeric arrays with fewer keys sort on the CPU "
           "(docs/benchmarks.md: GPU/CPU crossover)");
 ABSL_FLAG(uint64_t, gpu_min_bytes_keys, uint64_t{1} << 14,
