@@ -40,7 +40,7 @@ struct GpuEngineOptions {
   // Numeric argsorts (indices wanted) of fewer keys run on the GPU merge
   // sort instead of the radix core (the kernel-level crossover measured
   // on the H200, docs/benchmarks.md); 0 disables.
-  size_t merge_argsort_max_keys = size_t{1} << 19;
+  size_t merge_argsort_max_keys = size_t{1} << 16;
   // Concurrent requests per GPU (streams with their own buffers).
   int slots_per_gpu = 2;
   // Device memory cap of each GPU's buffer pool; 0 = 80% of free memory.

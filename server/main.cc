@@ -33,7 +33,7 @@ ABSL_FLAG(uint64_t, gpu_min_keys, uint64_t{1} << 15,
 ABSL_FLAG(uint64_t, gpu_min_bytes_keys, uint64_t{1} << 14,
           "engine=auto: byte-string arrays with fewer strings sort on the CPU; "
           "larger ones on the GPU merge sort");
-ABSL_FLAG(uint64_t, gpu_merge_argsort_max_keys, uint64_t{1} << 19,
+ABSL_FLAG(uint64_t, gpu_merge_argsort_max_keys, uint64_t{1} << 16,
           "numeric argsorts (indices wanted) of fewer keys run on the GPU merge "
           "sort instead of radix (docs/benchmarks.md: crossover); 0 = never");
 ABSL_FLAG(int, gpu_streams, 2,

@@ -26,6 +26,9 @@ namespace {
   if (ListGpus().empty()) GTEST_SKIP() << "no GPU visible"
 
 constexpr size_t kMinKeys = 5000;
+// Pinned (not the flag's default, which follows measurements): argsorts
+// below it take the merge sort.
+constexpr size_t kMergeArgsortMaxKeys = size_t{1} << 17;
 
 std::unique_ptr<SortdServer> StartEngine(EngineChoice engine, size_t pool_bytes = 0,
                                          BatchingMode batching = BatchingMode::kOff) {
@@ -35,6 +38,7 @@ std::unique_ptr<SortdServer> StartEngine(EngineChoice engine, size_t pool_bytes 
   options.metrics_listen = "";
   options.dispatcher.engine = engine;
   options.dispatcher.gpu.min_keys = kMinKeys;
+  options.dispatcher.gpu.merge_argsort_max_keys = kMergeArgsortMaxKeys;
   options.dispatcher.gpu.max_pool_bytes = pool_bytes;
   options.dispatcher.gpu.staging_chunk_bytes = 1 << 16;  // many pipeline steps
   auto server = SortdServer::Start(options);
