@@ -30,6 +30,14 @@ struct NumericLess {
   using Key = Word;
   KeyMasks<Word> masks;
 
+  // The order of a problem's key type and direction (NaNs handled by
+  // Canonical, not by the masks).
+  static NumericLess For(RadixKeyType key_type, bool descending) {
+    NumericLess less;
+    less.masks = KeyMasks<Word>::For(ClassOf(key_type), descending ? ~Word{0} : Word{0}, false);
+    return less;
+  }
+
   static constexpr Word kPosInf = KeyCodec<Word>::kSign | KeyCodec<Word>::kExponent;  // ordered +inf
 
   __device__ __forceinline__ Word Encode(Word k) const { return masks.Encode(k); }
@@ -250,6 +258,17 @@ struct TempLayout {
     extra = splits + AlignUp(splits_count * sizeof(size_t));
     total = extra + AlignUp(extra_bytes) + kAlign;
   }
+
+  // The caller's arrays plus the temp buffers carved from `base` (d_temp
+  // aligned up).
+  template <typename Key, typename Value>
+  Buffers<Key, Value> BuffersAt(char* base, const Key* keys_in, Key* keys_out,
+                                const Value* values_in, Value* values_out) const {
+    constexpr bool kHasValues = !std::is_same_v<Value, NoValue>;
+    return {keys_in,   keys_out,   reinterpret_cast<Key*>(base + keys_tmp),
+            values_in, values_out, kHasValues ? reinterpret_cast<Value*>(base + values_tmp) : nullptr,
+            reinterpret_cast<size_t*>(base + splits)};
+  }
 };
 
 template <typename Word, bool kFloat, typename Value>
@@ -267,15 +286,9 @@ cudaError_t SortNumericTyped(void* d_temp, size_t& temp_bytes, const MergeSortPr
   }
   if (temp_bytes < layout.total) return cudaErrorInvalidValue;
   char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
-  Less less;
-  less.masks = KeyMasks<Word>::For(ClassOf(p.key_type), p.descending ? ~Word{0} : Word{0}, false);
-  Buffers<Word, Value> b{static_cast<const Word*>(p.d_keys_in),
-                         static_cast<Word*>(p.d_keys_out),
-                         reinterpret_cast<Word*>(base + layout.keys_tmp),
-                         values_in,
-                         values_out,
-                         value_size == 0 ? nullptr : reinterpret_cast<Value*>(base + layout.values_tmp),
-                         reinterpret_cast<size_t*>(base + layout.splits)};
+  const Less less = Less::For(p.key_type, p.descending);
+  const Buffers<Word, Value> b = layout.BuffersAt(base, static_cast<const Word*>(p.d_keys_in),
+                                                  static_cast<Word*>(p.d_keys_out), values_in, values_out);
   return SortWithBuffers(b, n, less, true, stream);
 }
 
@@ -376,15 +389,8 @@ cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProb
                                     plan.pairs.size() * sizeof(RunPair),
                                     cudaMemcpyHostToDevice, stream);
   if (err != cudaSuccess) return err;
-  Less less;
-  less.masks = KeyMasks<Word>::For(ClassOf(p.key_type), p.descending ? ~Word{0} : Word{0}, false);
-  Buffers<Word, Value> b{keys_in,
-                         keys_out,
-                         reinterpret_cast<Word*>(base + layout.keys_tmp),
-                         values_in,
-                         values_out,
-                         value_size == 0 ? nullptr : reinterpret_cast<Value*>(base + layout.values_tmp),
-                         reinterpret_cast<size_t*>(base + layout.splits)};
+  const Less less = Less::For(p.key_type, p.descending);
+  const Buffers<Word, Value> b = layout.BuffersAt(base, keys_in, keys_out, values_in, values_out);
   // Encode into the buffer the pass parity needs (odd: tmp, so that the
   // last pass writes out); the first pass reads the caller's values.
   const bool encoded_in_out = passes % 2 == 0;
@@ -453,7 +459,6 @@ cudaError_t SegmentedTyped(void* d_temp, size_t& temp_bytes, const SegmentedMerg
   using Shape = TileShape<Word>;
   const SegmentsPlan plan = PlanSegments(p, Shape::kTileItems);
   const size_t n = plan.extent;
-  const size_t value_size = std::is_same_v<Value, NoValue> ? 0 : sizeof(Value);
   // Sized for the widest value scratch this problem can need with or
   // without positions, so that sizing does not depend on d_indices_out
   // (callers carve the output arrays after sizing).
@@ -476,18 +481,12 @@ cudaError_t SegmentedTyped(void* d_temp, size_t& temp_bytes, const SegmentedMerg
   if (err != cudaSuccess) return err;
   const int num_segments = static_cast<int>(plan.segments.size());
 
-  Less less;
-  less.masks = KeyMasks<Word>::For(ClassOf(p.key_type), p.descending ? ~Word{0} : Word{0}, false);
+  const Less less = Less::For(p.key_type, p.descending);
   const Value* values_in = positions ? nullptr : static_cast<const Value*>(p.d_values_in);
   Value* values_out =
       positions ? reinterpret_cast<Value*>(p.d_indices_out) : static_cast<Value*>(p.d_values_out);
-  Buffers<Word, Value> b{static_cast<const Word*>(p.d_keys_in),
-                         static_cast<Word*>(p.d_keys_out),
-                         reinterpret_cast<Word*>(base + layout.keys_tmp),
-                         values_in,
-                         values_out,
-                         value_size == 0 ? nullptr : reinterpret_cast<Value*>(base + layout.values_tmp),
-                         reinterpret_cast<size_t*>(base + layout.splits)};
+  const Buffers<Word, Value> b = layout.BuffersAt(base, static_cast<const Word*>(p.d_keys_in),
+                                                  static_cast<Word*>(p.d_keys_out), values_in, values_out);
   const bool into_out = plan.passes % 2 == 0;
   KeyIo<Less> io{true, plan.passes == 0, less};
   merge::BlockSortKernel<Shape::kThreads, Shape::kItems, Less, Value>

@@ -58,8 +58,9 @@ struct Plan {
 };
 
 // Launches digit passes of one kernel family (key word, value type,
-// transform): picks the keys-only or pairs tuning and the offset width, and
-// sets the kernel's dynamic shared memory once per sort.
+// transform): picks the keys-only or pairs tuning, the offset width and
+// stable or unstable ranks, and opts the kernel into large dynamic shared
+// memory where its tile needs it.
 template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
 class PassLauncher {
   using Pass = std::conditional_t<std::is_same_v<Value, NoValue>, typename Tuning::Keys,
@@ -67,6 +68,10 @@ class PassLauncher {
   static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
   static constexpr size_t kSmem =
       OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread, Pass::kMatch>();
+  // The kernel's static shared memory besides: global_base (at most 8
+  // bytes per digit), the scan scratch (a word per warp) and two words.
+  static constexpr size_t kStaticSmemBound = kRadixBins * sizeof(uint64_t) + 256;
+  static constexpr bool kNeedsSmemOptIn = kSmem + kStaticSmemBound > 48 * 1024;
   static constexpr bool kKeysOnly = std::is_same_v<Value, NoValue>;
   template <typename Offset, bool kStableRank>
   static constexpr auto kKernel = OneSweepPassKernel<Word, Value, Offset, Pass::kBlockThreads,
@@ -92,9 +97,12 @@ class PassLauncher {
  private:
   template <auto kernel>
   cudaError_t LaunchWith(const OneSweepPassArgs<Word, Value>& args) {
-    // Per device and cheap; set on every sort so that every GPU gets it.
-    SORTD_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kSmem)));
+    // Only tiles past the default 48 KiB of shared memory need the opt-in
+    // (per device: set at each launch so that every GPU gets it).
+    if constexpr (kNeedsSmemOptIn) {
+      SORTD_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kSmem)));
+    }
     const size_t tiles = (args.n + kTile - 1) / kTile;
     kernel<<<static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream_>>>(args);
     return cudaGetLastError();
@@ -356,7 +364,8 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   SORTD_CUDA_TRY(ThreadPlanWords(&plan_host));
   ScopedEvent plan_read;
   SORTD_CUDA_TRY(plan_read.Create());
-  SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host, plan, 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+  SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host, plan, PinnedPlanWords::kWords * sizeof(unsigned long long),
+                                 cudaMemcpyDeviceToHost,
                                  stream));
   SORTD_CUDA_TRY(cudaEventRecord(plan_read.get(), stream));
   SORTD_CUDA_TRY(with_types([&](auto value_tag, auto transform_tag, auto v) {
