@@ -92,6 +92,12 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; enables TLS with --
 ABSL_FLAG(std::string, tls_key, "", "PEM private key");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM: time between health NOT_SERVING and closing the listener");
+ABSL_FLAG(absl::Duration, max_connection_age, absl::InfiniteDuration(),
+          "connections older than this are closed gracefully (GOAWAY) so that clients "
+          "reconnect and rebalance over replicas; inf = never");
+ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::InfiniteDuration(),
+          "after a max_connection_age GOAWAY, how long RPCs on that connection may still run "
+          "before it closes; inf = until they finish");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM: how long in-flight RPCs may take before they are cancelled");
 
@@ -165,6 +171,8 @@ int main(int argc, char** argv) {
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  options.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.expect_gpus = absl::GetFlag(FLAGS_expect_gpus);
   options.request_log.slow_seconds = absl::GetFlag(FLAGS_slow_request_seconds);

@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -66,6 +68,13 @@ class GpuMetricsObserver final : public GpuEngineObserver {
  private:
   ServiceMetrics* metrics_;
 };
+
+// A duration as a gRPC channel argument in milliseconds (INT_MAX = never).
+int ChannelArgMillis(absl::Duration d) {
+  if (d == absl::InfiniteDuration()) return std::numeric_limits<int>::max();
+  return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 1,
+                                              std::numeric_limits<int>::max()));
+}
 
 }  // namespace
 
@@ -178,6 +187,10 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   builder.AddListeningPort(options.listen_address, *creds, &s->port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                             ChannelArgMillis(options.max_connection_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             ChannelArgMillis(options.max_connection_age_grace));
   builder.RegisterService(s->service_.get());
   if (options.enable_diagnostics) {
     s->diagnostics_ = std::make_unique<DiagnosticsServiceImpl>(&s->context_->draining);

@@ -57,6 +57,13 @@ struct ServerOptions {
   int expect_gpus = 0;
   // Request log: slow threshold and rate limit.
   RequestLogOptions request_log;
+  // Connections older than this get a GOAWAY so that clients reconnect and
+  // re-resolve (a client-side round-robin spreads over replicas added
+  // since); infinite (the default) keeps connections for good.
+  absl::Duration max_connection_age = absl::InfiniteDuration();
+  // After that GOAWAY, how long RPCs already on the connection may still run
+  // before it is closed; infinite waits for them however long they take.
+  absl::Duration max_connection_age_grace = absl::InfiniteDuration();
   // How long Shutdown() waits for in-flight RPCs before cancelling them.
   absl::Duration drain_timeout = absl::Seconds(30);
   // Serve sortd.v1.DiagnosticsService (Echo, EchoStream) for benchmarks.

@@ -4,8 +4,8 @@ Needs the generated stubs (`sortd.v1.sort_pb2`) on PYTHONPATH: they are
 built into <build>/python by the CMake target sortd_python_stubs.
 """
 
-from .client import Client, SortResult, DEFAULT_CHUNK_BYTES, HEADROOM
+from .client import Client, SortResult, DEFAULT_CHUNK_BYTES, DEFAULT_SERVICE_CONFIG, HEADROOM
 from .errors import ProtocolError, RequestError, SortdError
 
 __all__ = ["Client", "SortResult", "SortdError", "RequestError", "ProtocolError",
-           "DEFAULT_CHUNK_BYTES", "HEADROOM"]
+           "DEFAULT_CHUNK_BYTES", "DEFAULT_SERVICE_CONFIG", "HEADROOM"]

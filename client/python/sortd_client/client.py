@@ -20,6 +20,19 @@ HEADROOM = 4096
 DEFAULT_CHUNK_BYTES = 2 << 20
 _DEFAULT = object()  # "use the client's timeout"
 
+# The default channel config, the same as the C++ client's
+# (sortd::client::kDefaultServiceConfig; docs/deploy.md): round-robin over
+# every address the target resolves to (a `dns:///` name of a headless
+# Service, or `ipv4:a:p,b:p`), backends reporting NOT_SERVING on
+# grpc.health.v1 (draining) skipped, and calls refused with UNAVAILABLE
+# retried on another backend (sorting is idempotent).
+DEFAULT_SERVICE_CONFIG = (
+    '{"loadBalancingConfig":[{"round_robin":{}}],'
+    '"healthCheckConfig":{"serviceName":"sortd.v1.SortService"},'
+    '"methodConfig":[{"name":[{"service":"sortd.v1.SortService"}],'
+    '"retryPolicy":{"maxAttempts":5,"initialBackoff":"0.05s","maxBackoff":"1s",'
+    '"backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}')
+
 SortResult = collections.namedtuple(
     "SortResult", ["keys", "values", "indices", "request_id", "engine"])
 SortResult.__doc__ = """Everything a sort returns. values / indices are None
@@ -62,11 +75,15 @@ class Client:
     seconds for every call (None: no deadline); each method also takes
     `timeout=`. Arrays whose request or response would not fit in
     max_message_bytes go through SortChunked in pieces of about chunk_bytes.
+    `service_config` is the channel's gRPC service config (JSON):
+    DEFAULT_SERVICE_CONFIG load-balances and retries; None leaves gRPC's
+    defaults (pick_first, no retries).
     The client is thread-safe; use it as a context manager or call close().
     """
 
     def __init__(self, target, max_message_bytes=64 << 20, timeout=None,
-                 chunk_bytes=DEFAULT_CHUNK_BYTES, credentials=None, options=()):
+                 chunk_bytes=DEFAULT_CHUNK_BYTES, credentials=None, options=(),
+                 service_config=DEFAULT_SERVICE_CONFIG):
         if max_message_bytes < 4 * HEADROOM:
             raise ValueError("max_message_bytes must be at least %d" % (4 * HEADROOM))
         # gRPC and protobuf cap one message at 2 GiB.
@@ -75,11 +92,23 @@ class Client:
         self.chunk_bytes = int(min(chunk_bytes, self.max_message_bytes - HEADROOM))
         opts = [("grpc.max_send_message_length", self.max_message_bytes),
                 ("grpc.max_receive_message_length", self.max_message_bytes)]
+        if service_config:
+            # gRPC retries only calls whose request fits its retry buffer
+            # (256 KiB by default): let every single-message request qualify.
+            opts += [("grpc.service_config", service_config),
+                     ("grpc.per_rpc_retry_buffer_size", self.max_message_bytes)]
         opts += list(options)
-        if credentials is None:
-            self._channel = grpc.insecure_channel(target, options=opts)
-        else:
-            self._channel = grpc.secure_channel(target, credentials, options=opts)
+
+        def channel(extra=()):
+            if credentials is None:
+                return grpc.insecure_channel(target, options=opts + list(extra))
+            return grpc.secure_channel(target, credentials, options=opts + list(extra))
+
+        self._channel = channel()
+        # health() reports what a server says, NOT_SERVING included: on the
+        # sorting channel a draining backend is skipped (healthCheckConfig),
+        # so the check has its own channel without client-side health checks.
+        self._health_channel = channel([("grpc.inhibit_health_checking", 1)])
         # Requests are serialized by hand: no request serializer (raw bytes).
         path = "/%s/" % _SERVICE
         self._sort = self._channel.unary_unary(
@@ -90,11 +119,12 @@ class Client:
             path + "SortStream", response_deserializer=sort_pb2.SortResponse.FromString)
         self._sort_chunked = self._channel.stream_stream(
             path + "SortChunked", response_deserializer=sort_pb2.SortChunkedResponse.FromString)
-        self._health = HealthChecker(self._channel)
+        self._health = HealthChecker(self._health_channel)
 
     # ---- lifecycle -----------------------------------------------------
     def close(self):
         self._channel.close()
+        self._health_channel.close()
 
     def __enter__(self):
         return self

@@ -1,0 +1,1 @@
+# Generated stubs for proto/sortd/v1/sort.proto; see ../__init__.py.
