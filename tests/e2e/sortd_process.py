@@ -30,9 +30,11 @@ class SortdProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError("sortd exited early:\n" + self.read_log())
             if os.path.exists(self.port_file):
-                self.port = int(open(self.port_file).read().strip())
+                with open(self.port_file) as f:
+                    self.port = int(f.read().strip())
                 if os.path.exists(self.metrics_port_file):
-                    self.metrics_port = int(open(self.metrics_port_file).read().strip())
+                    with open(self.metrics_port_file) as f:
+                        self.metrics_port = int(f.read().strip())
                 return self
             time.sleep(0.05)
         raise RuntimeError("sortd did not start within %ss:\n%s" % (timeout, self.read_log()))

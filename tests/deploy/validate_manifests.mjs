@@ -1,0 +1,290 @@
+// Validates the rendered Kubernetes manifests (kubectl kustomize of each
+// overlay) against the Kubernetes and prometheus-operator API schemas, then
+// checks what a schema cannot: that the pieces fit together and fit sortd.
+//   node validate_manifests.mjs
+// Environment: REPO (checkout), KUBECTL, SORTD_BIN, NODE_MODULES (the npm
+// tools from scripts/install-deps.sh).
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const REPO = env("REPO");
+const KUBECTL = env("KUBECTL");
+const SORTD_BIN = env("SORTD_BIN");
+const NODE_MODULES = env("NODE_MODULES");
+const yaml = (await import(pathToFileURL(join(NODE_MODULES, "js-yaml/index.js")))).default;
+
+let failures = 0;
+let checks = 0;
+function check(condition, what) {
+  checks++;
+  if (!condition) {
+    failures++;
+    console.log(`FAIL ${what}`);
+  }
+}
+
+// ---- schema validation ---------------------------------------------------
+// apiVersion + kind -> the model class of kubernetes-models (core and
+// built-in groups) or @kubernetes-models/prometheus-operator.
+async function modelFor(apiVersion, kind) {
+  const packageDir = apiVersion.startsWith("monitoring.coreos.com/")
+    ? "@kubernetes-models/prometheus-operator"
+    : "kubernetes-models";
+  const file = join(NODE_MODULES, packageDir, apiVersion, `${kind}.js`);
+  if (!existsSync(file)) return null;
+  return (await import(pathToFileURL(file)))[kind];
+}
+
+async function schemaErrors(object) {
+  const Model = await modelFor(object.apiVersion, object.kind);
+  if (Model === null) return `no schema for ${object.apiVersion} ${object.kind}`;
+  try {
+    new Model(object).validate();
+    return null;
+  } catch (error) {
+    return String(error.message || error).slice(0, 2000);
+  }
+}
+
+// The validator itself must catch a broken object, or a green run means
+// nothing: a Deployment with a string replica count and a probe without a
+// port must both be refused.
+async function selfTest(objects) {
+  const deployment = structuredClone(objects.find((o) => o.kind === "Deployment"));
+  deployment.spec.replicas = "two";
+  check((await schemaErrors(deployment)) !== null, "schema check refuses replicas: \"two\"");
+  const probe = structuredClone(objects.find((o) => o.kind === "Deployment"));
+  delete probe.spec.template.spec.containers[0].readinessProbe.grpc.port;
+  check((await schemaErrors(probe)) !== null, "schema check refuses a gRPC probe without a port");
+  const monitor = { apiVersion: "monitoring.coreos.com/v1", kind: "ServiceMonitor",
+                    metadata: { name: "x" }, spec: { endpoints: "none" } };
+  check((await schemaErrors(monitor)) !== null, "schema check refuses a malformed ServiceMonitor");
+}
+
+// ---- helpers -------------------------------------------------------------
+const render = (dir) => yaml.loadAll(
+  execFileSync(KUBECTL, ["kustomize", join(REPO, dir)], { encoding: "utf8" })).filter(Boolean);
+const only = (objects, kind, name) => {
+  const found = objects.filter((o) => o.kind === kind && (!name || o.metadata.name === name));
+  if (found.length !== 1) throw new Error(`expected one ${kind} ${name || ""}, found ${found.length}`);
+  return found[0];
+};
+const matches = (selector, labels) =>
+  Object.entries(selector).every(([k, v]) => labels[k] === v);
+// "--name=value" lines of a flagfile (comments and blank lines skipped).
+const parseFlags = (text) => Object.fromEntries(text.split("\n")
+  .map((line) => line.trim()).filter((line) => line && !line.startsWith("#"))
+  .map((line) => {
+    const m = /^--([A-Za-z0-9_]+)(?:=(.*))?$/.exec(line);
+    if (!m) throw new Error(`not a flag line: ${line}`);
+    return [m[1], m[2] ?? "true"];
+  }));
+const seconds = (duration) => {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(duration);
+  if (!m) throw new Error(`unsupported duration ${duration}`);
+  return Number(m[1]) * { ms: 0.001, s: 1, m: 60, h: 3600 }[m[2]];
+};
+
+// The flags sortd accepts, from its own --helpfull (which exits 1).
+const helpfull = spawnSync(SORTD_BIN, ["--helpfull"], { encoding: "utf8" }).stdout;
+const knownFlags = new Set([...helpfull.matchAll(/^\s+--([A-Za-z0-9_]+) /gm)].map((m) => m[1]));
+check(knownFlags.has("drain_timeout") && knownFlags.has("flagfile"),
+      "sortd --helpfull lists its flags");
+
+// The image: its user and exposed ports, from the Dockerfile.
+const dockerfile = readFileSync(join(REPO, "Dockerfile"), "utf8");
+const imageUser = /^USER\s+(\d+)/m.exec(dockerfile)?.[1];
+const exposed = new Set((/^EXPOSE\s+(.+)$/m.exec(dockerfile)?.[1] ?? "").split(/\s+/).map(Number));
+
+// prometheus-adapter: the metric names it serves.
+const adapter = yaml.load(readFileSync(join(REPO, "deploy/monitoring/prometheus/adapter-rules.yaml"), "utf8"));
+const adapterMetrics = new Map(adapter.rules.custom.map((r) => [r.name.as, r.seriesQuery]));
+
+// Starts sortd with the rendered flagfiles (plus loopback ports), scrapes
+// /metrics once it serves, and stops it with SIGTERM; returns the scrape.
+async function runSortdWith(flagfiles) {
+  const dir = mkdtempSync(join(tmpdir(), "sortd-deploy-"));
+  const paths = Object.entries(flagfiles).map(([name, text]) => {
+    writeFileSync(join(dir, name), text);
+    return join(dir, name);
+  });
+  const portFile = join(dir, "port");
+  const metricsPortFile = join(dir, "metrics_port");
+  const child = spawn(SORTD_BIN, [`--flagfile=${paths.join(",")}`, "--listen=127.0.0.1:0",
+    `--port_file=${portFile}`, "--metrics_listen=127.0.0.1:0", `--metrics_port_file=${metricsPortFile}`],
+    { stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  child.stdout.on("data", (d) => { log += d; });
+  child.stderr.on("data", (d) => { log += d; });
+  const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
+  try {
+    const deadline = Date.now() + 30000;
+    while (!existsSync(portFile)) {
+      if (child.exitCode !== null) throw new Error(`sortd exited early:\n${log}`);
+      if (Date.now() > deadline) throw new Error(`sortd did not start:\n${log}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const port = readFileSync(metricsPortFile, "utf8").trim();
+    const scrape = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    child.kill("SIGTERM");
+    const code = await exited;
+    return { scrape, code, log };
+  } finally {
+    if (child.exitCode === null) child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---- per overlay -----------------------------------------------------------
+async function checkOverlay(name) {
+  const where = `overlays/${name}`;
+  const objects = render(`deploy/k8s/overlays/${name}`);
+  console.log(`${where}: ${objects.length} objects: ${objects.map((o) => o.kind).join(", ")}`);
+  for (const object of objects) {
+    const errors = await schemaErrors(object);
+    check(errors === null, `${where}: ${object.kind} ${object.metadata.name} validates: ${errors}`);
+  }
+  await selfTest(objects);
+
+  const deployment = only(objects, "Deployment", "sortd");
+  const pod = deployment.spec.template.spec;
+  const podLabels = deployment.spec.template.metadata.labels;
+  check(matches(deployment.spec.selector.matchLabels, podLabels), `${where}: Deployment selects its pods`);
+  const container = only(pod.containers.map((c) => ({ ...c, kind: "Container", metadata: { name: c.name } })),
+                         "Container", "sortd");
+  const ports = new Map(container.ports.map((p) => [p.name, p.containerPort]));
+  for (const [portName, port] of ports) {
+    check(exposed.has(port), `${where}: container port ${portName} ${port} is EXPOSEd by the image`);
+  }
+  for (const probeName of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+    const probe = container[probeName];
+    check(probe?.grpc !== undefined, `${where}: ${probeName} is a native gRPC probe`);
+    check([...ports.values()].includes(probe?.grpc?.port) && probe?.grpc?.port === ports.get("grpc"),
+          `${where}: ${probeName} points at the container's grpc port`);
+  }
+  check(container.readinessProbe.grpc.service === "sortd.v1.SortService",
+        `${where}: readiness asks for sortd.v1.SortService (the service that goes NOT_SERVING on drain)`);
+
+  // Security: non-root (and the image's own user), read-only root, no
+  // escalation, no capabilities.
+  const sc = container.securityContext;
+  check(pod.securityContext.runAsNonRoot === true && sc.runAsNonRoot === true, `${where}: runAsNonRoot`);
+  check(String(pod.securityContext.runAsUser) === imageUser, `${where}: runAsUser is the image's USER ${imageUser}`);
+  check(sc.readOnlyRootFilesystem === true, `${where}: read-only root filesystem`);
+  check(sc.allowPrivilegeEscalation === false, `${where}: no privilege escalation`);
+  check(sc.capabilities?.drop?.includes("ALL"), `${where}: capabilities dropped`);
+  check(container.resources?.requests?.cpu && container.resources?.limits?.memory, `${where}: resources set`);
+
+  // Flags: the ConfigMap the pod mounts, at the paths --flagfile names.
+  const flagsVolume = pod.volumes.find((v) => v.configMap);
+  const flagsMap = only(objects, "ConfigMap", flagsVolume.configMap.name);
+  const mount = container.volumeMounts.find((m) => m.name === flagsVolume.name).mountPath;
+  const flagfileArg = container.args.find((a) => a.startsWith("--flagfile="));
+  const flagfilePaths = flagfileArg.slice("--flagfile=".length).split(",");
+  const flagfiles = {};
+  for (const path of flagfilePaths) {
+    const key = path.slice(mount.length + 1);
+    check(path.startsWith(`${mount}/`) && key in flagsMap.data,
+          `${where}: --flagfile ${path} is a key of the mounted ConfigMap ${flagsMap.metadata.name}`);
+    flagfiles[key] = flagsMap.data[key] ?? "";
+  }
+  const flags = Object.assign({}, ...Object.values(flagfiles).map(parseFlags));
+  for (const flag of Object.keys(flags)) {
+    check(knownFlags.has(flag), `${where}: --${flag} in the ConfigMap is a flag sortd accepts`);
+  }
+
+  // Termination: the grace period outlasts preStop + drain_delay + drain_timeout.
+  const preStop = container.lifecycle?.preStop?.exec?.command;
+  const preStopSeconds = preStop?.[0] === "sleep" ? Number(preStop[1]) : 0;
+  const drain = preStopSeconds + seconds(flags.drain_delay ?? "0s") + seconds(flags.drain_timeout ?? "30s");
+  check(pod.terminationGracePeriodSeconds > drain,
+        `${where}: terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} > preStop + drain ${drain}`);
+  check(flags.max_connection_age !== undefined, `${where}: connections are aged (clients rebalance)`);
+
+  // Services: both select the pods; the headless one has no cluster IP.
+  const service = only(objects, "Service", "sortd");
+  const headless = only(objects, "Service", "sortd-headless");
+  for (const s of [service, headless]) {
+    check(matches(s.spec.selector, podLabels), `${where}: Service ${s.metadata.name} selects the pods`);
+    for (const p of s.spec.ports) {
+      check(ports.has(p.targetPort), `${where}: Service ${s.metadata.name} port ${p.name} targets a container port`);
+    }
+  }
+  check(headless.spec.clusterIP === "None", `${where}: headless Service has clusterIP None`);
+  check(headless.spec.ports.some((p) => p.name === "grpc"), `${where}: headless Service carries gRPC`);
+  const pdb = only(objects, "PodDisruptionBudget");
+  check(matches(pdb.spec.selector.matchLabels, podLabels), `${where}: PDB selects the pods`);
+
+  // Autoscaling: the HPA scales this Deployment on a metric the adapter
+  // serves, and sortd exports that series.
+  const hpa = only(objects, "HorizontalPodAutoscaler");
+  check(hpa.spec.scaleTargetRef.kind === "Deployment" && hpa.spec.scaleTargetRef.name === deployment.metadata.name,
+        `${where}: HPA scales the sortd Deployment`);
+  const hpaMetrics = hpa.spec.metrics.map((m) => m.pods?.metric?.name).filter(Boolean);
+  for (const metric of hpaMetrics) {
+    check(adapterMetrics.has(metric), `${where}: HPA metric ${metric} is served by the adapter rule`);
+  }
+
+  // Dashboard and rules ConfigMaps hold the files from deploy/monitoring.
+  const dashboard = only(objects, "ConfigMap", "sortd-grafana-dashboard");
+  check(dashboard.metadata.labels?.grafana_dashboard === "1", `${where}: dashboard is labelled for Grafana`);
+  check(dashboard.data["sortd.json"] === readFileSync(join(REPO, "deploy/monitoring/grafana/sortd.json"), "utf8"),
+        `${where}: dashboard ConfigMap is deploy/monitoring/grafana/sortd.json`);
+  const rules = only(objects, "ConfigMap", "sortd-prometheus-rules");
+  check(rules.data["sortd.rules.yml"] === readFileSync(join(REPO, "deploy/monitoring/prometheus/sortd.rules.yml"), "utf8"),
+        `${where}: rules ConfigMap is deploy/monitoring/prometheus/sortd.rules.yml`);
+
+  // Monitoring: ServiceMonitor (gpu) or scrape annotations (cpu).
+  const monitors = objects.filter((o) => o.kind === "ServiceMonitor");
+  const annotations = deployment.spec.template.metadata.annotations ?? {};
+  check(monitors.length === 1 || annotations["prometheus.io/scrape"] === "true",
+        `${where}: scraped by a ServiceMonitor or by annotations`);
+  for (const monitor of monitors) {
+    check(matches(monitor.spec.selector.matchLabels, service.metadata.labels),
+          `${where}: ServiceMonitor selects the sortd Service`);
+    check(monitor.spec.endpoints.every((e) => service.spec.ports.some((p) => p.name === e.port)),
+          `${where}: ServiceMonitor endpoints name Service ports`);
+  }
+  if (annotations["prometheus.io/port"] !== undefined) {
+    check(Number(annotations["prometheus.io/port"]) === ports.get("metrics"),
+          `${where}: prometheus.io/port is the metrics port`);
+  }
+
+  // GPU scheduling only in the gpu overlay, and expect_gpus agrees with it.
+  const gpus = Number(container.resources?.limits?.["nvidia.com/gpu"] ?? 0);
+  if (name === "gpu") {
+    check(gpus >= 1, `${where}: limits nvidia.com/gpu`);
+    check(pod.tolerations?.some((t) => t.key === "nvidia.com/gpu"), `${where}: tolerates the GPU taint`);
+    check(pod.nodeSelector !== undefined, `${where}: selects GPU nodes`);
+    check(Number(flags.expect_gpus) === gpus, `${where}: --expect_gpus equals the nvidia.com/gpu limit`);
+  } else {
+    check(gpus === 0 && flags.engine === "cpu", `${where}: no GPU asked for, engine=cpu`);
+  }
+
+  // The real sortd starts with exactly these flagfiles, exports the HPA's
+  // series, and drains cleanly on SIGTERM.
+  let run;
+  try {
+    run = await runSortdWith(flagfiles);
+  } catch (error) {
+    check(false, `${where}: sortd starts with the rendered flags: ${error.message}`);
+    return;
+  }
+  for (const metric of hpaMetrics) {
+    check(new RegExp(`^${metric}[ {]`, "m").test(run.scrape), `${where}: sortd exports ${metric}`);
+  }
+  check(run.code === 0 && run.log.includes("drained, exiting"),
+        `${where}: sortd with the rendered flags serves and drains (exit ${run.code})\n${run.log}`);
+}
+
+for (const overlay of ["gpu", "cpu"]) await checkOverlay(overlay);
+console.log(`${checks - failures} passed, ${failures} failed`);
+process.exit(failures === 0 ? 0 : 1);
