@@ -73,13 +73,15 @@ ABSL_FLAG(bool, diagnostics, false,
           "sortctl bench --with_echo");
 ABSL_FLAG(int, max_message_bytes, 64 << 20,
           "largest gRPC message received or sent (bytes)");
-ABSL_FLAG(int, worker_threads, 0, "threads running sorts; 0 = one per core");
+ABSL_FLAG(int, worker_threads, 0,
+          "threads running sorts; 0 = one per usable core (the container's CPU limit where lower)");
 ABSL_FLAG(int, cpu_sort_threads, 0,
-          "threads one large CPU sort may use; 0 = one per core");
+          "threads one large CPU sort may use; 0 = one per usable core");
 ABSL_FLAG(uint64_t, cpu_parallel_threshold, uint64_t{1} << 18,
           "arrays with at least this many elements use the multi-threaded CPU path");
 ABSL_FLAG(uint64_t, max_inflight_bytes, 0,
-          "payload bytes admitted at once; 0 = half of physical memory");
+          "payload bytes admitted at once; 0 = half of usable memory (physical, or the "
+          "container's memory limit where lower)");
 ABSL_FLAG(uint64_t, max_queued_requests, 4096,
           "requests queued or running before RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, max_chunked_bytes, uint64_t{8} << 30,

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "core/gpu_info.h"
 #include "sortd_build_info.h"  // generated: SORTD_GIT_COMMIT
+#include "server/runtime/host_resources.h"
 #include "server/service/sort_service.h"
 
 namespace sortd {
@@ -86,23 +87,16 @@ absl::StatusOr<BatchingMode> ParseBatchingMode(absl::string_view text) {
       absl::StrCat("batching: unknown value \"", text, "\" (expected auto, on or off)"));
 }
 
-uint64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return 0;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
-}
-
 absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     const ServerOptions& options) {
   std::unique_ptr<SortdServer> s(new SortdServer());
   s->options_ = options;
   int threads = options.worker_threads;
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = UsableCpus();
   s->pool_ = std::make_unique<WorkPool>(threads, "sortd-cpu");
 
   uint64_t max_bytes = options.max_inflight_bytes;
-  if (max_bytes == 0) max_bytes = std::max<uint64_t>(PhysicalMemoryBytes() / 2, uint64_t{1} << 30);
+  if (max_bytes == 0) max_bytes = std::max<uint64_t>(UsableMemoryBytes() / 2, uint64_t{1} << 30);
   s->admission_ = std::make_unique<AdmissionControl>(max_bytes, options.max_queued_requests);
 
   s->registry_ = std::make_shared<prometheus::Registry>();
@@ -116,6 +110,7 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   s->metrics_->WatchAdmission(s->admission_.get());
   s->gpu_observer_ = std::make_unique<GpuMetricsObserver>(s->metrics_.get());
   DispatcherOptions dispatcher_options = options.dispatcher;
+  if (dispatcher_options.cpu.max_threads <= 0) dispatcher_options.cpu.max_threads = UsableCpus();
   dispatcher_options.gpu.observer = s->gpu_observer_.get();
   absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher = Dispatcher::Create(dispatcher_options);
   if (!dispatcher.ok()) return dispatcher.status();

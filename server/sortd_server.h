@@ -125,9 +125,6 @@ class SortdServer {
   bool shut_down_ = false;
 };
 
-// Physical memory of this machine in bytes (0 if unknown).
-uint64_t PhysicalMemoryBytes();
-
 }  // namespace sortd
 
 #endif  // SORTD_SERVER_SORTD_SERVER_H_
