@@ -48,6 +48,21 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
                       status.error_message());
 }
 
+grpc::ChannelArguments MakeChannelArguments(const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  if (!options.service_config_json.empty()) {
+    args.SetServiceConfigJSON(options.service_config_json);
+  }
+  // A call is retried only while everything it has sent is still buffered;
+  // gRPC buffers 256 KiB per call by default, so any larger request would
+  // not be retried. One message's worth lets every unary request (and the
+  // first message of a stream) be retried on UNAVAILABLE.
+  args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, options.max_message_bytes);
+  return args;
+}
+
 absl::StatusOr<std::unique_ptr<SortClient>> SortClient::Connect(
     const std::string& target, const ClientOptions& options) {
   std::shared_ptr<grpc::ChannelCredentials> creds;
@@ -65,11 +80,11 @@ absl::StatusOr<std::unique_ptr<SortClient>> SortClient::Connect(
     ssl.pem_root_certs = pem.str();
     creds = grpc::SslCredentials(ssl);
   }
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(options.max_message_bytes);
-  args.SetMaxSendMessageSize(options.max_message_bytes);
-  auto channel = grpc::CreateCustomChannel(target, creds, args);
-  return std::make_unique<SortClient>(std::move(channel), options);
+  auto channel = grpc::CreateCustomChannel(target, creds, MakeChannelArguments(options));
+  auto client = std::make_unique<SortClient>(std::move(channel), options);
+  client->target_ = target;
+  client->credentials_ = std::move(creds);
+  return client;
 }
 
 SortClient::SortClient(std::shared_ptr<grpc::Channel> channel,
@@ -89,8 +104,21 @@ bool SortClient::NeedsChunking(size_t payload_bytes) const {
   return payload_bytes + kMessageHeadroom > limit;
 }
 
+std::shared_ptr<grpc::Channel> SortClient::HealthChannel() {
+  // A client built on a caller's channel, or without a service config (so
+  // without client-side health checking), probes over its own channel.
+  if (credentials_ == nullptr || options_.service_config_json.empty()) return channel_;
+  std::lock_guard<std::mutex> lock(health_mu_);
+  if (health_channel_ == nullptr) {
+    grpc::ChannelArguments args = MakeChannelArguments(options_);
+    args.SetInt(GRPC_ARG_INHIBIT_HEALTH_CHECKING, 1);
+    health_channel_ = grpc::CreateCustomChannel(target_, credentials_, args);
+  }
+  return health_channel_;
+}
+
 absl::StatusOr<std::string> SortClient::Health(const std::string& service) {
-  grpc::GenericStub generic(channel_);
+  grpc::GenericStub generic(HealthChannel());
   grpc::ClientContext ctx;
   PrepareContext(&ctx);
   const std::string request = EncodeHealthRequest(service);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,20 @@
 
 namespace sortd::client {
 
+// Default gRPC service config of channels made by SortClient::Connect (the
+// Python client uses the same): round_robin over every address the target
+// resolves to (a Kubernetes headless Service `dns:///sortd-headless:50051`,
+// or `ipv4:127.0.0.1:5001,127.0.0.1:5002`), client-side health checking of
+// "sortd.v1.SortService" (a draining replica, NOT_SERVING, gets no new calls),
+// and SortService calls retried on UNAVAILABLE up to 5 attempts in all, with
+// exponential backoff from 50 ms to 1 s.
+inline constexpr char kDefaultServiceConfig[] =
+    R"json({"loadBalancingConfig":[{"round_robin":{}}],)json"
+    R"json("healthCheckConfig":{"serviceName":"sortd.v1.SortService"},)json"
+    R"json("methodConfig":[{"name":[{"service":"sortd.v1.SortService"}],)json"
+    R"json("retryPolicy":{"maxAttempts":5,"initialBackoff":"0.05s","maxBackoff":"1s",)json"
+    R"json("backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]})json";
+
 struct ClientOptions {
   // Largest message sent or received; a request whose payload would exceed
   // it (less headroom) is sent through SortChunked instead.
@@ -27,7 +42,15 @@ struct ClientOptions {
   absl::Duration timeout = absl::InfiniteDuration();
   // TLS: when set, connect with TLS using these root certificates (PEM file).
   std::string tls_root_certs_file;
+  // gRPC service config (JSON) of the channel: load balancing, health
+  // checking, retries. Empty = gRPC's defaults (pick_first, no retries).
+  std::string service_config_json = kDefaultServiceConfig;
 };
+
+// The channel arguments SortClient::Connect uses: message size limits, the
+// service config and a retry buffer as large as one message. For callers that
+// make their own channels (sortctl bench) and want the same behaviour.
+grpc::ChannelArguments MakeChannelArguments(const ClientOptions& options);
 
 // Empty value type for keys-only sorts.
 struct NoValues {};
@@ -66,7 +89,11 @@ class SortClient {
       v1::SortOrder order = v1::SORT_ORDER_ASCENDING);
 
   // grpc.health.v1 status of `service` ("" = the whole server):
-  // "SERVING", "NOT_SERVING", ...
+  // "SERVING", "NOT_SERVING", ... With several addresses, one replica answers.
+  // On a client made by Connect the probe goes over a second channel (made
+  // on first use) without client-side health checking: on the main channel a
+  // draining server would be skipped and the probe fail UNAVAILABLE instead
+  // of answering NOT_SERVING.
   absl::StatusOr<std::string> Health(const std::string& service = "");
 
   v1::SortService::Stub& stub() { return *stub_; }
@@ -83,9 +110,16 @@ class SortClient {
                            std::vector<K>* out_keys, std::vector<V>* out_values,
                            std::vector<uint64_t>* out_indices, v1::Engine* engine);
 
+  std::shared_ptr<grpc::Channel> HealthChannel();
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SortService::Stub> stub_;
   ClientOptions options_;
+  // Set by Connect: what HealthChannel() needs to open the probe channel.
+  std::string target_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  std::mutex health_mu_;
+  std::shared_ptr<grpc::Channel> health_channel_;  // guarded by health_mu_
 };
 
 // The grpc::Status of a failed call as an absl::Status (same code).

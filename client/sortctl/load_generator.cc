@@ -1,6 +1,9 @@
 // Load generator. Requests are encoded once per worker and re-sent, so the
 // client measures the service, not its own encoding. Every worker has its own
-// channel (local subchannel pool) to spread load across connections.
+// channel (local subchannel pool) to spread load across connections, with the
+// C++ client's channel config: with several addresses (`ipv4:a,b,c`, or a DNS
+// name of a headless Service) each worker spreads its calls round-robin over
+// every replica.
 #include "client/sortctl/load_generator.h"
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/sortd_client.h"
 #include "client/typed_codec.h"
 #include "sortd/v1/sort.grpc.pb.h"
 
@@ -70,9 +74,11 @@ struct WorkerResult {
 };
 
 std::shared_ptr<grpc::Channel> MakeChannel(const LoadOptions& options) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(options.max_message_bytes);
-  args.SetMaxSendMessageSize(options.max_message_bytes);
+  // The channel SortClient::Connect makes (round_robin, health checking,
+  // retries of UNAVAILABLE), plus connections of the worker's own.
+  client::ClientOptions client_options;
+  client_options.max_message_bytes = options.max_message_bytes;
+  grpc::ChannelArguments args = client::MakeChannelArguments(client_options);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
 }

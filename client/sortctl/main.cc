@@ -18,7 +18,10 @@
 #include "client/sortctl/load_generator.h"
 #include "client/sortd_client.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051", "sortd address host:port");
+ABSL_FLAG(std::string, target, "127.0.0.1:50051",
+          "sortd address: host:port or any gRPC target, e.g. dns:///host:50051 or "
+          "ipv4:127.0.0.1:5001,127.0.0.1:5002; calls are spread round-robin over every "
+          "address it resolves to");
 ABSL_FLAG(std::string, in, "", "sort: input file");
 ABSL_FLAG(std::string, out, "", "sort/gen: output file");
 ABSL_FLAG(std::string, indices_out, "", "sort: also write the permutation (uint64) here");
@@ -34,7 +37,7 @@ ABSL_FLAG(bool, with_echo, false,
           "bench: first run the same load against DiagnosticsService echo (sortd --diagnostics), "
           "then compare");
 ABSL_FLAG(std::string, method, "sort", "bench: sort, pairs, stream, echo or echo_stream (echo needs sortd --diagnostics)");
-ABSL_FLAG(int, concurrency, 8, "bench: concurrent workers (one connection each)");
+ABSL_FLAG(int, concurrency, 8, "bench: concurrent workers (each with its own connection per address)");
 ABSL_FLAG(int, stream_window, 16, "bench: outstanding requests per stream");
 ABSL_FLAG(uint64_t, keys, 1024, "bench: keys per request");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "bench: how long to run");
