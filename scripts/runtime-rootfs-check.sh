@@ -16,6 +16,7 @@ if ! command -v debootstrap >/dev/null 2>&1; then
 fi
 
 root="$(mktemp -d /tmp/sortd-rootfs.XXXXXX)"
+chmod 755 "$root"  # the unprivileged user must reach / (mktemp makes it 0700)
 server_pid=""
 cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
@@ -70,4 +71,4 @@ kill -TERM "$server_pid"
 wait "$server_pid"; code=$?
 server_pid=""
 grep -q "drained, exiting" "$root/run/sortd/log" || { cat "$root/run/sortd/log" >&2; exit 1; }
-echo "runtime-rootfs-check: OK (exit $code, $(du -sh "$root" | cut -f1) root with $(chroot "$root" dpkg -l | grep -c '^ii') packages)"
+echo "runtime-rootfs-check: OK (exit $code, $(du -shx "$root" | cut -f1) root with $(chroot "$root" dpkg -l | grep -c '^ii') packages)"
