@@ -4,6 +4,7 @@
 #define SORTD_SERVER_SORTD_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -78,6 +79,8 @@ struct ServerOptions {
   // 0 here, so in-process tests exercise the batcher with small arrays;
   // the sortd binary's --inline_max_keys sets the measured default.
   size_t inline_max_keys = 0;
+  // Tests only: ServiceContext::inject_allocation_failure.
+  std::function<bool(absl::string_view site)> inject_allocation_failure;
 };
 
 class SortdServer {

@@ -5,10 +5,20 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/service/guarded.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 
 namespace sortd {
+namespace {
+
+// The narrowest numeric key (uint32/int32/float32), which bounds how many
+// keys an upload of --max_chunked_bytes can announce.
+constexpr uint64_t kMinNumericKeyBytes = 4;
+// What one byte-string element costs the server beyond its bytes.
+constexpr uint64_t kStringBytes = sizeof(std::string);
+
+}  // namespace
 
 SortChunkedReactor::SortChunkedReactor(ServiceContext* context,
                                        grpc::CallbackServerContext* ctx)
@@ -47,7 +57,10 @@ void SortChunkedReactor::OnReadDone(bool ok) {
       const double queue_seconds = SecondsSince(queued);
       absl::Status result = cancelled_ || ctx_->IsCancelled()
                                 ? absl::CancelledError("SortChunked cancelled")
-                                : SortAll();
+                                : Guarded("SortChunked: sort", [this] {
+                                    context_->MaybeFailAllocation("chunked.sort");
+                                    return SortAll();
+                                  });
       if (!result.ok()) {
         Fail(result);
         return;
@@ -60,8 +73,14 @@ void SortChunkedReactor::OnReadDone(bool ok) {
     });
     return;
   }
-  absl::Status status = have_header_ ? AcceptChunk(read_buffer_)
-                                     : AcceptHeader(read_buffer_);
+  absl::Status status = Guarded("SortChunked: upload", [this] {
+    if (!have_header_) {
+      context_->MaybeFailAllocation("chunked.header");
+      return AcceptHeader(read_buffer_);
+    }
+    context_->MaybeFailAllocation("chunked.chunk");
+    return AcceptChunk(read_buffer_);
+  });
   if (!status.ok()) {
     Fail(status);
     return;
@@ -77,6 +96,15 @@ absl::Status SortChunkedReactor::AcceptHeader(const v1::SortChunkedRequest& requ
   header_ = request.header();
   absl::Status status = ValidateOrder(header_.order(), "header.order");
   if (!status.ok()) return status;
+  // The announcement is checked before anything is sized from it: the
+  // narrowest keys take 4 bytes, so no larger count can fit the limit.
+  const uint64_t max_keys = context_->limits.max_chunked_bytes / kMinNumericKeyBytes;
+  if (header_.total_keys() > max_keys) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "header.total_keys: ", header_.total_keys(), " keys announced, more than an upload of ",
+        context_->limits.max_chunked_bytes, " bytes (--max_chunked_bytes) can hold (",
+        max_keys, " keys of 4 bytes)"));
+  }
   status = context_->admission->Acquire(0);
   if (!status.ok()) return status;
   admitted_ = Admitted(context_->admission, 0);
@@ -119,26 +147,59 @@ absl::Status SortChunkedReactor::AcceptChunk(const v1::SortChunkedRequest& reque
         "SortChunked: upload exceeds the limit of ",
         context_->limits.max_chunked_bytes, " bytes (--max_chunked_bytes)"));
   }
-  // The column, its permuted copy and the permutation are held at once.
-  const uint64_t reserve = 2 * bytes + 8 * n;
-  absl::Status status = context_->admission->AcquireMoreBytes(reserve);
-  if (!status.ok()) return status;
-  admitted_.AddBytes(reserve);
+  if (keys_.empty_type()) {
+    absl::Status status = ReserveAnnounced(chunk);
+    if (!status.ok()) return status;
+  }
+  if (!announced_admitted_) {
+    // The column, its permuted copy and the permutation are held at once;
+    // a byte string also costs its std::string.
+    uint64_t reserve = 2 * bytes + 8 * n;
+    if (*TypeOf(chunk.keys()) == DataType::kBytes) reserve += kStringBytes * n;
+    if (header_.with_values() && *TypeOf(chunk.values()) == DataType::kBytes) {
+      reserve += kStringBytes * n;
+    }
+    absl::Status status = context_->admission->AcquireMoreBytes(reserve);
+    if (!status.ok()) return status;
+    admitted_.AddBytes(reserve);
+  }
   payload_bytes_ += bytes;
   record_.bytes_received += bytes;
 
-  if (keys_.empty_type() && header_.total_keys() > 0) {
-    keys_.Reserve(*TypeOf(chunk.keys()), header_.total_keys());
-  }
-  status = keys_.Append(chunk.keys(), "chunk.keys");
+  absl::Status status = keys_.Append(chunk.keys(), "chunk.keys");
   if (!status.ok()) return status;
-  if (header_.with_values()) {
-    if (values_.empty_type() && header_.total_keys() > 0) {
-      values_.Reserve(*TypeOf(chunk.values()), header_.total_keys());
-    }
-    status = values_.Append(chunk.values(), "chunk.values");
-  }
+  if (header_.with_values()) status = values_.Append(chunk.values(), "chunk.values");
   return status;
+}
+
+absl::Status SortChunkedReactor::ReserveAnnounced(const v1::ArrayChunk& first) {
+  const uint64_t total = header_.total_keys();
+  const DataType key_type = *TypeOf(first.keys());
+  const std::optional<DataType> value_type =
+      header_.with_values() ? TypeOf(first.values()) : std::nullopt;
+  // Byte strings have no size per key to announce: their columns grow
+  // chunk by chunk, admitted as they arrive.
+  if (total == 0 || key_type == DataType::kBytes ||
+      (value_type && *value_type == DataType::kBytes)) {
+    return absl::OkStatus();
+  }
+  const uint64_t payload =
+      total * (ElementSize(key_type) + (value_type ? ElementSize(*value_type) : 0));
+  if (payload > context_->limits.max_chunked_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "header.total_keys: ", total, " keys announced (", payload,
+        " bytes of these types), over the upload limit of ", context_->limits.max_chunked_bytes,
+        " bytes (--max_chunked_bytes)"));
+  }
+  // Admit the whole announced upload before sizing anything from it.
+  const uint64_t reserve = 2 * payload + 8 * total;
+  absl::Status status = context_->admission->AcquireMoreBytes(reserve);
+  if (!status.ok()) return status;
+  admitted_.AddBytes(reserve);
+  announced_admitted_ = true;
+  keys_.Reserve(key_type, total);
+  if (value_type) values_.Reserve(*value_type, total);
+  return absl::OkStatus();
 }
 
 absl::Status SortChunkedReactor::FinishUpload() {
@@ -189,6 +250,20 @@ void SortChunkedReactor::WriteNext() {
     Done(absl::OkStatus());
     return;
   }
+  absl::Status status = Guarded("SortChunked: response", [this] {
+    context_->MaybeFailAllocation("chunked.write");
+    FillNextResponse();
+    return absl::OkStatus();
+  });
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  StartWrite(&write_buffer_);
+}
+
+void SortChunkedReactor::FillNextResponse() {
+  const size_t n = keys_.size();
   // Take keys until the message reaches the configured payload size.
   const size_t budget = context_->limits.chunk_response_bytes;
   size_t end = next_offset_;
@@ -217,7 +292,6 @@ void SortChunkedReactor::WriteNext() {
   }
   next_offset_ = end;
   record_.bytes_sent += bytes;
-  StartWrite(&write_buffer_);
 }
 
 void SortChunkedReactor::OnWriteDone(bool ok) {

@@ -29,9 +29,15 @@ class SortChunkedReactor final
  private:
   absl::Status AcceptHeader(const v1::SortChunkedRequest& request);
   absl::Status AcceptChunk(const v1::SortChunkedRequest& request);
+  // On the first chunk, when the header announced total_keys of numeric
+  // types: checks the announced size against the limit, admits it whole and
+  // reserves the columns (no growth, no per-chunk admission after that).
+  absl::Status ReserveAnnounced(const v1::ArrayChunk& first);
   absl::Status FinishUpload();
   absl::Status SortAll();
   void WriteNext();
+  // Builds the next response message in write_buffer_ (may throw bad_alloc).
+  void FillNextResponse();
   void Fail(const absl::Status& status);
   // Records the RPC in metrics/logs, then finishes it.
   void Done(const absl::Status& status);
@@ -48,6 +54,7 @@ class SortChunkedReactor final
   v1::ChunkedSortHeader header_;
   Admitted admitted_;
   uint64_t payload_bytes_ = 0;
+  bool announced_admitted_ = false;  // ReserveAnnounced admitted everything
 
   HostColumn keys_;
   HostColumn values_;

@@ -4,6 +4,8 @@
 #define SORTD_SERVER_SERVICE_SERVICE_CONTEXT_H_
 
 #include <atomic>
+#include <functional>
+#include <new>
 #include <optional>
 #include <chrono>
 #include <string>
@@ -34,6 +36,10 @@ struct ServiceLimits {
   int max_stream_pending = 256;
   // SortChunked: largest total payload one sort may upload.
   uint64_t max_chunked_bytes = uint64_t{8} << 30;
+  // Largest message sent (--max_message_bytes): a Sort, SortPairs or
+  // SortStream request whose response would be larger is refused before it
+  // is sorted. 0: unchecked.
+  uint64_t max_response_bytes = 0;
 };
 
 struct ServiceContext {
@@ -56,6 +62,15 @@ struct ServiceContext {
   size_t inline_max_keys = 0;
   // Set at SIGTERM: new work is refused with UNAVAILABLE.
   std::atomic<bool> draining{false};
+  // Tests only: called at each named allocation site of the handlers and
+  // reactors ("unary.run", "stream.run", "chunked.header", "chunked.chunk",
+  // "chunked.sort", "chunked.write"); returning true there throws
+  // std::bad_alloc, as a failed allocation would. Null in production.
+  std::function<bool(absl::string_view site)> inject_allocation_failure;
+
+  void MaybeFailAllocation(absl::string_view site) const {
+    if (inject_allocation_failure && inject_allocation_failure(site)) throw std::bad_alloc();
+  }
 
   // Records a finished request in the metrics and the request log.
   void Report(RequestRecord record, const std::string& request_id,

@@ -91,6 +91,46 @@ SortOrder ToCoreOrder(v1::SortOrder order) {
                                             : SortOrder::kAscending;
 }
 
+namespace {
+
+// Encoded size of a length-delimited field (tag + length varint + body).
+uint64_t FieldBytes(uint64_t body) {
+  uint64_t varint = 1;
+  for (uint64_t v = body; v >= 0x80; v >>= 7) ++varint;
+  return 1 + varint + body;
+}
+
+// The response's fields besides the arrays: request_id, engine, error.
+uint64_t ResponseOverhead(const std::string& request_id) {
+  return FieldBytes(request_id.size()) + 16;
+}
+
+absl::Status ResponseTooLarge(uint64_t bytes, uint64_t limit) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "response: ", bytes, " bytes would exceed the message limit of ", limit,
+      " bytes (--max_message_bytes); sort arrays this large with SortChunked"));
+}
+
+}  // namespace
+
+absl::Status CheckResponseFits(const v1::SortRequest& request, uint64_t max_response_bytes) {
+  if (max_response_bytes == 0) return absl::OkStatus();
+  // The sorted keys encode exactly as the request's keys did.
+  uint64_t bytes = FieldBytes(request.keys().ByteSizeLong()) + ResponseOverhead(request.request_id());
+  if (request.return_indices()) bytes += FieldBytes(8 * LengthOf(request.keys()));
+  if (bytes > max_response_bytes) return ResponseTooLarge(bytes, max_response_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CheckResponseFits(const v1::SortPairsRequest& request, uint64_t max_response_bytes) {
+  if (max_response_bytes == 0) return absl::OkStatus();
+  const uint64_t bytes = FieldBytes(request.keys().ByteSizeLong()) +
+                         FieldBytes(request.values().ByteSizeLong()) +
+                         ResponseOverhead(request.request_id());
+  if (bytes > max_response_bytes) return ResponseTooLarge(bytes, max_response_bytes);
+  return absl::OkStatus();
+}
+
 uint64_t InflightBytes(const v1::SortRequest& request) {
   const uint64_t keys = PayloadBytes(request.keys());
   const uint64_t indices = request.return_indices() ? LengthOf(request.keys()) * 8 : 0;

@@ -20,6 +20,12 @@ absl::Status ValidateSortRequest(const v1::SortRequest& request);
 absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request);
 absl::Status ValidateOrder(int order, absl::string_view field = "order");
 
+// RESOURCE_EXHAUSTED, before any work, when the response to a valid request
+// would exceed `max_response_bytes` (0: unchecked): e.g. keys that fit one
+// message whose 8-byte indices do not. Names the limit and SortChunked.
+absl::Status CheckResponseFits(const v1::SortRequest& request, uint64_t max_response_bytes);
+absl::Status CheckResponseFits(const v1::SortPairsRequest& request, uint64_t max_response_bytes);
+
 SortOrder ToCoreOrder(v1::SortOrder order);
 
 // Bytes a request holds while it is in flight (request plus response), for

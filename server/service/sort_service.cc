@@ -6,6 +6,7 @@
 
 #include "server/service/batched_call.h"
 #include "server/service/chunked_reactor.h"
+#include "server/service/guarded.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 #include "server/service/stream_reactor.h"
@@ -38,6 +39,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   record.bytes_received = PayloadIn(*request);
   absl::Status status = context->CheckNotDraining();
   if (status.ok()) status = validate(*request);
+  if (status.ok()) status = CheckResponseFits(*request, context->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context->admission->Acquire(bytes);
   if (!status.ok()) {
@@ -51,7 +53,12 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   auto sort_now = [=](Admitted& admitted) mutable {
     record.queue_seconds = SecondsSince(arrival);
     absl::Status result = CheckCallAlive(ctx);
-    if (result.ok()) result = run(*context->dispatcher, *request, response);
+    if (result.ok()) {
+      result = Guarded(RpcMethodName(method), [&] {
+        context->MaybeFailAllocation("unary.run");
+        return run(*context->dispatcher, *request, response);
+      });
+    }
     admitted.Reset();
     if (result.ok()) {
       DescribeSuccess(*request, *response, &record);
@@ -69,16 +76,18 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
   if (context->Batches(record.key_type, KeysOf(*request))) {
-    absl::Status queued = EnqueueBatched(
-        *context, request, response, [ctx] { return ctx->IsCancelled(); },
-        [=](const absl::Status& result, double queue_seconds) mutable {
-          record.queue_seconds = queue_seconds;
-          admitted->Reset();
-          if (result.ok()) DescribeSuccess(*request, *response, &record);
-          record.seconds = SecondsSince(arrival);
-          context->Report(record, request->request_id(), result);
-          reactor->Finish(ToGrpcStatus(result));
-        });
+    absl::Status queued = Guarded(RpcMethodName(method), [&] {
+      return EnqueueBatched(
+          *context, request, response, [ctx] { return ctx->IsCancelled(); },
+          [=](const absl::Status& result, double queue_seconds) mutable {
+            record.queue_seconds = queue_seconds;
+            admitted->Reset();
+            if (result.ok()) DescribeSuccess(*request, *response, &record);
+            record.seconds = SecondsSince(arrival);
+            context->Report(record, request->request_id(), result);
+            reactor->Finish(ToGrpcStatus(result));
+          });
+    });
     if (!queued.ok()) {
       admitted->Reset();
       record.seconds = SecondsSince(arrival);

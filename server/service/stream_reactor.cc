@@ -4,6 +4,7 @@
 #include "server/service/stream_reactor.h"
 
 #include "server/service/batched_call.h"
+#include "server/service/guarded.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 #include "server/service/typed_array.h"
@@ -40,6 +41,7 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   record.bytes_received = PayloadIn(*request);
   absl::Status status = context_->CheckNotDraining();
   if (status.ok()) status = ValidateSortRequest(*request);
+  if (status.ok()) status = CheckResponseFits(*request, context_->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context_->admission->Acquire(bytes);
   if (!status.ok()) {
@@ -68,15 +70,17 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
       if (context_->Batches(record.key_type, KeysOf(*shared))) {
         auto response = std::make_shared<std::unique_ptr<v1::SortResponse>>(
             std::make_unique<v1::SortResponse>());
-        absl::Status queued = EnqueueBatched(
-            *context_, shared.get(), response->get(), [this] { return ctx_->IsCancelled(); },
-            [this, shared, admitted, record, arrival, response](const absl::Status& result,
-                                                                double queue_seconds) mutable {
-              record.queue_seconds = queue_seconds;
-              admitted->Reset();
-              Deliver(*shared, std::move(*response), result, record, arrival,
-                      /*own_launch=*/false);
-            });
+        absl::Status queued = Guarded("SortStream", [&] {
+          return EnqueueBatched(
+              *context_, shared.get(), response->get(), [this] { return ctx_->IsCancelled(); },
+              [this, shared, admitted, record, arrival, response](const absl::Status& result,
+                                                                  double queue_seconds) mutable {
+                record.queue_seconds = queue_seconds;
+                admitted->Reset();
+                Deliver(*shared, std::move(*response), result, record, arrival,
+                        /*own_launch=*/false);
+              });
+        });
         if (!queued.ok()) {
           admitted->Reset();
           Deliver(*shared, std::move(*response), queued, record, arrival, /*own_launch=*/false);
@@ -101,7 +105,10 @@ void SortStreamReactor::SortNow(const v1::SortRequest& request, RequestRecord re
   auto response = std::make_unique<v1::SortResponse>();
   absl::Status result = ctx_->IsCancelled()
                             ? absl::CancelledError("stream cancelled")
-                            : RunSort(*context_->dispatcher, request, response.get());
+                            : Guarded("SortStream", [&] {
+                                context_->MaybeFailAllocation("stream.run");
+                                return RunSort(*context_->dispatcher, request, response.get());
+                              });
   admitted.Reset();
   Deliver(request, std::move(response), result, record, arrival, /*own_launch=*/true);
 }
