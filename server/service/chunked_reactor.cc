@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/service/guarded.h"
+#include "server/service/raw_message.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 
@@ -28,7 +29,7 @@ SortChunkedReactor::SortChunkedReactor(ServiceContext* context,
     Done(status);
     return;
   }
-  StartRead(&read_buffer_);
+  StartRead(&read_bytes_);
 }
 
 void SortChunkedReactor::Fail(const absl::Status& status) { Done(status); }
@@ -74,6 +75,10 @@ void SortChunkedReactor::OnReadDone(bool ok) {
     return;
   }
   absl::Status status = Guarded("SortChunked: upload", [this] {
+    ++messages_read_;
+    absl::Status parsed = ParseRawMessage(&read_bytes_, &read_buffer_,
+                                          absl::StrCat("SortChunked message ", messages_read_));
+    if (!parsed.ok()) return parsed;
     if (!have_header_) {
       context_->MaybeFailAllocation("chunked.header");
       return AcceptHeader(read_buffer_);
@@ -85,7 +90,7 @@ void SortChunkedReactor::OnReadDone(bool ok) {
     Fail(status);
     return;
   }
-  StartRead(&read_buffer_);
+  StartRead(&read_bytes_);
 }
 
 absl::Status SortChunkedReactor::AcceptHeader(const v1::SortChunkedRequest& request) {
@@ -253,13 +258,14 @@ void SortChunkedReactor::WriteNext() {
   absl::Status status = Guarded("SortChunked: response", [this] {
     context_->MaybeFailAllocation("chunked.write");
     FillNextResponse();
+    SerializeRawMessage(write_buffer_, &write_bytes_);
     return absl::OkStatus();
   });
   if (!status.ok()) {
     Fail(status);
     return;
   }
-  StartWrite(&write_buffer_);
+  StartWrite(&write_bytes_);
 }
 
 void SortChunkedReactor::FillNextResponse() {

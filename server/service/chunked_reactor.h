@@ -13,9 +13,10 @@
 
 namespace sortd {
 
+// Registered raw: messages are parsed here (one that does not parse ends
+// the RPC with INVALID_ARGUMENT) and responses serialized here.
 class SortChunkedReactor final
-    : public grpc::ServerBidiReactor<v1::SortChunkedRequest,
-                                     v1::SortChunkedResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   SortChunkedReactor(ServiceContext* context, grpc::CallbackServerContext* ctx);
 
@@ -48,6 +49,9 @@ class SortChunkedReactor final
   const SteadyClock::time_point arrival_ = SteadyClock::now();
   RequestRecord record_;
 
+  grpc::ByteBuffer read_bytes_;
+  grpc::ByteBuffer write_bytes_;
+  uint64_t messages_read_ = 0;
   v1::SortChunkedRequest read_buffer_;
   v1::SortChunkedResponse write_buffer_;
   bool have_header_ = false;

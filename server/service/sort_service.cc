@@ -7,6 +7,7 @@
 #include "server/service/batched_call.h"
 #include "server/service/chunked_reactor.h"
 #include "server/service/guarded.h"
+#include "server/service/raw_message.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 #include "server/service/stream_reactor.h"
@@ -23,21 +24,47 @@ absl::Status CheckCallAlive(grpc::CallbackServerContext* ctx) {
   return absl::OkStatus();
 }
 
-// Validate, admit, run on the pool, finish, record. Shared by Sort and
-// SortPairs.
+// Parse, validate, admit, run on the pool, finish, record. Shared by Sort
+// and SortPairs, which are registered raw: the handler parses the request
+// itself (INVALID_ARGUMENT when it does not parse) and serializes the
+// response on the thread that finishes the call.
 template <typename Request, typename Response, typename Validate, typename Run>
 grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
                                       grpc::CallbackServerContext* ctx,
-                                      const Request* request,
-                                      Response* response, Validate validate,
+                                      const grpc::ByteBuffer* raw_request,
+                                      grpc::ByteBuffer* raw_response, Validate validate,
                                       Run run) {
   const SteadyClock::time_point arrival = SteadyClock::now();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  // The call's messages live as long as any step of it (pool job, batch).
+  struct Call {
+    Request request;
+    Response response;
+  };
+  auto call = std::make_shared<Call>();
+  const Request* request = &call->request;
+  Response* response = &call->response;
+  auto finish = [reactor, raw_response, call, method](absl::Status result) {
+    if (result.ok()) {
+      result = Guarded(RpcMethodName(method), [&] {
+        SerializeRawMessage(call->response, raw_response);
+        return absl::OkStatus();
+      });
+    }
+    reactor->Finish(ToGrpcStatus(result));
+  };
   RequestRecord record;
   record.method = method;
-  record.key_type = KeyTypeOf(*request);
-  record.bytes_received = PayloadIn(*request);
-  absl::Status status = context->CheckNotDraining();
+  // gRPC owns the request bytes; parsing empties them, so the payload is
+  // held once, in the message.
+  absl::Status status = Guarded(RpcMethodName(method), [&] {
+    return ParseRawMessage(const_cast<grpc::ByteBuffer*>(raw_request), &call->request, "request");
+  });
+  if (status.ok()) {
+    record.key_type = KeyTypeOf(*request);
+    record.bytes_received = PayloadIn(*request);
+    status = context->CheckNotDraining();
+  }
   if (status.ok()) status = validate(*request);
   if (status.ok()) status = CheckResponseFits(*request, context->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
@@ -45,7 +72,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   if (!status.ok()) {
     record.seconds = SecondsSince(arrival);
     context->Report(record, request->request_id(), status);
-    reactor->Finish(ToGrpcStatus(status));
+    finish(status);
     return reactor;
   }
   // Sorts on the calling thread and finishes the call: a pool worker's
@@ -65,9 +92,8 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
       context->RecordLaunch(record);
     }
     record.seconds = SecondsSince(arrival);
-    // Report before Finish: after Finish the request may be freed.
     context->Report(record, request->request_id(), result);
-    reactor->Finish(ToGrpcStatus(result));
+    finish(result);
   };
   if (context->SortsInline(record.key_type, KeysOf(*request))) {
     Admitted admitted(context->admission, bytes);
@@ -85,14 +111,14 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
             if (result.ok()) DescribeSuccess(*request, *response, &record);
             record.seconds = SecondsSince(arrival);
             context->Report(record, request->request_id(), result);
-            reactor->Finish(ToGrpcStatus(result));
+            finish(result);
           });
     });
     if (!queued.ok()) {
       admitted->Reset();
       record.seconds = SecondsSince(arrival);
       context->Report(record, request->request_id(), queued);
-      reactor->Finish(ToGrpcStatus(queued));
+      finish(queued);
     }
     return reactor;
   }
@@ -105,26 +131,27 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
 }  // namespace
 
 grpc::ServerUnaryReactor* SortServiceImpl::Sort(grpc::CallbackServerContext* ctx,
-                                                const v1::SortRequest* request,
-                                                v1::SortResponse* response) {
-  return HandleUnary(context_, RpcMethod::kSort, ctx, request, response,
-                     ValidateSortRequest, RunSort);
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+  return HandleUnary<v1::SortRequest, v1::SortResponse>(
+      context_, RpcMethod::kSort, ctx, request, response, ValidateSortRequest, RunSort);
 }
 
-grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(
-    grpc::CallbackServerContext* ctx, const v1::SortPairsRequest* request,
-    v1::SortPairsResponse* response) {
-  return HandleUnary(context_, RpcMethod::kSortPairs, ctx, request, response,
-                     ValidateSortPairsRequest, RunSortPairs);
+grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(grpc::CallbackServerContext* ctx,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  return HandleUnary<v1::SortPairsRequest, v1::SortPairsResponse>(
+      context_, RpcMethod::kSortPairs, ctx, request, response, ValidateSortPairsRequest,
+      RunSortPairs);
 }
 
-grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>*
-SortServiceImpl::SortStream(grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortServiceImpl::SortStream(
+    grpc::CallbackServerContext* ctx) {
   return new SortStreamReactor(context_, ctx);
 }
 
-grpc::ServerBidiReactor<v1::SortChunkedRequest, v1::SortChunkedResponse>*
-SortServiceImpl::SortChunked(grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortServiceImpl::SortChunked(
+    grpc::CallbackServerContext* ctx) {
   return new SortChunkedReactor(context_, ctx);
 }
 

@@ -8,20 +8,29 @@
 
 namespace sortd {
 
-class SortServiceImpl final : public v1::SortService::CallbackService {
+// Every method is registered raw (bytes in and out, server/service/
+// raw_message.h): the handlers parse requests themselves, so a message that
+// does not parse is answered INVALID_ARGUMENT instead of UNIMPLEMENTED (unary)
+// or a silent end of stream.
+using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
+    v1::SortService::WithRawCallbackMethod_SortPairs<
+        v1::SortService::WithRawCallbackMethod_SortStream<
+            v1::SortService::WithRawCallbackMethod_SortChunked<v1::SortService::Service>>>>;
+
+class SortServiceImpl final : public RawSortService {
  public:
   explicit SortServiceImpl(ServiceContext* context) : context_(context) {}
 
   grpc::ServerUnaryReactor* Sort(grpc::CallbackServerContext* ctx,
-                                 const v1::SortRequest* request,
-                                 v1::SortResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* SortPairs(grpc::CallbackServerContext* ctx,
-                                      const v1::SortPairsRequest* request,
-                                      v1::SortPairsResponse* response) override;
-  grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>* SortStream(
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortStream(
       grpc::CallbackServerContext* ctx) override;
-  grpc::ServerBidiReactor<v1::SortChunkedRequest, v1::SortChunkedResponse>*
-  SortChunked(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortChunked(
+      grpc::CallbackServerContext* ctx) override;
 
  private:
   ServiceContext* context_;

@@ -5,6 +5,8 @@
 
 #include "server/service/batched_call.h"
 #include "server/service/guarded.h"
+#include "server/service/raw_message.h"
+#include "absl/strings/str_cat.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 #include "server/service/typed_array.h"
@@ -29,7 +31,24 @@ void SortStreamReactor::OnReadDone(bool ok) {
     return;
   }
   auto request = std::make_unique<v1::SortRequest>();
-  request->Swap(&read_buffer_);
+  ++messages_read_;
+  absl::Status parsed = Guarded("SortStream", [&] {
+    return ParseRawMessage(&read_buffer_, request.get(),
+                           absl::StrCat("SortStream message ", messages_read_));
+  });
+  if (!parsed.ok()) {
+    RequestRecord record;
+    record.method = RpcMethod::kSortStream;
+    context_->Report(record, "", parsed);
+    std::unique_lock<std::mutex> lock(mu_);
+    read_in_flight_ = false;
+    reads_done_ = true;
+    parse_error_ = parsed;
+    Next next = DecideLocked();
+    lock.unlock();
+    Start(next);
+    return;
+  }
   Submit(std::move(request));
 }
 
@@ -188,13 +207,27 @@ SortStreamReactor::Next SortStreamReactor::DecideLocked() {
     finished_ = true;
     next.finish = true;
     next.status = stopped ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
-                          : grpc::Status::OK;
+                          : ToGrpcStatus(parse_error_);
   }
   return next;
 }
 
 void SortStreamReactor::Start(const Next& next) {
-  if (next.write != nullptr) StartWrite(next.write);
+  if (next.write != nullptr) {
+    // The front response stays put while it is being written.
+    absl::Status serialized = Guarded("SortStream: response", [&] {
+      SerializeRawMessage(*next.write, &write_bytes_);
+      return absl::OkStatus();
+    });
+    if (!serialized.ok()) {
+      v1::SortResponse error;
+      error.set_request_id(next.write->request_id());
+      error.mutable_error()->set_code(static_cast<int>(serialized.code()));
+      error.mutable_error()->set_message(std::string(serialized.message()));
+      SerializeRawMessage(error, &write_bytes_);
+    }
+    StartWrite(&write_bytes_);
+  }
   if (next.read) StartRead(&read_buffer_);
   if (next.finish) Finish(next.status);  // last: `this` may be deleted after
 }

@@ -15,8 +15,11 @@
 
 namespace sortd {
 
+// Registered raw: messages are parsed here, and one that does not parse
+// stops reading; the stream then ends INVALID_ARGUMENT once the requests
+// before it are answered.
 class SortStreamReactor final
-    : public grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   SortStreamReactor(ServiceContext* context, grpc::CallbackServerContext* ctx);
 
@@ -52,7 +55,9 @@ class SortStreamReactor final
 
   ServiceContext* const context_;
   grpc::CallbackServerContext* const ctx_;
-  v1::SortRequest read_buffer_;
+  grpc::ByteBuffer read_buffer_;
+  grpc::ByteBuffer write_bytes_;  // the serialized writes_.front() while writing_
+  uint64_t messages_read_ = 0;
 
   std::mutex mu_;
   std::deque<std::unique_ptr<v1::SortResponse>> writes_;  // front is in flight when writing_
@@ -63,6 +68,7 @@ class SortStreamReactor final
   bool cancelled_ = false;
   bool write_failed_ = false;
   bool finished_ = false;
+  absl::Status parse_error_;  // a message that did not parse ended reading
 };
 
 }  // namespace sortd
