@@ -100,6 +100,9 @@ ABSL_FLAG(absl::Duration, max_connection_age, absl::InfiniteDuration(),
 ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::InfiniteDuration(),
           "after a max_connection_age GOAWAY, how long RPCs on that connection may still run "
           "before it closes; inf = until they finish");
+ABSL_FLAG(absl::Duration, idle_memory_trim_interval, absl::Seconds(1),
+          "when nothing is in flight after serving, give freed heap memory back to the OS "
+          "(malloc_trim) at most this often; 0 disables");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM: how long in-flight RPCs may take before they are cancelled");
 
@@ -174,6 +177,7 @@ int main(int argc, char** argv) {
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  options.idle_memory_trim_interval = absl::GetFlag(FLAGS_idle_memory_trim_interval);
   options.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.expect_gpus = absl::GetFlag(FLAGS_expect_gpus);

@@ -98,6 +98,10 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   uint64_t max_bytes = options.max_inflight_bytes;
   if (max_bytes == 0) max_bytes = std::max<uint64_t>(UsableMemoryBytes() / 2, uint64_t{1} << 30);
   s->admission_ = std::make_unique<AdmissionControl>(max_bytes, options.max_queued_requests);
+  if (options.idle_memory_trim_interval > absl::ZeroDuration()) {
+    s->memory_trimmer_ =
+        std::make_unique<MemoryTrimmer>(s->admission_.get(), options.idle_memory_trim_interval);
+  }
 
   s->registry_ = std::make_shared<prometheus::Registry>();
   MetricsOptions metrics_options;

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "core/dispatcher.h"
 #include "server/runtime/batcher.h"
+#include "server/runtime/memory_trimmer.h"
 #include "server/service/diagnostics_service.h"
 #include "server/service/service_context.h"
 
@@ -79,6 +80,9 @@ struct ServerOptions {
   // 0 here, so in-process tests exercise the batcher with small arrays;
   // the sortd binary's --inline_max_keys sets the measured default.
   size_t inline_max_keys = 0;
+  // When idle (nothing admitted) after serving, freed heap memory is given
+  // back to the OS this often; zero disables (server/runtime/memory_trimmer.h).
+  absl::Duration idle_memory_trim_interval = absl::Seconds(1);
   // Tests only: ServiceContext::inject_allocation_failure.
   std::function<bool(absl::string_view site)> inject_allocation_failure;
 };
@@ -112,6 +116,7 @@ class SortdServer {
   std::unique_ptr<Batcher> batcher_;    // null: batching off
   std::string description_;             // engines and batching, for the log
   std::unique_ptr<AdmissionControl> admission_;
+  std::unique_ptr<MemoryTrimmer> memory_trimmer_;  // null: trimming disabled
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServiceMetrics> metrics_;
   // Feeds GPU engine timings into metrics_ (outlives no sort: the dispatcher

@@ -24,6 +24,7 @@ absl::Status AdmissionControl::Acquire(uint64_t bytes) {
         "server busy: in-flight payload would exceed ", max_bytes_,
         " bytes (--max_inflight_bytes)"));
   }
+  admitted_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

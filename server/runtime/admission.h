@@ -29,6 +29,8 @@ class AdmissionControl {
 
   uint64_t inflight_bytes() const { return bytes_.load(); }
   uint64_t inflight_requests() const { return requests_.load(); }
+  // Requests admitted since start (a change means the server was used).
+  uint64_t admitted_total() const { return admitted_.load(std::memory_order_relaxed); }
   uint64_t max_bytes() const { return max_bytes_; }
   uint64_t max_requests() const { return max_requests_; }
 
@@ -37,6 +39,7 @@ class AdmissionControl {
   const uint64_t max_requests_;
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> admitted_{0};
 };
 
 // Releases an admission on destruction unless moved from.

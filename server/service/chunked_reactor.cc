@@ -78,7 +78,9 @@ void SortChunkedReactor::OnReadDone(bool ok) {
     ++messages_read_;
     absl::Status parsed = ParseRawMessage(&read_bytes_, &read_buffer_,
                                           absl::StrCat("SortChunked message ", messages_read_));
-    if (!parsed.ok()) return parsed;
+    if (!parsed.ok()) {
+      return ctx_->IsCancelled() ? absl::CancelledError("SortChunked cancelled") : parsed;
+    }
     if (!have_header_) {
       context_->MaybeFailAllocation("chunked.header");
       return AcceptHeader(read_buffer_);

@@ -21,6 +21,13 @@ namespace sortd {
 // "request" or "SortStream message 3".
 template <typename Message>
 absl::Status ParseRawMessage(grpc::ByteBuffer* bytes, Message* message, absl::string_view what) {
+  // gRPC starts a unary handler even when the call ended (the client
+  // cancelled, or its deadline passed) before the request message arrived;
+  // the buffer is then not valid. That is a cancellation, not bad input.
+  if (!bytes->Valid()) {
+    return absl::CancelledError(
+        absl::StrCat(what, ": no message arrived (the call was cancelled or ended first)"));
+  }
   const grpc::Status parsed = grpc::SerializationTraits<Message>::Deserialize(bytes, message);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(

@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+
 #include "server/service/batched_call.h"
 #include "server/service/chunked_reactor.h"
 #include "server/service/guarded.h"
@@ -16,10 +18,13 @@
 namespace sortd {
 namespace {
 
-// Checks that a call may still run when a worker picks it up.
-absl::Status CheckCallAlive(grpc::CallbackServerContext* ctx) {
+// Checks that a call is still wanted: when a worker picks it up, and again
+// once it is sorted.
+absl::Status CheckCallAlive(grpc::CallbackServerContext* ctx,
+                            absl::string_view when = "before it ran") {
   if (ctx->IsCancelled()) {
-    return absl::CancelledError("request cancelled or deadline exceeded before it ran");
+    return absl::CancelledError(
+        absl::StrCat("request cancelled or deadline exceeded ", when));
   }
   return absl::OkStatus();
 }
@@ -60,6 +65,9 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   absl::Status status = Guarded(RpcMethodName(method), [&] {
     return ParseRawMessage(const_cast<grpc::ByteBuffer*>(raw_request), &call->request, "request");
   });
+  // A call cancelled while its request was arriving reaches the handler
+  // with what had arrived: that is a cancellation, not a bad request.
+  if (!status.ok() && ctx->IsCancelled()) status = CheckCallAlive(ctx, "before its request arrived");
   if (status.ok()) {
     record.key_type = KeyTypeOf(*request);
     record.bytes_received = PayloadIn(*request);
@@ -85,6 +93,9 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
         context->MaybeFailAllocation("unary.run");
         return run(*context->dispatcher, *request, response);
       });
+      // Counted as what the client saw: a call cancelled (or past its
+      // deadline) while it was sorted gets no response.
+      if (result.ok()) result = CheckCallAlive(ctx, "while it was sorted");
     }
     admitted.Reset();
     if (result.ok()) {
@@ -105,7 +116,8 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     absl::Status queued = Guarded(RpcMethodName(method), [&] {
       return EnqueueBatched(
           *context, request, response, [ctx] { return ctx->IsCancelled(); },
-          [=](const absl::Status& result, double queue_seconds) mutable {
+          [=](absl::Status result, double queue_seconds) mutable {
+            if (result.ok()) result = CheckCallAlive(ctx, "while it was sorted");
             record.queue_seconds = queue_seconds;
             admitted->Reset();
             if (result.ok()) DescribeSuccess(*request, *response, &record);

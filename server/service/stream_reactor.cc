@@ -36,6 +36,7 @@ void SortStreamReactor::OnReadDone(bool ok) {
     return ParseRawMessage(&read_buffer_, request.get(),
                            absl::StrCat("SortStream message ", messages_read_));
   });
+  if (!parsed.ok() && ctx_->IsCancelled()) parsed = absl::CancelledError("stream cancelled");
   if (!parsed.ok()) {
     RequestRecord record;
     record.method = RpcMethod::kSortStream;
