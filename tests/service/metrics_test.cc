@@ -1,6 +1,7 @@
 // Metrics recorded by a real in-process server for a known mix of requests,
 // read back from the Prometheus registry; and the request log's rate limit.
 #include "server/metrics/request_log.h"
+#include "core/gpu_info.h"
 #include "tests/service/test_server.h"
 
 namespace sortd::testing {
@@ -52,7 +53,9 @@ TEST(MetricsTest, CountsKnownRequestsBytesAndDurations) {
   EXPECT_LE(Sample(text, R"(sortd_batch_size_count{engine="cpu"})"), 3 + 1 + 3);
   EXPECT_EQ(Sample(text, "sortd_inflight_requests"), 0);
   EXPECT_EQ(Sample(text, "sortd_inflight_bytes"), 0);
-  EXPECT_EQ(Sample(text, "sortd_gpu_devices"), 0);
+  // The GPUs this machine has (engine=cpu here, but the gauge reports what
+  // is present: 0 on the development VMs and CI, 1 on the GPU host).
+  EXPECT_EQ(Sample(text, "sortd_gpu_devices"), static_cast<double>(ListGpus().size()));
   EXPECT_NE(text.find("sortd_build_info{"), std::string::npos);
 }
 
