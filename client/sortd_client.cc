@@ -40,6 +40,15 @@ std::string HealthStatusName(uint64_t status) {
   return absl::StrCat("STATUS_", status);
 }
 
+// A PEM file's contents, or INVALID_ARGUMENT naming the option.
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view option) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(option, ": cannot read ", path));
+  std::stringstream pem;
+  pem << in.rdbuf();
+  return pem.str();
+}
+
 }  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -67,17 +76,27 @@ absl::StatusOr<std::unique_ptr<SortClient>> SortClient::Connect(
     const std::string& target, const ClientOptions& options) {
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (options.tls_root_certs_file.empty()) {
+    if (!options.tls_client_cert_file.empty() || !options.tls_client_key_file.empty()) {
+      return absl::InvalidArgumentError(
+          "tls_client_cert/tls_client_key: need tls_root_certs (TLS) as well");
+    }
     creds = grpc::InsecureChannelCredentials();
   } else {
-    std::ifstream in(options.tls_root_certs_file);
-    if (!in) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tls_root_certs: cannot read ", options.tls_root_certs_file));
-    }
-    std::stringstream pem;
-    pem << in.rdbuf();
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = pem.str();
+    absl::StatusOr<std::string> roots = ReadPem(options.tls_root_certs_file, "tls_root_certs");
+    if (!roots.ok()) return roots.status();
+    ssl.pem_root_certs = *roots;
+    if (options.tls_client_cert_file.empty() != options.tls_client_key_file.empty()) {
+      return absl::InvalidArgumentError("tls_client_cert and tls_client_key must be set together");
+    }
+    if (!options.tls_client_cert_file.empty()) {
+      absl::StatusOr<std::string> cert = ReadPem(options.tls_client_cert_file, "tls_client_cert");
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadPem(options.tls_client_key_file, "tls_client_key");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
     creds = grpc::SslCredentials(ssl);
   }
   auto channel = grpc::CreateCustomChannel(target, creds, MakeChannelArguments(options));

@@ -42,6 +42,10 @@ struct ClientOptions {
   absl::Duration timeout = absl::InfiniteDuration();
   // TLS: when set, connect with TLS using these root certificates (PEM file).
   std::string tls_root_certs_file;
+  // Mutual TLS: this client's certificate chain and private key (PEM files),
+  // for servers started with --tls_client_ca. Both or neither.
+  std::string tls_client_cert_file;
+  std::string tls_client_key_file;
   // gRPC service config (JSON) of the channel: load balancing, health
   // checking, retries. Empty = gRPC's defaults (pick_first, no retries).
   std::string service_config_json = kDefaultServiceConfig;

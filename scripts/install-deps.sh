@@ -16,7 +16,7 @@ PACKAGES=(
   libhwy-dev
 )
 if [ "$BUILD_ONLY" = 0 ]; then
-  PACKAGES+=(prometheus python3 python3-grpcio python3-protobuf python3-numpy
+  PACKAGES+=(prometheus openssl python3 python3-grpcio python3-protobuf python3-numpy
              python3-venv python3-pip python3-setuptools python3-wheel)
 fi
 

@@ -92,6 +92,9 @@ ABSL_FLAG(int, max_stream_pending, 256,
           "SortStream: pending requests per stream before reading pauses");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; enables TLS with --tls_key");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates; with TLS, clients must present a certificate they signed "
+          "(mutual TLS)");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
           "on SIGTERM: time between health NOT_SERVING and closing the listener");
 ABSL_FLAG(absl::Duration, max_connection_age, absl::InfiniteDuration(),
@@ -174,6 +177,7 @@ int main(int argc, char** argv) {
   options.inline_max_keys = absl::GetFlag(FLAGS_inline_max_keys);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);

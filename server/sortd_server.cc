@@ -37,6 +37,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
     const ServerOptions& options) {
   if (options.tls_cert_file.empty() && options.tls_key_file.empty()) {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("tls_client_ca: needs tls_cert and tls_key (TLS)");
+    }
     return grpc::InsecureServerCredentials();
   }
   if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
@@ -48,6 +51,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!options.tls_client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(options.tls_client_ca_file, "tls_client_ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
   return grpc::SslServerCredentials(ssl);
 }
 
@@ -200,7 +209,11 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
-        absl::StrCat("listen: cannot bind ", options.listen_address));
+        absl::StrCat("listen: cannot serve on ", options.listen_address,
+                     options.tls_cert_file.empty()
+                         ? " (address in use or not local?)"
+                         : " (address in use or not local, or tls_key is not the key of "
+                           "tls_cert?)"));
   }
   s->server_->GetHealthCheckService()->SetServingStatus(true);
   s->server_->GetHealthCheckService()->SetServingStatus("sortd.v1.SortService", true);

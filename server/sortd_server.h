@@ -50,6 +50,9 @@ struct ServerOptions {
   // PEM files; both set enables TLS, neither means plaintext.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // PEM CA certificates: when set (with TLS), every client must present a
+  // certificate signed by one of them (mutual TLS).
+  std::string tls_client_ca_file;
   // After health goes NOT_SERVING, how long new work is refused with
   // UNAVAILABLE before the listener closes (lets load balancers notice).
   absl::Duration drain_delay = absl::ZeroDuration();

@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, service, "", "health: service name (empty = whole server)
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest message; bigger arrays use SortChunked");
 ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(), "per-call deadline");
 ABSL_FLAG(std::string, tls_root_certs, "", "PEM root certificates; enables TLS");
+ABSL_FLAG(std::string, tls_client_cert, "",
+          "PEM certificate chain of this client (mutual TLS, with --tls_client_key)");
+ABSL_FLAG(std::string, tls_client_key, "", "PEM private key of this client (mutual TLS)");
 ABSL_FLAG(bool, with_echo, false,
           "bench: first run the same load against DiagnosticsService echo (sortd --diagnostics), "
           "then compare");
@@ -57,6 +60,8 @@ absl::StatusOr<std::unique_ptr<client::SortClient>> MakeClient() {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.timeout = absl::GetFlag(FLAGS_timeout);
   options.tls_root_certs_file = absl::GetFlag(FLAGS_tls_root_certs);
+  options.tls_client_cert_file = absl::GetFlag(FLAGS_tls_client_cert);
+  options.tls_client_key_file = absl::GetFlag(FLAGS_tls_client_key);
   return client::SortClient::Connect(absl::GetFlag(FLAGS_target), options);
 }
 
