@@ -180,7 +180,7 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                         : std::string("off"));
   s->context_->limits = options.limits;
   s->context_->limits.max_response_bytes = static_cast<uint64_t>(options.max_message_bytes);
-  s->context_->inject_allocation_failure = options.inject_allocation_failure;
+  s->context_->test_site_hook = options.test_site_hook;
   s->context_->inline_max_keys = options.inline_max_keys;
   if (options.inline_max_keys > 0) {
     absl::StrAppend(&s->description_, "; CPU-routed requests of <= ", options.inline_max_keys,

@@ -86,8 +86,8 @@ struct ServerOptions {
   // When idle (nothing admitted) after serving, freed heap memory is given
   // back to the OS this often; zero disables (server/runtime/memory_trimmer.h).
   absl::Duration idle_memory_trim_interval = absl::Seconds(1);
-  // Tests only: ServiceContext::inject_allocation_failure.
-  std::function<bool(absl::string_view site)> inject_allocation_failure;
+  // Tests only: ServiceContext::test_site_hook.
+  std::function<bool(absl::string_view site)> test_site_hook;
 };
 
 class SortdServer {

@@ -59,7 +59,7 @@ void SortChunkedReactor::OnReadDone(bool ok) {
       absl::Status result = cancelled_ || ctx_->IsCancelled()
                                 ? absl::CancelledError("SortChunked cancelled")
                                 : Guarded("SortChunked: sort", [this] {
-                                    context_->MaybeFailAllocation("chunked.sort");
+                                    context_->AtTestSite("chunked.sort");
                                     return SortAll();
                                   });
       if (!result.ok()) {
@@ -82,10 +82,10 @@ void SortChunkedReactor::OnReadDone(bool ok) {
       return ctx_->IsCancelled() ? absl::CancelledError("SortChunked cancelled") : parsed;
     }
     if (!have_header_) {
-      context_->MaybeFailAllocation("chunked.header");
+      context_->AtTestSite("chunked.header");
       return AcceptHeader(read_buffer_);
     }
-    context_->MaybeFailAllocation("chunked.chunk");
+    context_->AtTestSite("chunked.chunk");
     return AcceptChunk(read_buffer_);
   });
   if (!status.ok()) {
@@ -258,7 +258,7 @@ void SortChunkedReactor::WriteNext() {
     return;
   }
   absl::Status status = Guarded("SortChunked: response", [this] {
-    context_->MaybeFailAllocation("chunked.write");
+    context_->AtTestSite("chunked.write");
     FillNextResponse();
     SerializeRawMessage(write_buffer_, &write_bytes_);
     return absl::OkStatus();

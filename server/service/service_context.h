@@ -62,14 +62,16 @@ struct ServiceContext {
   size_t inline_max_keys = 0;
   // Set at SIGTERM: new work is refused with UNAVAILABLE.
   std::atomic<bool> draining{false};
-  // Tests only: called at each named allocation site of the handlers and
-  // reactors ("unary.run", "stream.run", "chunked.header", "chunked.chunk",
-  // "chunked.sort", "chunked.write"); returning true there throws
-  // std::bad_alloc, as a failed allocation would. Null in production.
-  std::function<bool(absl::string_view site)> inject_allocation_failure;
+  // Tests only: called at each named site of the handlers and reactors
+  // ("unary.run", "stream.run", "chunked.header", "chunked.chunk",
+  // "chunked.sort", "chunked.write"). Returning true there throws
+  // std::bad_alloc, as a failed allocation would; blocking there holds the
+  // request in flight (a gate for drain and deadline tests). Null in
+  // production.
+  std::function<bool(absl::string_view site)> test_site_hook;
 
-  void MaybeFailAllocation(absl::string_view site) const {
-    if (inject_allocation_failure && inject_allocation_failure(site)) throw std::bad_alloc();
+  void AtTestSite(absl::string_view site) const {
+    if (test_site_hook && test_site_hook(site)) throw std::bad_alloc();
   }
 
   // Records a finished request in the metrics and the request log.

@@ -90,7 +90,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     absl::Status result = CheckCallAlive(ctx);
     if (result.ok()) {
       result = Guarded(RpcMethodName(method), [&] {
-        context->MaybeFailAllocation("unary.run");
+        context->AtTestSite("unary.run");
         return run(*context->dispatcher, *request, response);
       });
       // Counted as what the client saw: a call cancelled (or past its

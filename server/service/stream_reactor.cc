@@ -126,7 +126,7 @@ void SortStreamReactor::SortNow(const v1::SortRequest& request, RequestRecord re
   absl::Status result = ctx_->IsCancelled()
                             ? absl::CancelledError("stream cancelled")
                             : Guarded("SortStream", [&] {
-                                context_->MaybeFailAllocation("stream.run");
+                                context_->AtTestSite("stream.run");
                                 return RunSort(*context_->dispatcher, request, response.get());
                               });
   admitted.Reset();

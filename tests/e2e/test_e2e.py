@@ -251,14 +251,16 @@ class Drain(unittest.TestCase):
     def test_sigterm_drains_in_flight_work(self):
         # Waits on observed state, not on sleeps: a loaded CI machine can take
         # long to send the 64 MB request or to start draining.
-        with SortdProcess(SORTD, "--drain_delay=5s") as server:
+        # Every request is logged when it ends (--slow_request_seconds=0):
+        # the log then shows whether the big sort ended after the signal.
+        with SortdProcess(SORTD, "--drain_delay=5s", "--slow_request_seconds=0") as server:
             client = Client(server.target)
             big = np.random.default_rng(5).integers(0, 1 << 62, size=8_000_000, dtype=np.uint64)
             result = {}
 
             def run():
                 try:
-                    result["out"] = client.sort(big)
+                    result["out"] = client.sort(big, request_id="big")
                 except Exception as e:  # reported below, with its cause
                     result["error"] = e
             t = threading.Thread(target=run)
@@ -277,7 +279,14 @@ class Drain(unittest.TestCase):
             self.assertNotIn("error", result, result.get("error"))
             np.testing.assert_array_equal(result["out"], np.sort(big))
             self.assertEqual(server.proc.wait(60), 0)
-            self.assertIn("drained", server.read_log())
+            log = server.read_log()
+            self.assertIn("drained", log)
+            # The big sort was in flight at the signal: it ended after it.
+            signal_at = log.find("received signal")
+            big_at = log.find('request_id="big"')
+            self.assertGreaterEqual(signal_at, 0, log)
+            self.assertGreater(big_at, signal_at,
+                               "the big sort finished before SIGTERM, so nothing was drained:\n" + log)
 
 
 if __name__ == "__main__":

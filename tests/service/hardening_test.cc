@@ -238,7 +238,7 @@ TEST(AllocationFailureTest, EveryHandlerAndReactorEndsItsRpcAndReleasesAdmission
     ServerOptions options;
     options.batching_mode = BatchingMode::kOff;  // the sites of the direct path
     options.drain_timeout = absl::Seconds(5);
-    options.inject_allocation_failure = [&, site = std::string(c.site)](absl::string_view at) {
+    options.test_site_hook = [&, site = std::string(c.site)](absl::string_view at) {
       std::lock_guard<std::mutex> lock(mu);
       reached.insert(std::string(at));
       return at == site;

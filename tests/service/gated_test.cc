@@ -1,0 +1,135 @@
+// Work held in flight by a gate (ServerOptions::test_site_hook blocking at
+// "unary.run"), so that what these tests claim about in-flight work is
+// observed, not assumed: a drain finishes a call that is provably running,
+// and a call whose deadline passes while it waits in the queue is not
+// sorted.
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "tests/service/test_server.h"
+
+namespace sortd::testing {
+namespace {
+
+// Blocks every call reaching `site` until Open(); counts arrivals.
+class Gate {
+ public:
+  explicit Gate(std::string site) : site_(std::move(site)) {}
+
+  std::function<bool(absl::string_view)> Hook() {
+    return [this](absl::string_view at) {
+      if (at != site_) return false;
+      std::unique_lock<std::mutex> lock(mu_);
+      ++arrived_;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return open_; });
+      return false;
+    };
+  }
+  // Waits (bounded) until `n` calls are held at the gate.
+  bool WaitForArrivals(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return arrived_ >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const std::string site_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool open_ = false;
+};
+
+TEST(GatedDrainTest, ShutdownFinishesACallThatIsRunning) {
+  Gate gate("unary.run");
+  ServerOptions options;
+  options.batching_mode = BatchingMode::kOff;
+  options.drain_delay = absl::Seconds(3);  // health is observable while draining
+  options.test_site_hook = gate.Hook();
+  auto server = StartServer(options);
+  auto client = Connect(*server);
+  auto observer = Connect(*server);
+  ASSERT_TRUE(observer->Health().ok());
+
+  std::vector<int64_t> keys = {5, -3, 9, 0, 7};
+  auto call = std::async(std::launch::async, [&] { return client->Sort<int64_t>(keys); });
+  if (!gate.WaitForArrivals(1)) {
+    gate.Open();
+    FAIL() << "the call never reached the worker";
+  }
+
+  auto shutdown = std::async(std::launch::async, [&] { server->Shutdown(); });
+  // The drain has begun while the call is held: health says so...
+  absl::StatusOr<std::string> health;
+  for (int i = 0; i < 3000; ++i) {
+    health = observer->Health();
+    if (!health.ok() || *health == "NOT_SERVING") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // (EXPECT, not ASSERT, until the gate is open: returning early would
+  // leave the call held and the server waiting for it.)
+  EXPECT_TRUE(health.ok() && *health == "NOT_SERVING") << health.status();
+  // ...and neither the call nor the shutdown can have finished.
+  EXPECT_EQ(call.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  EXPECT_EQ(shutdown.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+
+  gate.Open();
+  auto result = call.get();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->keys, (std::vector<int64_t>{-3, 0, 5, 7, 9}));
+  shutdown.get();
+}
+
+TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
+  // One worker, held by a first call: the second waits in the queue until
+  // its deadline passes, then must be dropped, not sorted.
+  Gate gate("unary.run");
+  ServerOptions options;
+  options.batching_mode = BatchingMode::kOff;
+  options.worker_threads = 1;
+  options.test_site_hook = gate.Hook();
+  auto server = StartServer(options);
+  auto client = Connect(*server);
+
+  auto first = std::async(std::launch::async,
+                          [&] { return client->Sort<uint32_t>(std::vector<uint32_t>{2, 1}); });
+  if (!gate.WaitForArrivals(1)) {
+    gate.Open();
+    FAIL() << "the first call never reached the worker";
+  }
+
+  v1::SortRequest late;
+  for (uint32_t k : {9, 8, 7}) late.mutable_keys()->mutable_uint32()->add_values(k);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  v1::SortResponse response;
+  // The request reaches the server (admitted, queued behind the gate)...
+  EXPECT_EQ(client->stub().Sort(&ctx, late, &response).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  gate.Open();
+  ASSERT_TRUE(first.get().ok());
+
+  // ...and once the worker is free it is dropped: only the first call's two
+  // keys were sorted, and the late one is counted as cancelled.
+  std::string text;
+  for (int i = 0; i < 2000; ++i) {
+    text = Scrape(*server);
+    if (Sample(text, "sortd_inflight_requests") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(Sample(text, "sortd_inflight_requests"), 0);
+  EXPECT_EQ(Sample(text, R"(sortd_keys_sorted_total{engine="cpu"})"), 2);
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="CANCELLED",key_type="uint32",method="Sort"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="uint32",method="Sort"})"), 1);
+}
+
+}  // namespace
+}  // namespace sortd::testing
