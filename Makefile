@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ARGS ?=
 
-.PHONY: all deps configure build run test test-core test-service test-e2e bench-cpu lint clean
+.PHONY: all deps configure build run test test-core test-service test-e2e test-asan test-tsan bench-cpu lint clean
 
 all: build
 
@@ -36,6 +36,25 @@ test-service: build
 
 test-e2e: build
 	cd $(BUILD) && ctest --output-on-failure -L e2e
+
+# Sanitizer builds of the core and service tests (CPU engine; no CUDA):
+# ASan+UBSan (any report fails) and TSan, each in a build tree of its own.
+SANITIZE_CMAKE = -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSORTD_WITH_CUDA=OFF -DSORTD_BUILD_BENCH=OFF
+test-asan: deps
+	@cmake -S . -B $(BUILD)-asan $(SANITIZE_CMAKE) \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" > $(BUILD)-asan.configure.log
+	cmake --build $(BUILD)-asan -j$(JOBS) --target sortd_core_test sortd_service_test
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j$(JOBS) -L "core|service" -LE gpu -E NOT_BUILT
+
+test-tsan: deps
+	@cmake -S . -B $(BUILD)-tsan $(SANITIZE_CMAKE) \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" > $(BUILD)-tsan.configure.log
+	cmake --build $(BUILD)-tsan -j$(JOBS) --target sortd_core_test sortd_service_test
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
+	  ctest --output-on-failure -j$(JOBS) -L "core|service" -LE gpu -E NOT_BUILT
 
 bench-cpu: build
 	SORTD_BENCH_BIN=$(BUILD)/bench/sortd_cpu_bench bash bench/run_cpu_bench.sh

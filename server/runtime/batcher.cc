@@ -218,10 +218,10 @@ void Batcher::Execute(std::vector<Waiting> batch, Clock::time_point launched) {
     stats_.engine_cpu_seconds += cpu_sorted - cpu_start;
     stats_.completion_cpu_seconds += cpu_done - cpu_sorted;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --running_;
-  }
+  // Notified under the lock: once the destructor sees running_ == 0 it
+  // destroys idle_, so no notify may still be on its way (TSan found one).
+  std::lock_guard<std::mutex> lock(mu_);
+  --running_;
   idle_.notify_all();
 }
 
