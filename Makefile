@@ -48,13 +48,18 @@ test-asan: deps
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(JOBS) -L "core|service" -LE gpu -E NOT_BUILT
 
+# TSan judges what does not run through gRPC: Debian's gRPC is not built with
+# TSan, so the service tests that drive it report races inside its inlined
+# templates (docs/hardening.md). Core tests, and the runtime's own threads.
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp
 test-tsan: deps
 	@cmake -S . -B $(BUILD)-tsan $(SANITIZE_CMAKE) \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" > $(BUILD)-tsan.configure.log
 	cmake --build $(BUILD)-tsan -j$(JOBS) --target sortd_core_test sortd_service_test
-	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
-	  ctest --output-on-failure -j$(JOBS) -L "core|service" -LE gpu -E NOT_BUILT
+	cd $(BUILD)-tsan && $(TSAN_ENV) ctest --output-on-failure -j$(JOBS) -L core -LE gpu -E NOT_BUILT
+	cd $(BUILD)-tsan && $(TSAN_ENV) ctest --output-on-failure -j$(JOBS) \
+	  -R "^(BatcherHoldTest|MemoryTrimmerTest|HostResourcesTest|RequestLogTest)\\."
 
 bench-cpu: build
 	SORTD_BENCH_BIN=$(BUILD)/bench/sortd_cpu_bench bash bench/run_cpu_bench.sh
