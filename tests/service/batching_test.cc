@@ -139,7 +139,10 @@ TEST(BatchingTest, ConcurrentRequestsOfOneKindShareALaunch) {
         ++ready;
         while (ready.load() < kClients) std::this_thread::yield();
         auto result = clients[c]->Sort(absl::MakeConstSpan(keys));
-        if (result.ok() && std::is_sorted(result->keys.begin(), result->keys.end())) ++ok;
+        // Its own keys, sorted: another request's output would not match.
+        std::vector<int32_t> want = keys;
+        std::sort(want.begin(), want.end());
+        if (result.ok() && result->keys == want) ++ok;
       });
     }
     for (auto& t : threads) t.join();
@@ -207,7 +210,9 @@ TEST(BatchingTest, FullBatchLaunchesBeforeItsDelay) {
       std::vector<uint32_t> keys(1000);
       std::iota(keys.rbegin(), keys.rend(), t);
       auto result = client->Sort(absl::MakeConstSpan(keys));
-      if (result.ok() && std::is_sorted(result->keys.begin(), result->keys.end())) ++ok;
+      std::vector<uint32_t> want = keys;
+      std::sort(want.begin(), want.end());
+      if (result.ok() && result->keys == want) ++ok;
     });
   }
   for (auto& t : threads) t.join();
@@ -229,8 +234,12 @@ TEST(BatchingTest, InlineRequestsNeverWaitForABatch) {
   std::iota(keys.rbegin(), keys.rend(), uint64_t{5});
   auto sorted = client->Sort(absl::MakeConstSpan(keys), v1::SORT_ORDER_ASCENDING, true);
   ASSERT_TRUE(sorted.ok()) << sorted.status();
-  EXPECT_TRUE(std::is_sorted(sorted->keys.begin(), sorted->keys.end()));
-  EXPECT_EQ(sorted->indices.front(), 99u);
+  std::vector<uint64_t> want = keys;
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(sorted->keys, want);
+  std::vector<uint64_t> want_indices(100);
+  std::iota(want_indices.rbegin(), want_indices.rend(), uint64_t{0});  // input was descending
+  EXPECT_EQ(sorted->indices, want_indices);
   EXPECT_EQ(sorted->engine, v1::ENGINE_CPU);
   std::vector<float> pair_keys = {2.5f, -1.0f, 2.5f, 0.0f};
   std::vector<int64_t> values = {0, 1, 2, 3};
@@ -252,9 +261,11 @@ TEST(BatchingTest, InlineRequestsNeverWaitForABatch) {
   v1::SortResponse response;
   while (stream->Read(&response)) {
     ASSERT_FALSE(response.has_error()) << response.error().message();
+    // Request i held i, i-1, ..., 0: its answer is 0..i.
     const auto& got = response.keys().int32().values();
-    EXPECT_EQ(got.size(), std::stoul(response.request_id()) + 1);
-    EXPECT_TRUE(std::is_sorted(got.begin(), got.end())) << response.request_id();
+    std::vector<int32_t> want(std::stoul(response.request_id()) + 1);
+    std::iota(want.begin(), want.end(), 0);
+    EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()), want) << response.request_id();
     ++answered;
   }
   EXPECT_TRUE(stream->Finish().ok());
@@ -334,8 +345,12 @@ TEST(BatchingTest, QueueOverflowIsResourceExhaustedPerRequest) {
           << response.error().message();
       ++exhausted;
     } else {
+      // Request i held {12 - i, i}.
+      const uint64_t i = std::stoul(response.request_id());
       const auto& got = response.keys().uint64().values();
-      EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+      EXPECT_EQ(std::vector<uint64_t>(got.begin(), got.end()),
+                (std::vector<uint64_t>{std::min(i, 12 - i), std::max(i, 12 - i)}))
+          << response.request_id();
       ++sorted;
     }
   }

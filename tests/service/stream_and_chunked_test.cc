@@ -120,8 +120,11 @@ TEST(SortChunkedTest, ChunksFitTheClientsOwnMessageLimit) {
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(r->keys[i], keys[r->indices[i]]);
 }
 
+// Sends the messages, reads every response; the uint32 keys received go to
+// `keys` (when given), in the order of their offsets.
 grpc::Status RunChunked(v1::SortService::Stub& stub,
-                        const std::vector<v1::SortChunkedRequest>& messages) {
+                        const std::vector<v1::SortChunkedRequest>& messages,
+                        std::vector<uint32_t>* keys = nullptr) {
   grpc::ClientContext ctx;
   auto stream = stub.SortChunked(&ctx);
   for (const auto& m : messages) {
@@ -130,6 +133,10 @@ grpc::Status RunChunked(v1::SortService::Stub& stub,
   stream->WritesDone();
   v1::SortChunkedResponse response;
   while (stream->Read(&response)) {
+    if (keys == nullptr) continue;
+    EXPECT_EQ(response.offset(), keys->size());
+    const auto& got = response.chunk().keys().uint32().values();
+    keys->insert(keys->end(), got.begin(), got.end());
   }
   return stream->Finish();
 }
@@ -170,11 +177,15 @@ TEST(SortChunkedTest, ProtocolErrorsNameTheField) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
   // A well-formed upload still works afterwards, including an empty one.
-  s = RunChunked(client->stub(), {header, Chunk({3, 1}), Chunk({2})});
+  std::vector<uint32_t> sorted;
+  s = RunChunked(client->stub(), {header, Chunk({3, 1}), Chunk({2})}, &sorted);
   EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(sorted, (std::vector<uint32_t>{1, 2, 3}));
   v1::SortChunkedRequest empty_header;
   empty_header.mutable_header();
-  EXPECT_TRUE(RunChunked(client->stub(), {empty_header}).ok());
+  std::vector<uint32_t> none;
+  EXPECT_TRUE(RunChunked(client->stub(), {empty_header}, &none).ok());
+  EXPECT_TRUE(none.empty());
 }
 
 TEST(SortChunkedTest, ChunkedUploadOverTheLimitIsResourceExhausted) {
