@@ -3,6 +3,25 @@ import os
 import subprocess
 import tempfile
 import time
+import urllib.request
+
+
+def metric(url, name):
+    """The value of an unlabelled sample on a /metrics page (None if absent)."""
+    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def wait_until(predicate, timeout, step=0.01):
+    """Polls `predicate` until it holds or `timeout` seconds pass; whether it held."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
 
 
 class SortdProcess:

@@ -10,13 +10,12 @@ Environment: SORTD_BIN, PYTHONPATH with client/python (stubs included).
 import os
 import time
 import unittest
-import urllib.request
 
 import grpc
 import numpy as np
 
 from sortd.v1 import sort_pb2
-from sortd_process import SortdProcess
+from sortd_process import SortdProcess, metric
 
 SORTD = os.environ["SORTD_BIN"]
 SERVICE = "/sortd.v1.SortService/"
@@ -28,13 +27,6 @@ def u32_request(keys, **fields):
     r = sort_pb2.SortRequest(**fields)
     r.keys.uint32.values.extend(keys)
     return r.SerializeToString()
-
-
-def metric(url, name):
-    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 class BadInput(unittest.TestCase):

@@ -18,7 +18,7 @@ import urllib.request
 import numpy as np
 
 from sortd_client import Client, SortdError
-from sortd_process import SortdProcess
+from sortd_process import SortdProcess, metric, wait_until
 
 SORTD = os.environ["SORTD_BIN"]
 SORTCTL = os.environ["SORTCTL_BIN"]
@@ -228,23 +228,6 @@ class EndToEnd(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("invalid_argument", r.stdout + r.stderr)
         self.assertIn("values: length 1 does not match keys length 2", r.stdout + r.stderr)
-
-
-def metric(url, name):
-    """The value of an unlabelled sample on a /metrics page (None if absent)."""
-    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
-def wait_until(predicate, timeout, step=0.01):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 class Drain(unittest.TestCase):

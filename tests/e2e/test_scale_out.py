@@ -20,7 +20,7 @@ import grpc
 import numpy as np
 
 from sortd_client import Client
-from sortd_process import SortdProcess
+from sortd_process import SortdProcess, wait_until
 
 SORTD = os.environ["SORTD_BIN"]
 SORTCTL = os.environ["SORTCTL_BIN"]
@@ -38,15 +38,6 @@ def sorts_served(server):
                 and re.search(r'method="(Sort|SortPairs)"', line):
             total += float(line.rsplit(" ", 1)[1])
     return total
-
-
-def wait_until(predicate, timeout, step=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
 
 
 class Load:
