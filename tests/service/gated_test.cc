@@ -131,5 +131,37 @@ TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
   EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="uint32",method="Sort"})"), 1);
 }
 
+TEST(GatedLimitsTest, MaxQueuedRequestsRefusesTheNextCallWhileOneIsRunning) {
+  Gate gate("unary.run");
+  ServerOptions options;
+  options.batching_mode = BatchingMode::kOff;
+  options.max_queued_requests = 1;
+  options.test_site_hook = gate.Hook();
+  auto server = StartServer(options);
+  auto client = Connect(*server);
+  auto first = std::async(std::launch::async,
+                          [&] { return client->Sort<uint32_t>(std::vector<uint32_t>{2, 1}); });
+  if (!gate.WaitForArrivals(1)) {
+    gate.Open();
+    FAIL() << "the first call never reached the worker";
+  }
+  // One request is admitted and held: the next is refused at once.
+  v1::SortRequest second;
+  second.mutable_keys()->mutable_uint32()->add_values(1);
+  grpc::ClientContext ctx;
+  v1::SortResponse response;
+  grpc::Status s = client->stub().Sort(&ctx, second, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("--max_queued_requests"), std::string::npos) << s.error_message();
+  gate.Open();
+  auto done = first.get();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->keys, (std::vector<uint32_t>{1, 2}));
+  // The slot is free again.
+  auto third = client->Sort<uint32_t>(std::vector<uint32_t>{3, 1, 2});
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->keys, (std::vector<uint32_t>{1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace sortd::testing

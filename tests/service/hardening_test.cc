@@ -128,6 +128,28 @@ TEST(HostileChunkedTest, AnnouncementIsAdmittedWholeOrRefused) {
   ExpectNothingInFlight(*server);
 }
 
+TEST(HostileChunkedTest, InflightBytesRunOutPartWayThroughAnUnannouncedUpload) {
+  // No total_keys: each chunk is admitted as it arrives, and the upload is
+  // refused at the chunk that no longer fits, not before, not never.
+  ServerOptions options;
+  options.max_inflight_bytes = 1 << 20;
+  auto server = StartServer(options);
+  auto client = Connect(*server);
+  std::vector<v1::SortChunkedRequest> messages = {Header(0)};
+  std::vector<uint64_t> chunk(10000, 7);  // 80 KB; admitted as ~240 KB each
+  for (int i = 0; i < 8; ++i) messages.push_back(U64Chunk(chunk));
+  ChunkedResult r = RunChunked(client->stub(), messages);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << r.status.error_message();
+  EXPECT_NE(r.status.error_message().find("--max_inflight_bytes"), std::string::npos)
+      << r.status.error_message();
+  // The chunks before the refusal were accepted (the limit was reached
+  // part-way, at the fifth 240 KB admission of a 1 MiB budget).
+  const std::string text = Scrape(*server);
+  EXPECT_GE(Sample(text, R"(sortd_bytes_received_total{method="SortChunked"})"), 4 * 80000);
+  ExpectNothingInFlight(*server);
+  ExpectStillServes(*client);
+}
+
 TEST(ResponseLimitTest, ResponseOverTheMessageLimitIsRefusedBeforeSorting) {
   // 100000 uint64 keys (800 KB) fit a 1 MiB message; with their indices the
   // response (1.6 MB) does not. Refused up front, naming the limit and
