@@ -20,14 +20,19 @@ SortStreamReactor::SortStreamReactor(ServiceContext* context,
   StartRead(&read_buffer_);
 }
 
+void SortStreamReactor::EndReads(absl::Status error) {
+  std::unique_lock<std::mutex> lock(mu_);
+  read_in_flight_ = false;
+  reads_done_ = true;
+  parse_error_ = std::move(error);
+  Next next = DecideLocked();
+  lock.unlock();
+  Start(next);
+}
+
 void SortStreamReactor::OnReadDone(bool ok) {
   if (!ok) {
-    std::unique_lock<std::mutex> lock(mu_);
-    read_in_flight_ = false;
-    reads_done_ = true;
-    Next next = DecideLocked();
-    lock.unlock();
-    Start(next);
+    EndReads(absl::OkStatus());
     return;
   }
   auto request = std::make_unique<v1::SortRequest>();
@@ -41,13 +46,7 @@ void SortStreamReactor::OnReadDone(bool ok) {
     RequestRecord record;
     record.method = RpcMethod::kSortStream;
     context_->Report(record, "", parsed);
-    std::unique_lock<std::mutex> lock(mu_);
-    read_in_flight_ = false;
-    reads_done_ = true;
-    parse_error_ = parsed;
-    Next next = DecideLocked();
-    lock.unlock();
-    Start(next);
+    EndReads(parsed);
     return;
   }
   Submit(std::move(request));

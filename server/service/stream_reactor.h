@@ -50,6 +50,9 @@ class SortStreamReactor final
                absl::Status result, RequestRecord record, SteadyClock::time_point arrival,
                bool own_launch);
   void Submit(std::unique_ptr<v1::SortRequest> request);
+  // No more reads: the client half-closed (OK) or a message did not parse
+  // (the status the stream ends with once its requests are answered).
+  void EndReads(absl::Status error);
   Next DecideLocked();
   void Start(const Next& next);
 

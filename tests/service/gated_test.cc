@@ -29,10 +29,15 @@ class Gate {
       return false;
     };
   }
-  // Waits (bounded) until `n` calls are held at the gate.
+  // Waits (bounded) until `n` calls are held at the gate. On timeout the
+  // gate opens, so that a failing test never leaves a call held (the
+  // server's destructor would wait for it).
   bool WaitForArrivals(int n) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return arrived_ >= n; });
+    if (cv_.wait_for(lock, std::chrono::seconds(30), [&] { return arrived_ >= n; })) return true;
+    open_ = true;
+    cv_.notify_all();
+    return false;
   }
   void Open() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -48,23 +53,26 @@ class Gate {
   bool open_ = false;
 };
 
+// A server whose unary calls stop at `gate` (no batching: every call takes
+// the direct path through "unary.run").
+std::unique_ptr<SortdServer> StartGated(Gate& gate, ServerOptions options = {}) {
+  options.batching_mode = BatchingMode::kOff;
+  options.test_site_hook = gate.Hook();
+  return StartServer(options);
+}
+
 TEST(GatedDrainTest, ShutdownFinishesACallThatIsRunning) {
   Gate gate("unary.run");
   ServerOptions options;
-  options.batching_mode = BatchingMode::kOff;
   options.drain_delay = absl::Seconds(3);  // health is observable while draining
-  options.test_site_hook = gate.Hook();
-  auto server = StartServer(options);
+  auto server = StartGated(gate, options);
   auto client = Connect(*server);
   auto observer = Connect(*server);
   ASSERT_TRUE(observer->Health().ok());
 
   std::vector<int64_t> keys = {5, -3, 9, 0, 7};
   auto call = std::async(std::launch::async, [&] { return client->Sort<int64_t>(keys); });
-  if (!gate.WaitForArrivals(1)) {
-    gate.Open();
-    FAIL() << "the call never reached the worker";
-  }
+  ASSERT_TRUE(gate.WaitForArrivals(1)) << "the call never reached the worker";
 
   auto shutdown = std::async(std::launch::async, [&] { server->Shutdown(); });
   // The drain has begun while the call is held: health says so...
@@ -93,18 +101,13 @@ TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
   // its deadline passes, then must be dropped, not sorted.
   Gate gate("unary.run");
   ServerOptions options;
-  options.batching_mode = BatchingMode::kOff;
   options.worker_threads = 1;
-  options.test_site_hook = gate.Hook();
-  auto server = StartServer(options);
+  auto server = StartGated(gate, options);
   auto client = Connect(*server);
 
   auto first = std::async(std::launch::async,
                           [&] { return client->Sort<uint32_t>(std::vector<uint32_t>{2, 1}); });
-  if (!gate.WaitForArrivals(1)) {
-    gate.Open();
-    FAIL() << "the first call never reached the worker";
-  }
+  ASSERT_TRUE(gate.WaitForArrivals(1)) << "the first call never reached the worker";
 
   v1::SortRequest late;
   for (uint32_t k : {9, 8, 7}) late.mutable_keys()->mutable_uint32()->add_values(k);
@@ -134,17 +137,12 @@ TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
 TEST(GatedLimitsTest, MaxQueuedRequestsRefusesTheNextCallWhileOneIsRunning) {
   Gate gate("unary.run");
   ServerOptions options;
-  options.batching_mode = BatchingMode::kOff;
   options.max_queued_requests = 1;
-  options.test_site_hook = gate.Hook();
-  auto server = StartServer(options);
+  auto server = StartGated(gate, options);
   auto client = Connect(*server);
   auto first = std::async(std::launch::async,
                           [&] { return client->Sort<uint32_t>(std::vector<uint32_t>{2, 1}); });
-  if (!gate.WaitForArrivals(1)) {
-    gate.Open();
-    FAIL() << "the first call never reached the worker";
-  }
+  ASSERT_TRUE(gate.WaitForArrivals(1)) << "the first call never reached the worker";
   // One request is admitted and held: the next is refused at once.
   v1::SortRequest second;
   second.mutable_keys()->mutable_uint32()->add_values(1);
