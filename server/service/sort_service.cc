@@ -29,6 +29,21 @@ absl::Status CheckCallAlive(grpc::CallbackServerContext* ctx,
   return absl::OkStatus();
 }
 
+// gRPC's default unary reactor, plus a "unary.cancelled" test site when the
+// call is cancelled (client gone, deadline passed), so that tests can wait
+// for the server to have seen a cancellation instead of guessing when.
+class UnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit UnaryReactor(const ServiceContext* context) : context_(context) {}
+  void OnCancel() override {
+    if (context_->test_site_hook) context_->test_site_hook("unary.cancelled");
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  const ServiceContext* const context_;
+};
+
 // Parse, validate, admit, run on the pool, finish, record. Shared by Sort
 // and SortPairs, which are registered raw: the handler parses the request
 // itself (INVALID_ARGUMENT when it does not parse) and serializes the
@@ -40,7 +55,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
                                       grpc::ByteBuffer* raw_response, Validate validate,
                                       Run run) {
   const SteadyClock::time_point arrival = SteadyClock::now();
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  grpc::ServerUnaryReactor* reactor = new UnaryReactor(context);
   // The call's messages live as long as any step of it (pool job, batch).
   struct Call {
     Request request;

@@ -53,11 +53,40 @@ class Gate {
   bool open_ = false;
 };
 
+// Counts, without holding anything, the calls that reached `site`.
+class SiteCounter {
+ public:
+  explicit SiteCounter(std::string site) : site_(std::move(site)) {}
+
+  // Wraps `inner`: counts this site, passes every site on.
+  std::function<bool(absl::string_view)> Hook(std::function<bool(absl::string_view)> inner) {
+    return [this, inner = std::move(inner)](absl::string_view at) {
+      if (at == site_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++reached_;
+        cv_.notify_all();
+      }
+      return inner(at);
+    };
+  }
+  bool WaitFor(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return reached_ >= n; });
+  }
+
+ private:
+  const std::string site_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int reached_ = 0;
+};
+
 // A server whose unary calls stop at `gate` (no batching: every call takes
-// the direct path through "unary.run").
-std::unique_ptr<SortdServer> StartGated(Gate& gate, ServerOptions options = {}) {
+// the direct path through "unary.run"); `counter`, if given, sees every site.
+std::unique_ptr<SortdServer> StartGated(Gate& gate, ServerOptions options = {},
+                                        SiteCounter* counter = nullptr) {
   options.batching_mode = BatchingMode::kOff;
-  options.test_site_hook = gate.Hook();
+  options.test_site_hook = counter ? counter->Hook(gate.Hook()) : gate.Hook();
   return StartServer(options);
 }
 
@@ -100,9 +129,10 @@ TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
   // One worker, held by a first call: the second waits in the queue until
   // its deadline passes, then must be dropped, not sorted.
   Gate gate("unary.run");
+  SiteCounter cancelled_calls("unary.cancelled");
   ServerOptions options;
   options.worker_threads = 1;
-  auto server = StartGated(gate, options);
+  auto server = StartGated(gate, options, &cancelled_calls);
   auto client = Connect(*server);
 
   auto first = std::async(std::launch::async,
@@ -117,20 +147,28 @@ TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
   // The request reaches the server (admitted, queued behind the gate)...
   EXPECT_EQ(client->stub().Sort(&ctx, late, &response).error_code(),
             grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The client gives up at its deadline; the server learns of it a moment
+  // later. The worker is freed only once the server has seen it.
+  EXPECT_TRUE(cancelled_calls.WaitFor(1)) << "the server never saw the late call cancelled";
   gate.Open();
   ASSERT_TRUE(first.get().ok());
 
   // ...and once the worker is free it is dropped: only the first call's two
   // keys were sorted, and the late one is counted as cancelled.
+  // Waits for the late call to be counted, not for the in-flight gauge to
+  // reach zero: a worker releases admission before it reports the call, so
+  // the gauge can read zero while the count is still to come.
+  const std::string cancelled =
+      R"(sortd_requests_total{code="CANCELLED",key_type="uint32",method="Sort"})";
   std::string text;
   for (int i = 0; i < 2000; ++i) {
     text = Scrape(*server);
-    if (Sample(text, "sortd_inflight_requests") == 0) break;
+    if (Sample(text, cancelled) >= 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(Sample(text, "sortd_inflight_requests"), 0);
   EXPECT_EQ(Sample(text, R"(sortd_keys_sorted_total{engine="cpu"})"), 2);
-  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="CANCELLED",key_type="uint32",method="Sort"})"), 1);
+  EXPECT_EQ(Sample(text, cancelled), 1);
   EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="uint32",method="Sort"})"), 1);
 }
 
