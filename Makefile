@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ARGS ?=
 
-.PHONY: all deps configure build run test test-core test-service test-e2e test-asan test-tsan bench-cpu lint clean
+.PHONY: all deps configure build run test test-core test-service test-e2e test-asan test-tsan fuzz fuzz-build fuzz-smoke bench-cpu lint clean
 
 all: build
 
@@ -25,8 +25,10 @@ build: configure
 run: build
 	$(BUILD)/server/sortd $(ARGS)
 
+# The suite, then a short run of each fuzzer (its own clang build tree).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	@$(MAKE) --no-print-directory fuzz-smoke
 
 test-core: build
 	cd $(BUILD) && ctest --output-on-failure -L core
@@ -61,6 +63,27 @@ test-tsan: deps
 	cd $(BUILD)-tsan && $(TSAN_ENV) ctest --output-on-failure -j$(JOBS) \
 	  -R "^(BatcherHoldTest|MemoryTrimmerTest|HostResourcesTest|RequestLogTest)\\."
 
+# libFuzzer builds of tests/fuzz (clang, ASan+UBSan) in $(BUILD)-fuzz:
+# `make fuzz` runs each fuzzer FUZZ_SECONDS (default 300), `make fuzz-smoke`
+# 20 s each (part of `make test`). Findings fail the target; the inputs are
+# kept in $(BUILD)-fuzz/fuzz-findings/ (docs/hardening.md, "Fuzzing").
+FUZZ_SECONDS ?= 300
+FUZZ_FLAGS = -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+fuzz-build: deps
+	@cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSORTD_BUILD_FUZZERS=ON \
+	  -DSORTD_WITH_CUDA=OFF -DSORTD_BUILD_BENCH=OFF \
+	  -DCMAKE_C_FLAGS="$(FUZZ_FLAGS)" -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" > $(BUILD)-fuzz.configure.log \
+	  || (cat $(BUILD)-fuzz.configure.log; exit 1)
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target sortd_request_fuzzer sortd_chunked_fuzzer sortd_cpu_engine_fuzzer
+
+fuzz: fuzz-build
+	bash tests/fuzz/run.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
+
+fuzz-smoke: fuzz-build
+	bash tests/fuzz/run.sh $(BUILD)-fuzz 20
+
 bench-cpu: build
 	SORTD_BENCH_BIN=$(BUILD)/bench/sortd_cpu_bench bash bench/run_cpu_bench.sh
 
@@ -68,4 +91,4 @@ lint: deps
 	cd proto && ../.tools/node/node_modules/.bin/buf lint
 
 clean:
-	rm -rf $(BUILD) $(BUILD).configure.log
+	rm -rf $(BUILD) $(BUILD).configure.log $(BUILD)-fuzz $(BUILD)-fuzz.configure.log

@@ -17,7 +17,9 @@ PACKAGES=(
 )
 if [ "$BUILD_ONLY" = 0 ]; then
   PACKAGES+=(prometheus openssl python3 python3-grpcio python3-protobuf python3-numpy
-             python3-venv python3-pip python3-setuptools python3-wheel)
+             python3-venv python3-pip python3-setuptools python3-wheel
+             # make fuzz / fuzz-smoke: clang with libFuzzer and the sanitizer runtimes
+             clang libclang-rt-14-dev)
 fi
 
 missing=()

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <vector>
 
+#include "server/service/chunked_upload.h"
 #include "server/service/service_context.h"
 #include "server/service/typed_array.h"
 #include "sortd/v1/sort.grpc.pb.h"
@@ -28,13 +29,6 @@ class SortChunkedReactor final
   void OnDone() override { delete this; }
 
  private:
-  absl::Status AcceptHeader(const v1::SortChunkedRequest& request);
-  absl::Status AcceptChunk(const v1::SortChunkedRequest& request);
-  // On the first chunk, when the header announced total_keys of numeric
-  // types: checks the announced size against the limit, admits it whole and
-  // reserves the columns (no growth, no per-chunk admission after that).
-  absl::Status ReserveAnnounced(const v1::ArrayChunk& first);
-  absl::Status FinishUpload();
   absl::Status SortAll();
   void WriteNext();
   // Builds the next response message in write_buffer_ (may throw bad_alloc).
@@ -42,6 +36,9 @@ class SortChunkedReactor final
   void Fail(const absl::Status& status);
   // Records the RPC in metrics/logs, then finishes it.
   void Done(const absl::Status& status);
+  const v1::ChunkedSortHeader& header() const { return upload_.header(); }
+  HostColumn& keys() { return upload_.keys(); }
+  HostColumn& values() { return upload_.values(); }
 
   ServiceContext* const context_;
   grpc::CallbackServerContext* const ctx_;
@@ -54,14 +51,8 @@ class SortChunkedReactor final
   uint64_t messages_read_ = 0;
   v1::SortChunkedRequest read_buffer_;
   v1::SortChunkedResponse write_buffer_;
-  bool have_header_ = false;
-  v1::ChunkedSortHeader header_;
-  Admitted admitted_;
-  uint64_t payload_bytes_ = 0;
-  bool announced_admitted_ = false;  // ReserveAnnounced admitted everything
+  ChunkedUpload upload_;
 
-  HostColumn keys_;
-  HostColumn values_;
   std::vector<uint64_t> indices_;
   EngineKind engine_ = EngineKind::kCpu;
   size_t next_offset_ = 0;

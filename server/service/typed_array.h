@@ -17,8 +17,6 @@
 
 namespace sortd {
 
-namespace v1 = ::sortd::v1;
-
 // The element type, or nullopt when no array is set.
 std::optional<DataType> TypeOf(const v1::TypedArray& array);
 // Number of elements (0 when unset).

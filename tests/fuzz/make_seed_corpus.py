@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""Writes the fuzzers' seed corpus (tests/fuzz/corpus/<fuzzer>/seed-*).
+
+Seeds are small, valid-looking inputs that reach every branch family
+quickly: every key type and order, indices, pairs with every value type,
+float specials, empty arrays, and the refusals (bad enums, length
+mismatches, chunk streams out of order or mixing types). libFuzzer mutates
+from them. Run with Debian's python3 and the shipped stubs:
+  PYTHONPATH=client/python /usr/bin/python3 tests/fuzz/make_seed_corpus.py
+"""
+import hashlib
+import os
+import struct
+
+from sortd.v1 import sort_pb2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TYPES = ["uint32", "int32", "float32", "uint64", "int64", "float64", "bytes"]
+SAMPLES = {
+    "uint32": [3, 1, 4294967295, 0, 1, 7],
+    "int32": [3, -1, -2147483648, 2147483647, -1, 0],
+    "float32": [1.5, float("nan"), -0.0, 0.0, float("-inf"), -2.5, float("inf"), 1.5],
+    "uint64": [3, 18446744073709551615, 0, 3, 1],
+    "int64": [-9223372036854775808, 5, -1, 9223372036854775807, 5],
+    "float64": [float("nan"), 2.0, -0.0, 0.0, -1e300, 2.0, float("-inf")],
+    "bytes": [b"b", b"", b"ab", b"\xff", b"a", b"ab", b"\x00"],
+}
+
+
+def fill(array, type_name, values):
+    getattr(array, type_name).values.extend(values)
+
+
+def write(fuzzer, data):
+    folder = os.path.join(HERE, "corpus", fuzzer)
+    os.makedirs(folder, exist_ok=True)
+    name = "seed-" + hashlib.sha1(data).hexdigest()[:16]
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+def request_seeds():
+    for t in TYPES:
+        for order in (0, 1):
+            for indices in (False, True):
+                r = sort_pb2.SortRequest(order=order, return_indices=indices, request_id="r-" + t)
+                fill(r.keys, t, SAMPLES[t])
+                write("request", b"\x00" + r.SerializeToString())
+        empty = sort_pb2.SortRequest()
+        getattr(empty.keys, t).SetInParent()
+        write("request", b"\x00" + empty.SerializeToString())
+        for v in TYPES:
+            p = sort_pb2.SortPairsRequest(order=1, request_id="p")
+            fill(p.keys, t, SAMPLES[t][:5])
+            fill(p.values, v, SAMPLES[v][:5])
+            write("request", b"\x01" + p.SerializeToString())
+    # Refusals: no keys, unknown order, pairs of unequal length, no values.
+    write("request", b"\x00")
+    bad_order = sort_pb2.SortRequest()
+    fill(bad_order.keys, "uint32", [2, 1])
+    write("request", b"\x00" + bad_order.SerializeToString() + b"\x10\x07")
+    short = sort_pb2.SortPairsRequest()
+    fill(short.keys, "int64", [1, 2, 3])
+    fill(short.values, "int64", [1, 2])
+    write("request", b"\x01" + short.SerializeToString())
+    no_values = sort_pb2.SortPairsRequest()
+    fill(no_values.keys, "float32", [1.0])
+    write("request", b"\x01" + no_values.SerializeToString())
+
+
+def framed(config, messages):
+    out = bytes([config])
+    for m in messages:
+        raw = m.SerializeToString()
+        out += struct.pack("<H", len(raw)) + raw
+    return out
+
+
+def header(total=0, order=0, indices=False, with_values=False):
+    m = sort_pb2.SortChunkedRequest()
+    m.header.SetInParent()
+    m.header.total_keys = total
+    m.header.order = order
+    m.header.return_indices = indices
+    m.header.with_values = with_values
+    return m
+
+
+def chunk(key_type, keys, value_type=None, values=()):
+    m = sort_pb2.SortChunkedRequest()
+    fill(m.chunk.keys, key_type, keys)
+    if value_type:
+        fill(m.chunk.values, value_type, values)
+    return m
+
+
+def chunked_seeds():
+    for t in TYPES:
+        keys = SAMPLES[t]
+        half = len(keys) // 2
+        for config in (2, 7):
+            # Announced and exact, in two chunks; unannounced; pairs.
+            write("chunked", framed(config, [header(len(keys)), chunk(t, keys[:half]),
+                                             chunk(t, keys[half:])]))
+            write("chunked", framed(config, [header(0, 1, True), chunk(t, keys)]))
+            write("chunked", framed(config, [header(len(keys), 0, False, True),
+                                             chunk(t, keys, "uint64", range(len(keys)))]))
+        # Announced more than sent; more sent than announced.
+        write("chunked", framed(1, [header(len(keys) + 3), chunk(t, keys)]))
+        write("chunked", framed(1, [header(1), chunk(t, keys)]))
+    # Out of order and mixed: chunk first, second header, types changing,
+    # values missing or unexpected, a huge announcement, a tiny limit.
+    write("chunked", framed(1, [chunk("uint32", [1])]))
+    write("chunked", framed(1, [header(2), chunk("uint32", [1]), header(2)]))
+    write("chunked", framed(1, [header(0), chunk("uint32", [1]), chunk("int64", [2])]))
+    write("chunked", framed(1, [header(2, 0, False, True), chunk("uint32", [1], "bytes", [b"x"]),
+                                chunk("uint32", [2], "float64", [1.0])]))
+    write("chunked", framed(1, [header(1, 0, False, True), chunk("uint32", [1])]))
+    write("chunked", framed(1, [header(1), chunk("uint32", [1], "uint32", [1])]))
+    write("chunked", framed(1, [header(1 << 40), chunk("uint64", [3, 1, 2])]))
+    write("chunked", framed(0, [header(100), chunk("uint64", list(range(100)))]))
+    write("chunked", framed(0, [header(0), chunk("bytes", [b"x" * 200])]))
+
+
+def cpu_seeds():
+    for type_index, t in enumerate(TYPES):
+        if t == "bytes":
+            body = b"".join(bytes([len(s)]) + s for s in SAMPLES[t])
+        else:
+            fmt = {"uint32": "I", "int32": "i", "float32": "f", "uint64": "Q", "int64": "q",
+                   "float64": "d"}[t]
+            body = struct.pack("<%d%s" % (len(SAMPLES[t]), fmt), *SAMPLES[t]) * 6
+        for flags in (0, 1, 2, 3, 4, 6, 8, 10, 11, 14):
+            write("cpu_engine", bytes([type_index, flags, 3]) + bytes([5, 9, 0]) + body)
+
+
+if __name__ == "__main__":
+    request_seeds()
+    chunked_seeds()
+    cpu_seeds()
+    for fuzzer in ("request", "chunked", "cpu_engine"):
+        print(fuzzer, len(os.listdir(os.path.join(HERE, "corpus", fuzzer))), "seeds")

@@ -1,0 +1,169 @@
+// Fuzzer of request decoding, validation and execution for Sort and
+// SortPairs: the bytes a client sends go through the server's own path
+// (ParseRawMessage from a grpc::ByteBuffer, Validate*, CheckResponseFits,
+// InflightBytes, RunSort/RunSortPairs on the CPU engine). Whatever the
+// bytes, a request is either refused with INVALID_ARGUMENT naming a field
+// (or RESOURCE_EXHAUSTED for a response over the limit), or sorted, and
+// then the answer is checked against the reference stable sort.
+//
+// Input: byte 0 picks the message (even: SortRequest, odd:
+// SortPairsRequest); the rest is the serialized message.
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "core/dispatcher.h"
+#include "server/service/raw_message.h"
+#include "server/service/sort_ops.h"
+#include "server/service/typed_array.h"
+#include "tests/fuzz/fuzz_oracle.h"
+
+namespace sortd::fuzz {
+namespace {
+
+// Larger accepted requests are validated but not sorted (time per input).
+constexpr size_t kMaxKeysSorted = size_t{1} << 14;
+constexpr uint64_t kMaxResponseBytes = uint64_t{1} << 20;
+
+Dispatcher& CpuDispatcher() {
+  static Dispatcher* dispatcher = [] {
+    DispatcherOptions options;
+    options.engine = EngineChoice::kCpu;
+    auto created = Dispatcher::Create(options);
+    if (!created.ok()) Finding("Dispatcher::Create: " + created.status().ToString());
+    return created->release();
+  }();
+  return *dispatcher;
+}
+
+// A refusal names what is wrong: "field: problem".
+void CheckRefusal(const absl::Status& status, absl::StatusCode code, absl::string_view step) {
+  Check(status.code() == code, std::string(step) + " gave " + status.ToString());
+  Check(status.message().find(':') != absl::string_view::npos,
+        std::string(step) + " message names no field: " + status.ToString());
+}
+
+std::vector<std::string> Strings(const v1::TypedArray& a) {
+  return {a.bytes().values().begin(), a.bytes().values().end()};
+}
+
+template <typename T>
+std::vector<T> Numbers(const v1::TypedArray& a) {
+  const auto& field = NumericField<T>(a);
+  return {field.begin(), field.end()};
+}
+
+// The stable reference permutation of `keys` in `order`.
+std::vector<uint64_t> Permutation(const v1::TypedArray& keys, SortOrder order) {
+  std::vector<uint64_t> perm;
+  const DataType type = *TypeOf(keys);
+  if (type == DataType::kBytes) return ReferencePermutation(Strings(keys), order);
+  VisitNumericType(type, [&](auto tag) {
+    perm = ReferencePermutation(Numbers<decltype(tag)>(keys), order);
+  });
+  return perm;
+}
+
+// `out` is `in` permuted by `perm`, bit for bit, in `in`'s type.
+void CheckGathered(const v1::TypedArray& in, const std::vector<uint64_t>& perm,
+                   const v1::TypedArray& out, absl::string_view what) {
+  if (LengthOf(in) == 0) {
+    Check(LengthOf(out) == 0, std::string(what) + ": answer for an empty array is not empty");
+    return;
+  }
+  Check(TypeOf(out) == TypeOf(in), std::string(what) + ": type changed");
+  const DataType type = *TypeOf(in);
+  if (type == DataType::kBytes) {
+    Check(Strings(out) == Gather(Strings(in), perm), std::string(what) + ": byte strings differ");
+    return;
+  }
+  VisitNumericType(type, [&](auto tag) {
+    using T = decltype(tag);
+    Check(::sortd::testing::SameBits(Numbers<T>(out), Gather(Numbers<T>(in), perm)), what);
+  });
+}
+
+template <typename Request>
+bool Decode(const uint8_t* data, size_t size, Request* request) {
+  grpc::Slice slice(data, size);
+  grpc::ByteBuffer bytes(&slice, 1);
+  const absl::Status parsed = ParseRawMessage(&bytes, request, "request");
+  if (!parsed.ok()) {
+    CheckRefusal(parsed, absl::StatusCode::kInvalidArgument, "ParseRawMessage");
+    return false;
+  }
+  return true;
+}
+
+// Refused for its size, or small enough to sort here.
+template <typename Request>
+bool Admissible(const Request& request) {
+  const absl::Status fits = CheckResponseFits(request, kMaxResponseBytes);
+  if (!fits.ok()) {
+    CheckRefusal(fits, absl::StatusCode::kResourceExhausted, "CheckResponseFits");
+    return false;
+  }
+  Check(InflightBytes(request) >= PayloadIn(request), "InflightBytes below the payload");
+  return KeysOf(request) <= kMaxKeysSorted;
+}
+
+void FuzzSort(const uint8_t* data, size_t size) {
+  v1::SortRequest request;
+  if (!Decode(data, size, &request)) return;
+  const absl::Status valid = ValidateSortRequest(request);
+  if (!valid.ok()) {
+    CheckRefusal(valid, absl::StatusCode::kInvalidArgument, "ValidateSortRequest");
+    return;
+  }
+  if (!Admissible(request)) return;
+  v1::SortResponse response;
+  const absl::Status ran = RunSort(CpuDispatcher(), request, &response);
+  Check(ran.ok(), "RunSort refused a valid request: " + ran.ToString());
+  Check(response.request_id() == request.request_id(), "request_id not echoed");
+  const std::vector<uint64_t> perm = Permutation(request.keys(), ToCoreOrder(request.order()));
+  CheckGathered(request.keys(), perm, response.keys(), "Sort keys");
+  if (request.return_indices()) {
+    Check(::sortd::testing::SameIndices({response.indices().begin(), response.indices().end()},
+                                        perm),
+          "Sort indices");
+  } else {
+    Check(response.indices().empty(), "indices returned without return_indices");
+  }
+}
+
+void FuzzSortPairs(const uint8_t* data, size_t size) {
+  v1::SortPairsRequest request;
+  if (!Decode(data, size, &request)) return;
+  const absl::Status valid = ValidateSortPairsRequest(request);
+  if (!valid.ok()) {
+    CheckRefusal(valid, absl::StatusCode::kInvalidArgument, "ValidateSortPairsRequest");
+    return;
+  }
+  if (!Admissible(request)) return;
+  v1::SortPairsResponse response;
+  const absl::Status ran = RunSortPairs(CpuDispatcher(), request, &response);
+  Check(ran.ok(), "RunSortPairs refused a valid request: " + ran.ToString());
+  Check(response.request_id() == request.request_id(), "request_id not echoed");
+  const std::vector<uint64_t> perm = Permutation(request.keys(), ToCoreOrder(request.order()));
+  CheckGathered(request.keys(), perm, response.keys(), "SortPairs keys");
+  CheckGathered(request.values(), perm, response.values(), "SortPairs values");
+}
+
+}  // namespace
+}  // namespace sortd::fuzz
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  grpc_init();  // ByteBuffer and Slice need the library initialised
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  if (data[0] % 2 == 0) {
+    sortd::fuzz::FuzzSort(data + 1, size - 1);
+  } else {
+    sortd::fuzz::FuzzSortPairs(data + 1, size - 1);
+  }
+  return 0;
+}
