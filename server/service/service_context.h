@@ -67,8 +67,8 @@ struct ServiceContext {
   // "chunked.sort", "chunked.write"). Returning true there throws
   // std::bad_alloc, as a failed allocation would; blocking there holds the
   // request in flight (a gate for drain and deadline tests). Also called,
-  // result ignored, at "unary.cancelled" from gRPC's cancel notification
-  // (must not block there). Null in production.
+  // result ignored, at "unary.cancelled" and "stream.cancelled" from gRPC's
+  // cancel notifications (must not block there). Null in production.
   std::function<bool(absl::string_view site)> test_site_hook;
 
   void AtTestSite(absl::string_view site) const {

@@ -136,6 +136,11 @@ void SortStreamReactor::Deliver(const v1::SortRequest& request,
                                 std::unique_ptr<v1::SortResponse> response, absl::Status result,
                                 RequestRecord record, SteadyClock::time_point arrival,
                                 bool own_launch) {
+  // Counted as what the client saw: a request sorted after its stream was
+  // cancelled is never delivered.
+  if (result.ok() && ctx_->IsCancelled()) {
+    result = absl::CancelledError("stream cancelled while the request was sorted");
+  }
   if (result.ok()) {
     DescribeSuccess(request, *response, &record);
     // Batched requests: the batcher counts the launch once per batch.
@@ -175,6 +180,7 @@ void SortStreamReactor::OnWriteDone(bool ok) {
 }
 
 void SortStreamReactor::OnCancel() {
+  if (context_->test_site_hook) context_->test_site_hook("stream.cancelled");
   std::unique_lock<std::mutex> lock(mu_);
   cancelled_ = true;
   // Nothing more can be delivered; keep only the message of a write in

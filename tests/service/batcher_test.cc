@@ -31,12 +31,20 @@ class Gate {
   }
   void Wait() {
     std::unique_lock<std::mutex> lock(mu_);
+    reached_ = true;
+    cv_.notify_all();
     cv_.wait(lock, [this] { return open_; });
+  }
+  // Waits (bounded) until a batch is held here, i.e. running on its slot.
+  bool WaitUntilReached() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [this] { return reached_; });
   }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
+  bool reached_ = false;
   bool open_ = false;
 };
 
@@ -106,7 +114,10 @@ TEST_F(BatcherHoldTest, DueRequestsWaitForTheBusySlotAndLaunchTogether) {
   }
   Gate gate;
   Enqueue(*batcher, keys[0], out[0], &gate);  // its batch holds the only slot
-  // Each of the next three is due (1 ms) long before the next arrives.
+  ASSERT_TRUE(gate.WaitUntilReached()) << "the first batch never launched";
+  // Each of the next three is due (1 ms) long before the next arrives: the
+  // sleeps are lower bounds, so they only make the hold matter (without it
+  // each would launch alone); what the test asserts waits on the gate.
   for (int i = 1; i < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     Enqueue(*batcher, keys[i], out[i], nullptr);
@@ -135,12 +146,13 @@ TEST_F(BatcherHoldTest, WithoutALimitEachDueRequestLaunchesAlone) {
   }
   Gate gate;
   Enqueue(*batcher, keys[0], out[0], &gate);
-  // Its batch is stuck at the gate, yet the next ones launch past it.
+  ASSERT_TRUE(gate.WaitUntilReached()) << "the first batch never launched";
+  // Its batch is stuck at the gate, yet each next one launches past it and
+  // finishes before the one after it is queued.
   for (int i = 1; i < 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     Enqueue(*batcher, keys[i], out[i], nullptr);
+    ASSERT_TRUE(WaitForCompletions(i)) << "request " << i << " waited for the held batch";
   }
-  ASSERT_TRUE(WaitForCompletions(2));
   gate.Open();
   ASSERT_TRUE(WaitForCompletions(3));
   std::lock_guard<std::mutex> lock(done_.mu);

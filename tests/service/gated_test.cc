@@ -5,6 +5,7 @@
 // sorted.
 #include <condition_variable>
 #include <future>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -43,6 +44,10 @@ class Gate {
     std::lock_guard<std::mutex> lock(mu_);
     open_ = true;
     cv_.notify_all();
+  }
+  int arrived() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return arrived_;
   }
 
  private:
@@ -197,6 +202,96 @@ TEST(GatedLimitsTest, MaxQueuedRequestsRefusesTheNextCallWhileOneIsRunning) {
   auto third = client->Sort<uint32_t>(std::vector<uint32_t>{3, 1, 2});
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_EQ(third->keys, (std::vector<uint32_t>{1, 2, 3}));
+}
+
+
+v1::SortRequest StreamRequest(const std::string& id, std::vector<uint32_t> keys) {
+  v1::SortRequest request;
+  request.set_request_id(id);
+  for (uint32_t k : keys) request.mutable_keys()->mutable_uint32()->add_values(k);
+  return request;
+}
+
+// Polls /metrics until `series` reaches `want` (bounded); its last value.
+double WaitForSample(SortdServer& server, const std::string& series, double want) {
+  double value = -1;
+  for (int i = 0; i < 2000; ++i) {
+    value = Sample(Scrape(server), series);
+    if (value >= want) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return value;
+}
+
+TEST(GatedStreamTest, AStreamStopsReadingAtMaxStreamPendingAndAnswersEverythingAfter) {
+  Gate gate("stream.run");
+  ServerOptions options;
+  options.worker_threads = 4;
+  options.limits.max_stream_pending = 2;
+  auto server = StartGated(gate, options);
+  auto client = Connect(*server);
+
+  grpc::ClientContext ctx;
+  auto stream = client->stub().SortStream(&ctx);
+  constexpr int kRequests = 6;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(stream->Write(StreamRequest("r" + std::to_string(i), {9u + i, 1u + i, 5u + i})));
+  }
+  ASSERT_TRUE(stream->WritesDone());
+  ASSERT_TRUE(gate.WaitForArrivals(2)) << "the first two requests never ran";
+  // Two are held; the other four wait, unread, in the transport. For a
+  // while (bounded), no third request is admitted or run, though four
+  // workers are idle.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_EQ(Sample(Scrape(*server), "sortd_inflight_requests"), 2);
+    ASSERT_EQ(gate.arrived(), 2);
+  }
+  gate.Open();
+  std::map<std::string, std::vector<uint32_t>> answers;
+  v1::SortResponse response;
+  while (stream->Read(&response)) {
+    ASSERT_FALSE(response.has_error()) << response.error().message();
+    const auto& v = response.keys().uint32().values();
+    answers[response.request_id()] = {v.begin(), v.end()};
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(answers.size(), size_t{kRequests});
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(answers["r" + std::to_string(i)], (std::vector<uint32_t>{1u + i, 5u + i, 9u + i}));
+  }
+}
+
+TEST(GatedStreamTest, ACancelledStreamCountsItsRequestsCancelledAndReleasesThem) {
+  Gate gate("stream.run");
+  SiteCounter cancels("stream.cancelled");
+  ServerOptions options;
+  options.worker_threads = 2;
+  auto server = StartGated(gate, options, &cancels);
+  auto client = Connect(*server);
+
+  grpc::ClientContext ctx;
+  auto stream = client->stub().SortStream(&ctx);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(stream->Write(StreamRequest("c" + std::to_string(i), {2, 1})));
+  // Two run (held at the gate), the third waits for a worker.
+  ASSERT_TRUE(gate.WaitForArrivals(2));
+  ASSERT_EQ(WaitForSample(*server, "sortd_inflight_requests", 3), 3);
+  ctx.TryCancel();
+  ASSERT_TRUE(cancels.WaitFor(1)) << "the server never saw the stream cancelled";
+  gate.Open();
+  v1::SortResponse response;
+  while (stream->Read(&response)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // Sorted or not, none of the three reached the client: all are counted
+  // CANCELLED, none OK, and admission is free again.
+  const std::string cancelled =
+      R"(sortd_requests_total{code="CANCELLED",key_type="uint32",method="SortStream"})";
+  EXPECT_EQ(WaitForSample(*server, cancelled, 3), 3);
+  const std::string text = Scrape(*server);
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="uint32",method="SortStream"})"),
+            -1);
+  EXPECT_EQ(Sample(text, "sortd_inflight_requests"), 0);
 }
 
 }  // namespace

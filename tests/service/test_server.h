@@ -16,7 +16,13 @@ namespace sortd::testing {
 
 inline std::unique_ptr<SortdServer> StartServer(ServerOptions options = {}) {
   options.listen_address = "127.0.0.1:0";
-  if (!options.metrics_listen.empty()) options.metrics_listen = "127.0.0.1:0";
+  // No HTTP exposer unless a test asks for one (Scrape reads the registry):
+  // civetweb's listener polls in 2 s quanta, which every shutdown waits out.
+  if (options.metrics_listen == ServerOptions().metrics_listen) {
+    options.metrics_listen.clear();
+  } else if (!options.metrics_listen.empty()) {
+    options.metrics_listen = "127.0.0.1:0";
+  }
   options.dispatcher.engine = EngineChoice::kCpu;
   auto server = SortdServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
