@@ -4,11 +4,28 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace sortd {
+namespace {
+
+// Client-chosen text in a log line: escaped (no quotes, newlines or control
+// bytes can forge a line) and cut to a bounded length.
+constexpr size_t kLoggedIdBytes = 128;
+
+std::string LoggedId(const std::string& request_id) {
+  std::string out = absl::CHexEscape(absl::string_view(request_id).substr(0, kLoggedIdBytes));
+  if (request_id.size() > kLoggedIdBytes) {
+    absl::StrAppend(&out, "...(", request_id.size(), " bytes)");
+  }
+  return out;
+}
+
+}  // namespace
 
 RequestLog::RequestLog(const RequestLogOptions& options, std::ostream* out)
     : options_(options),
@@ -35,9 +52,9 @@ void RequestLog::Maybe(const char* method, const std::string& request_id,
   std::string line = absl::StrFormat(
       "%s sortd: %s %s request_id=\"%s\" code=%s duration=%.6fs%s%s",
       absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
-      status.ok() ? "slow" : "failed", method, request_id,
+      status.ok() ? "slow" : "failed", method, LoggedId(request_id),
       absl::StatusCodeToString(status.code()), seconds,
-      status.ok() ? "" : absl::StrFormat(" message=\"%s\"", status.message()),
+      status.ok() ? "" : absl::StrFormat(" message=\"%s\"", absl::CHexEscape(status.message())),
       suppressed_ > 0 ? absl::StrFormat(" (%u similar lines suppressed)", suppressed_) : "");
   suppressed_ = 0;
   *out_ << line << std::endl;

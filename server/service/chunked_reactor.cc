@@ -3,6 +3,7 @@
 #include "server/service/chunked_reactor.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "server/service/guarded.h"
@@ -11,6 +12,15 @@
 #include "server/service/status_mapping.h"
 
 namespace sortd {
+namespace {
+
+// A response's fields besides its elements (offset, total_keys, engine, the
+// request_id's tag and length, the nested chunk and arrays), generously.
+constexpr uint64_t kResponseFramingBytes = 256;
+// A byte string's tag and length prefix (lengths below 2^35).
+constexpr uint64_t kBytesElementFraming = 6;
+
+}  // namespace
 SortChunkedReactor::SortChunkedReactor(ServiceContext* context,
                                        grpc::CallbackServerContext* ctx)
     : context_(context),
@@ -27,11 +37,31 @@ SortChunkedReactor::SortChunkedReactor(ServiceContext* context,
 void SortChunkedReactor::Fail(const absl::Status& status) { Done(status); }
 
 void SortChunkedReactor::Done(const absl::Status& status) {
+  final_status_ = status;
+  record_.seconds = SecondsSince(arrival_);
+  Finish(ToGrpcStatus(status));
+}
+
+void SortChunkedReactor::OnDone() {
+  // Counted as what the client saw. A cancellation can reach the reactor
+  // as a read that fails like a half-close (OnCancel comes after it), which
+  // leaves an upload short of its announcement: the client, gone, never
+  // sees that error, so the call counts as cancelled. OnCancel precedes
+  // OnDone, so cancelled_ is final here.
+  if (cancelled_ || ctx_->IsCancelled()) {
+    if (final_status_.ok() || final_status_.code() != absl::StatusCode::kCancelled) {
+      final_status_ = absl::CancelledError(
+          absl::StrCat("SortChunked cancelled (", final_status_.ToString(), ")"));
+    }
+  }
   record_.method = RpcMethod::kSortChunked;
   record_.key_type = upload_.keys().type();
-  record_.seconds = SecondsSince(arrival_);
-  context_->Report(record_, upload_.header().request_id(), status);
-  Finish(ToGrpcStatus(status));
+  if (!final_status_.ok()) {
+    record_.keys_sorted = 0;
+    record_.engine.reset();
+  }
+  context_->Report(record_, upload_.header().request_id(), final_status_);
+  delete this;
 }
 
 void SortChunkedReactor::OnReadDone(bool ok) {
@@ -135,14 +165,30 @@ void SortChunkedReactor::WriteNext() {
 
 void SortChunkedReactor::FillNextResponse() {
   const size_t n = keys().size();
-  // Take keys until the message reaches the configured payload size.
-  const size_t budget = context_->limits.chunk_response_bytes;
+  // Take elements while the message stays within --chunk_response_bytes of
+  // payload and, encoded, within the message limit (--max_message_bytes),
+  // which the first response shares with the request_id it echoes.
+  const uint64_t limit = context_->limits.max_response_bytes;
+  const uint64_t fixed = kResponseFramingBytes + (first_write_ ? header().request_id().size() : 0);
+  const uint64_t message_budget =
+      limit == 0 ? std::numeric_limits<uint64_t>::max() : (limit > fixed ? limit - fixed : 0);
+  const uint64_t budget = std::min<uint64_t>(context_->limits.chunk_response_bytes, message_budget);
+  auto encoded = [this](size_t i, const HostColumn& column) -> uint64_t {
+    // A byte string also costs its tag and length prefix.
+    return column.ElementBytes(i) + (*column.type() == DataType::kBytes ? kBytesElementFraming : 0);
+  };
   size_t end = next_offset_;
-  size_t bytes = 0;
-  while (end < n && (end == next_offset_ || bytes < budget)) {
-    bytes += keys().ElementBytes(end) +
-             (header().with_values() ? values().ElementBytes(end) : 0) +
-             (header().return_indices() ? 8 : 0);
+  uint64_t bytes = 0;    // encoded, against the budget
+  uint64_t payload = 0;  // keys and values, for the metrics
+  while (end < n) {
+    const uint64_t cost = encoded(end, keys()) +
+                          (header().with_values() ? encoded(end, values()) : 0) +
+                          (header().return_indices() ? 8 : 0);
+    // At least one element per message, except a first response whose
+    // request_id leaves no room for one: it carries the metadata alone.
+    if (end > next_offset_ ? bytes + cost > budget : first_write_ && cost > message_budget) break;
+    bytes += cost;
+    payload += keys().ElementBytes(end) + (header().with_values() ? values().ElementBytes(end) : 0);
     ++end;
   }
   write_buffer_.Clear();
@@ -162,7 +208,7 @@ void SortChunkedReactor::FillNextResponse() {
                                          indices_.begin() + end);
   }
   next_offset_ = end;
-  record_.bytes_sent += bytes;
+  record_.bytes_sent += payload;
 }
 
 void SortChunkedReactor::OnWriteDone(bool ok) {

@@ -26,7 +26,8 @@ class SortChunkedReactor final
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnCancel() override { cancelled_ = true; }
-  void OnDone() override { delete this; }
+  // Records the RPC (metrics, request log) now that its outcome is final.
+  void OnDone() override;
 
  private:
   absl::Status SortAll();
@@ -34,7 +35,7 @@ class SortChunkedReactor final
   // Builds the next response message in write_buffer_ (may throw bad_alloc).
   void FillNextResponse();
   void Fail(const absl::Status& status);
-  // Records the RPC in metrics/logs, then finishes it.
+  // Finishes the RPC with `status`; OnDone records it.
   void Done(const absl::Status& status);
   const v1::ChunkedSortHeader& header() const { return upload_.header(); }
   HostColumn& keys() { return upload_.keys(); }
@@ -45,6 +46,7 @@ class SortChunkedReactor final
   std::atomic<bool> cancelled_{false};
   const SteadyClock::time_point arrival_ = SteadyClock::now();
   RequestRecord record_;
+  absl::Status final_status_;
 
   grpc::ByteBuffer read_bytes_;
   grpc::ByteBuffer write_bytes_;

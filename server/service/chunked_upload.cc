@@ -27,7 +27,12 @@ absl::Status ChunkedUpload::AcceptHeader(const v1::SortChunkedRequest& message) 
         "header: the first SortChunked message must carry a header");
   }
   header_ = message.header();
-  absl::Status status = ValidateOrder(header_.order(), "header.order");
+  absl::Status status = ValidateRequestId(header_.request_id(), "header.request_id");
+  if (!status.ok()) {
+    header_.clear_request_id();  // not echoed, nor logged, at that length
+    return status;
+  }
+  status = ValidateOrder(header_.order(), "header.order");
   if (!status.ok()) return status;
   // The announcement is checked before anything is sized from it: the
   // narrowest keys take 4 bytes, so no larger count can fit the limit.

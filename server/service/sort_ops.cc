@@ -61,7 +61,18 @@ absl::Status ValidateOrder(int order, absl::string_view field) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRequestId(const std::string& request_id, absl::string_view field) {
+  if (request_id.size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", request_id.size(),
+                                                   " bytes, more than the ", kMaxRequestIdBytes,
+                                                   " allowed"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateSortRequest(const v1::SortRequest& request) {
+  absl::Status id = ValidateRequestId(request.request_id());
+  if (!id.ok()) return id;
   if (!request.has_keys() || !TypeOf(request.keys())) {
     return absl::InvalidArgumentError(kKeysRequired);
   }
@@ -69,6 +80,8 @@ absl::Status ValidateSortRequest(const v1::SortRequest& request) {
 }
 
 absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request) {
+  absl::Status id = ValidateRequestId(request.request_id());
+  if (!id.ok()) return id;
   if (!request.has_keys() || !TypeOf(request.keys())) {
     return absl::InvalidArgumentError(kKeysRequired);
   }

@@ -15,6 +15,12 @@
 
 namespace sortd {
 
+// The longest request_id accepted (it is echoed in every response, error
+// responses included, and logged): longer ones are INVALID_ARGUMENT.
+inline constexpr size_t kMaxRequestIdBytes = 4096;
+absl::Status ValidateRequestId(const std::string& request_id,
+                               absl::string_view field = "request_id");
+
 // INVALID_ARGUMENT naming the field when a request is malformed.
 absl::Status ValidateSortRequest(const v1::SortRequest& request);
 absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request);

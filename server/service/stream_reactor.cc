@@ -3,6 +3,8 @@
 // cannot race with a worker still holding `this`.
 #include "server/service/stream_reactor.h"
 
+#include <optional>
+
 #include "server/service/batched_call.h"
 #include "server/service/guarded.h"
 #include "server/service/raw_message.h"
@@ -72,17 +74,18 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   read_in_flight_ = false;
   if (!status.ok()) {
     auto response = std::make_unique<v1::SortResponse>();
-    response->set_request_id(request->request_id());
+    // An id refused for its length is echoed cut to the longest allowed, so
+    // that the error itself stays within the message limit.
+    response->set_request_id(request->request_id().substr(0, kMaxRequestIdBytes));
     response->mutable_error()->set_code(static_cast<int>(status.code()));
     response->mutable_error()->set_message(std::string(status.message()));
-    if (!cancelled_ && !write_failed_) writes_.push_back(std::move(response));
+    if (!cancelled_ && !write_failed_) writes_.push_back({std::move(response), Admitted()});
   } else {
     ++jobs_;
     lock.unlock();
     if (context_->SortsInline(record.key_type, KeysOf(*request))) {
       // On this gRPC thread, as the pool would, without the hand-off.
-      Admitted admitted(context_->admission, bytes);
-      SortNow(*request, record, arrival, admitted);
+      SortNow(*request, record, arrival, Admitted(context_->admission, bytes));
     } else {
       auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
       std::shared_ptr<v1::SortRequest> shared(std::move(request));
@@ -95,19 +98,18 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
               [this, shared, admitted, record, arrival, response](const absl::Status& result,
                                                                   double queue_seconds) mutable {
                 record.queue_seconds = queue_seconds;
-                admitted->Reset();
                 Deliver(*shared, std::move(*response), result, record, arrival,
-                        /*own_launch=*/false);
+                        /*own_launch=*/false, std::move(*admitted));
               });
         });
         if (!queued.ok()) {
-          admitted->Reset();
-          Deliver(*shared, std::move(*response), queued, record, arrival, /*own_launch=*/false);
+          Deliver(*shared, std::move(*response), queued, record, arrival, /*own_launch=*/false,
+                  std::move(*admitted));
         }
       } else {
         WorkPool& pool = context_->PoolFor(record.key_type, KeysOf(*shared));
         pool.Submit([this, shared, admitted, record, arrival] {
-          SortNow(*shared, record, arrival, *admitted);
+          SortNow(*shared, record, arrival, std::move(*admitted));
         });
       }
     }
@@ -119,7 +121,7 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
 }
 
 void SortStreamReactor::SortNow(const v1::SortRequest& request, RequestRecord record,
-                                SteadyClock::time_point arrival, Admitted& admitted) {
+                                SteadyClock::time_point arrival, Admitted admitted) {
   record.queue_seconds = SecondsSince(arrival);
   auto response = std::make_unique<v1::SortResponse>();
   absl::Status result = ctx_->IsCancelled()
@@ -128,14 +130,14 @@ void SortStreamReactor::SortNow(const v1::SortRequest& request, RequestRecord re
                                 context_->AtTestSite("stream.run");
                                 return RunSort(*context_->dispatcher, request, response.get());
                               });
-  admitted.Reset();
-  Deliver(request, std::move(response), result, record, arrival, /*own_launch=*/true);
+  Deliver(request, std::move(response), result, record, arrival, /*own_launch=*/true,
+          std::move(admitted));
 }
 
 void SortStreamReactor::Deliver(const v1::SortRequest& request,
                                 std::unique_ptr<v1::SortResponse> response, absl::Status result,
                                 RequestRecord record, SteadyClock::time_point arrival,
-                                bool own_launch) {
+                                bool own_launch, Admitted admitted) {
   // Counted as what the client saw: a request sorted after its stream was
   // cancelled is never delivered.
   if (result.ok() && ctx_->IsCancelled()) {
@@ -154,13 +156,14 @@ void SortStreamReactor::Deliver(const v1::SortRequest& request,
     response->mutable_error()->set_code(static_cast<int>(result.code()));
     response->mutable_error()->set_message(std::string(result.message()));
   }
-  Complete(std::move(response));
+  Complete(std::move(response), std::move(admitted));
 }
 
-void SortStreamReactor::Complete(std::unique_ptr<v1::SortResponse> response) {
+void SortStreamReactor::Complete(std::unique_ptr<v1::SortResponse> response, Admitted admitted) {
   std::unique_lock<std::mutex> lock(mu_);
   --jobs_;
-  if (!cancelled_ && !write_failed_) writes_.push_back(std::move(response));
+  // Dropped (and released) when nothing more can be delivered.
+  if (!cancelled_ && !write_failed_) writes_.push_back({std::move(response), std::move(admitted)});
   Next next = DecideLocked();
   lock.unlock();
   Start(next);
@@ -185,10 +188,10 @@ void SortStreamReactor::OnCancel() {
   cancelled_ = true;
   // Nothing more can be delivered; keep only the message of a write in
   // flight, which gRPC may still be reading until OnWriteDone.
-  std::unique_ptr<v1::SortResponse> in_flight;
+  std::optional<PendingWrite> in_flight;
   if (writing_) in_flight = std::move(writes_.front());
   writes_.clear();
-  if (in_flight) writes_.push_back(std::move(in_flight));
+  if (in_flight) writes_.push_back(std::move(*in_flight));
   Next next = DecideLocked();
   lock.unlock();
   Start(next);
@@ -200,7 +203,7 @@ SortStreamReactor::Next SortStreamReactor::DecideLocked() {
   const bool stopped = cancelled_ || write_failed_;
   if (!writing_ && !writes_.empty() && !stopped) {
     writing_ = true;
-    next.write = writes_.front().get();
+    next.write = writes_.front().response.get();
   }
   const int pending = jobs_ + static_cast<int>(writes_.size());
   if (!read_in_flight_ && !reads_done_ && !stopped &&

@@ -38,17 +38,25 @@ class SortStreamReactor final
     grpc::Status status;
   };
 
-  void Complete(std::unique_ptr<v1::SortResponse> response);
+  // A response waiting to be written, with the admission of its request:
+  // held until the write completes, so that responses a client does not
+  // read stay counted against --max_inflight_bytes.
+  struct PendingWrite {
+    std::unique_ptr<v1::SortResponse> response;
+    Admitted admitted;
+  };
+
+  void Complete(std::unique_ptr<v1::SortResponse> response, Admitted admitted);
   // Sorts one admitted request on the calling thread (a pool worker, or
-  // the gRPC thread for an inline request), releases its admission and
-  // delivers the response.
+  // the gRPC thread for an inline request) and delivers the response with
+  // the admission.
   void SortNow(const v1::SortRequest& request, RequestRecord record,
-               SteadyClock::time_point arrival, Admitted& admitted);
+               SteadyClock::time_point arrival, Admitted admitted);
   // Reports a finished request (metrics, log) and queues its response (an
-  // error response when `result` is not OK).
+  // error response when `result` is not OK) with its admission.
   void Deliver(const v1::SortRequest& request, std::unique_ptr<v1::SortResponse> response,
                absl::Status result, RequestRecord record, SteadyClock::time_point arrival,
-               bool own_launch);
+               bool own_launch, Admitted admitted);
   void Submit(std::unique_ptr<v1::SortRequest> request);
   // No more reads: the client half-closed (OK) or a message did not parse
   // (the status the stream ends with once its requests are answered).
@@ -63,7 +71,7 @@ class SortStreamReactor final
   uint64_t messages_read_ = 0;
 
   std::mutex mu_;
-  std::deque<std::unique_ptr<v1::SortResponse>> writes_;  // front is in flight when writing_
+  std::deque<PendingWrite> writes_;  // front is in flight when writing_
   int jobs_ = 0;  // submitted to the pool, not yet completed
   bool read_in_flight_ = false;
   bool reads_done_ = false;

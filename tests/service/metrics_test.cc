@@ -86,5 +86,22 @@ TEST(RequestLogTest, LogsFailuresAndSlowRequestsWithinTheRateLimit) {
   EXPECT_EQ(static_cast<int>(log.suppressed_total()), 11 - lines);
 }
 
+TEST(RequestLogTest, ClientTextIsEscapedAndCut) {
+  std::ostringstream out;
+  RequestLog log(RequestLogOptions{}, &out);
+  // A forged second line in the id, quotes in the message, and a long id.
+  log.Maybe("Sort", "a\"\n2026-01-01T00:00:00.000Z sortd: forged", absl::InvalidArgumentError("x \"y\""),
+            0.001);
+  log.Maybe("Sort", std::string(5000, 'i'), absl::InvalidArgumentError("request_id: long"), 0.001);
+  const std::string text = out.str();
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  EXPECT_EQ(lines, 2) << text;
+  EXPECT_NE(text.find(R"(request_id="a\"\n2026)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(message="x \"y\"")"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string(128, 'i') + "...(5000 bytes)\""), std::string::npos) << text;
+  EXPECT_EQ(text.find(std::string(129, 'i')), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sortd::testing
