@@ -180,6 +180,7 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
     w.max_pool_bytes = options.max_pool_bytes;
     w.staging_chunk_bytes = options.staging_chunk_bytes;
     w.blocking_wait = options.blocking_wait;
+    w.fault_hook = options.fault_hook;
     std::string error;
     std::unique_ptr<cuda::GpuWorker> worker = cuda::GpuWorker::Create(w, &error);
     if (worker == nullptr) {  // serve with the GPUs that work

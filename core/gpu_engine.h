@@ -6,6 +6,7 @@
 #define SORTD_CORE_GPU_ENGINE_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ struct GpuEngineOptions {
   // Threads waiting for a GPU sleep instead of spinning (GpuWorkerOptions).
   bool blocking_wait = false;
   GpuEngineObserver* observer = nullptr;  // optional, not owned
+  // Tests only: device errors to inject (cuda::GpuWorkerOptions::fault_hook;
+  // a cudaError_t value, 0 for none). Null in production.
+  std::function<int(const char* step)> fault_hook;
 };
 
 // Whether this binary has the GPU radix engine compiled in.

@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/time/time.h"
+#include "server/runtime/protobuf_log.h"
 #include "server/sortd_server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
@@ -134,6 +135,8 @@ void WritePortFile(const std::string& path, int port) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("sortd: gRPC service that sorts arrays on GPUs and CPUs");
   absl::ParseCommandLine(argc, argv);
+  // Before any thread runs (the handler is a process-wide pointer).
+  sortd::LimitProtobufLogging();
   const sigset_t signals = BlockShutdownSignals();
 
   absl::StatusOr<sortd::EngineChoice> engine =

@@ -312,6 +312,11 @@ class GpuWorker::Job {
   Slot& slot() { return *slot_; }
   size_t chunk() const { return st_.options.staging_chunk_bytes; }
   void OutputStarted() { output_started_ = true; }
+  // The error GpuWorkerOptions::fault_hook injects at `step`, if any.
+  cudaError_t Injected(const char* step) const {
+    return st_.options.fault_hook ? static_cast<cudaError_t>(st_.options.fault_hook(step))
+                                  : cudaSuccess;
+  }
 
   GpuSortReport Fail(cudaError_t e, const char* step) {
     report_.outcome = output_started_ ? GpuSortOutcome::kFailedDirty : GpuSortOutcome::kFailedIntact;
@@ -495,6 +500,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   size_t temp_bytes = l.temp_bytes;
   err = plan.merge ? MergeSort(base + l.temp, temp_bytes, merge, s.stream)
                    : RadixSort(base + l.temp, temp_bytes, problem, s.stream);
+  if (err == cudaSuccess) err = run.Injected("sort");
   if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   char* keys_out = static_cast<char*>(job.keys);
@@ -502,6 +508,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
                            [&](const void* staged, size_t off, size_t len) {
                              std::memcpy(keys_out + off, staged, len);
                            });
+  if (err == cudaSuccess) err = run.Injected("download");
   if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
   if (index_bytes == 4) {
     err = run.DownloadOutput(base + l.index_out, n * 4,

@@ -7,6 +7,7 @@
 #define SORTD_CORE_CUDA_GPU_WORKER_H_
 
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +34,12 @@ struct GpuWorkerOptions {
   // (docs/benchmarks.md, "Batching in the service"); sleeping frees the cores on a
   // host where the CPU is the scarce part.
   bool blocking_wait = false;
+  // Tests only: a device error to inject into numeric sorts (a cudaError_t
+  // value; 0 for none), asked at "sort" (after the sort is queued, before
+  // any output: the caller's arrays stay intact) and at "download" (after
+  // the keys reached the caller: the output is dirty). The worker handles
+  // it as it would a real error from that step. Null in production.
+  std::function<int(const char* step)> fault_hook;
 };
 
 // A numeric sort from host memory to host memory.

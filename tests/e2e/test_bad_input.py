@@ -467,6 +467,25 @@ class BadInput(unittest.TestCase):
                                         grpc.StatusCode.INVALID_ARGUMENT, "chunk.values: set")
         self.assertIn("header.with_values", err.details())
 
+    # --- invalid UTF-8 ----------------------------------------------------------
+    # proto3 strings must be UTF-8: such a message does not parse. libprotobuf
+    # also logs an ERROR line for each one, which would let any client flood
+    # the server's log; sortd passes at most one such line per 10 s.
+    def test_invalid_utf8_request_id_is_refused_and_does_not_flood_the_log(self):
+        raw = u32_request([2, 1]) + b"\x22\x02\xff\xfe"  # field 4 (request_id) = ff fe
+        with SortdProcess(SORTD) as server:
+            with grpc.insecure_channel(server.target) as channel:
+                sort = channel.unary_unary(SERVICE + "Sort")
+                for _ in range(50):
+                    with self.assertRaises(grpc.RpcError) as cm:
+                        sort(raw, timeout=10)
+                    self.assertStatus(cm.exception, grpc.StatusCode.INVALID_ARGUMENT,
+                                      "request: not a valid sortd.v1.SortRequest")
+            log = server.read_log()
+        lines = [l for l in log.splitlines() if "invalid UTF-8" in l]
+        self.assertGreaterEqual(len(lines), 1, log[-2000:])
+        self.assertLessEqual(len(lines), 2, "\n".join(lines[:5]))
+
     # --- long request ids ----------------------------------------------------
     # request_id is echoed in every response (errors included) and logged:
     # over 4096 bytes it is refused naming the field (docs/api.md); the

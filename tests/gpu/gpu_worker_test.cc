@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -187,6 +188,51 @@ TEST(GpuWorker, JobLargerThanThePoolLeavesHostArraysUntouched) {
   // Small jobs still run within the cap.
   CheckJob(*worker, Random<uint32_t>(100000, 4), false, true, "small after refusal");
   EXPECT_LE(worker->pool_bytes(), size_t{4} << 20);
+}
+
+// A device error injected once at `step` (GpuWorkerOptions::fault_hook):
+// the job reports `expected`, the worker stays healthy (the error is not
+// sticky), and the next job sorts.
+void ExpectInjectedErrorIsSurvived(const char* step, GpuSortOutcome expected) {
+  GpuWorkerOptions o;
+  o.staging_chunk_bytes = 1 << 16;
+  std::atomic<int> injected{0};
+  o.fault_hook = [&](const char* at) {
+    if (std::string(at) != step || injected.fetch_add(1) > 0) return 0;
+    return static_cast<int>(cudaErrorLaunchOutOfResources);
+  };
+  std::string error;
+  auto worker = GpuWorker::Create(o, &error);
+  ASSERT_NE(worker, nullptr) << error;
+  const auto input = Random<uint32_t>(1 << 20, 11);
+  std::vector<uint32_t> keys = input;
+  std::vector<uint64_t> perm(input.size(), 7);
+  GpuSortJob job;
+  job.key_type = RadixKeyType::kUint32;
+  job.num_items = keys.size();
+  job.keys = keys.data();
+  job.indices = perm.data();
+  const GpuSortReport report = worker->Sort(job);
+  EXPECT_EQ(injected.load(), 1) << "the fault was never asked for at " << step;
+  EXPECT_EQ(report.outcome, expected) << report.message;
+  EXPECT_NE(report.message.find("too many resources"), std::string::npos) << report.message;
+  EXPECT_FALSE(report.device_lost);
+  if (expected == GpuSortOutcome::kFailedIntact) {
+    EXPECT_EQ(keys, input) << "an error before any output changed the caller's keys";
+    EXPECT_EQ(perm, std::vector<uint64_t>(input.size(), 7));
+  }
+  EXPECT_TRUE(worker->healthy());
+  CheckJob(*worker, input, true, true, std::string("after the error at ") + step);
+}
+
+TEST(GpuWorker, AnErrorBeforeOutputLeavesHostArraysIntactAndTheWorkerServes) {
+  SKIP_WITHOUT_GPU();
+  ExpectInjectedErrorIsSurvived("sort", GpuSortOutcome::kFailedIntact);
+}
+
+TEST(GpuWorker, AnErrorAfterOutputStartedIsReportedDirtyAndTheWorkerServes) {
+  SKIP_WITHOUT_GPU();
+  ExpectInjectedErrorIsSurvived("download", GpuSortOutcome::kFailedDirty);
 }
 
 TEST(GpuWorker, JobsThatFitThePoolWaitForMemoryInsteadOfLeaving) {

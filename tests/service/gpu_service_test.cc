@@ -10,6 +10,8 @@
 // CPU engine's answer one by one. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <string>
@@ -279,6 +281,61 @@ TEST(GpuService, OverThePoolFallsBackToTheCpuAndIsCounted) {
   auto small = client->Sort<uint32_t>(RandomKeys<uint32_t>(20000, 3));
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->engine, v1::ENGINE_GPU_RADIX);
+}
+
+// A device error injected once at `step` of a radix sort
+// (GpuEngineOptions::fault_hook; not sticky, as a launch failure is not).
+std::unique_ptr<SortdServer> StartWithOneFault(const char* step, std::atomic<int>* injected) {
+  ServerOptions options;
+  options.batching_mode = BatchingMode::kOff;
+  options.listen_address = "127.0.0.1:0";
+  options.metrics_listen = "";
+  options.dispatcher.engine = EngineChoice::kAuto;
+  options.dispatcher.gpu.min_keys = kMinKeys;
+  options.dispatcher.gpu.merge_argsort_max_keys = 0;  // argsorts on the radix core
+  options.dispatcher.gpu.fault_hook = [step = std::string(step), injected](const char* at) {
+    if (step != at || injected->fetch_add(1) > 0) return 0;
+    return 701;  // cudaErrorLaunchOutOfResources
+  };
+  auto server = SortdServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+TEST(GpuService, AGpuErrorBeforeOutputFallsBackToTheCpuAndIsCounted) {
+  SKIP_WITHOUT_GPU();
+  std::atomic<int> injected{0};
+  auto server = StartWithOneFault("sort", &injected);
+  auto client = Connect(*server);
+  const auto keys = RandomKeys<uint64_t>(1 << 18, 21);
+  auto r = client->Sort<uint64_t>(keys, v1::SORT_ORDER_ASCENDING, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(injected.load(), 1);
+  EXPECT_EQ(r->engine, v1::ENGINE_CPU);
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(r->keys[i], keys[r->indices[i]]);
+  EXPECT_TRUE(std::is_sorted(r->keys.begin(), r->keys.end()));
+  EXPECT_EQ(Metric(*server, "sortd_gpu_fallbacks_total{gpu=\"0\",reason=\"error\"}"), 1);
+  // The GPU recovered: the next request sorts there.
+  auto next = client->Sort<uint32_t>(RandomKeys<uint32_t>(20000, 3));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->engine, v1::ENGINE_GPU_RADIX);
+}
+
+TEST(GpuService, AGpuErrorAfterOutputStartedFailsTheRequestAndTheServerServes) {
+  SKIP_WITHOUT_GPU();
+  std::atomic<int> injected{0};
+  auto server = StartWithOneFault("download", &injected);
+  auto client = Connect(*server);
+  auto r = client->Sort<uint64_t>(RandomKeys<uint64_t>(1 << 18, 22));
+  EXPECT_EQ(injected.load(), 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal) << r.status();
+  EXPECT_NE(r.status().message().find("GPU 0"), std::string::npos) << r.status();
+  EXPECT_EQ(Metric(*server, R"(sortd_requests_total{code="INTERNAL",key_type="uint64",method="Sort"})"), 1);
+  auto next = client->Sort<uint32_t>(RandomKeys<uint32_t>(20000, 3));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->engine, v1::ENGINE_GPU_RADIX);
+  EXPECT_TRUE(std::is_sorted(next->keys.begin(), next->keys.end()));
 }
 
 }  // namespace
