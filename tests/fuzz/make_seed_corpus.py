@@ -1,5 +1,9 @@
 #!/usr/bin/python3
-"""Writes the fuzzers' seed corpus (tests/fuzz/corpus/<fuzzer>/seed-*).
+"""Writes the fuzzers' seed inputs (tests/fuzz/corpus/<fuzzer>/seed-*).
+
+The checked-in corpus is these seeds merged (libFuzzer -merge=1, which
+keeps one input per new coverage feature) with what `make fuzz` grew in
+build-fuzz/fuzz-corpus; docs/hardening.md says how to refresh it.
 
 Seeds are small, valid-looking inputs that reach every branch family
 quickly: every key type and order, indices, pairs with every value type,
