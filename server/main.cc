@@ -4,11 +4,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <cstring>
+#include <cerrno>
 #include <iostream>
 #include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/flags/usage.h"
 #include "absl/time/time.h"
 #include "server/runtime/protobuf_log.h"
@@ -123,11 +126,69 @@ sigset_t BlockShutdownSignals() {
   return set;
 }
 
-// Writes `port` to `path` atomically (write, then rename); no-op when empty.
-void WritePortFile(const std::string& path, int port) {
-  if (path.empty()) return;
-  std::ofstream(path + ".tmp") << port << "\n";
-  std::rename((path + ".tmp").c_str(), path.c_str());
+// Writes `port` to `path` atomically (write, then rename); empty path: no
+// file. Returns what went wrong, if anything.
+std::string WritePortFile(const std::string& flag, const std::string& path, int port) {
+  if (path.empty()) return "";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    out.flush();
+    if (!out) return absl::StrCat("--", flag, "=", path, ": cannot write ", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return absl::StrCat("--", flag, "=", path, ": cannot rename ", tmp, " to it (", why, ")");
+  }
+  return "";
+}
+
+// Values the flags' types allow but the server cannot run with (each would
+// otherwise hang, refuse every call or be silently replaced). Empty: none.
+std::string InvalidFlagValue() {
+  auto positive = [](const char* name, int64_t value) -> std::string {
+    return value > 0 ? "" : absl::StrCat("--", name, "=", value, ": must be positive");
+  };
+  auto not_negative = [](const char* name, absl::Duration value) -> std::string {
+    return value >= absl::ZeroDuration()
+               ? ""
+               : absl::StrCat("--", name, "=", absl::FormatDuration(value), ": must not be negative");
+  };
+  for (const std::string& problem : {
+           positive("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)),
+           positive("max_stream_pending", absl::GetFlag(FLAGS_max_stream_pending)),
+           positive("max_queued_requests",
+                    static_cast<int64_t>(absl::GetFlag(FLAGS_max_queued_requests))),
+           positive("max_chunked_bytes",
+                    static_cast<int64_t>(absl::GetFlag(FLAGS_max_chunked_bytes))),
+           positive("gpu_streams", absl::GetFlag(FLAGS_gpu_streams)),
+           absl::GetFlag(FLAGS_chunk_response_bytes) >= 1024
+               ? std::string()
+               : absl::StrCat("--chunk_response_bytes=", absl::GetFlag(FLAGS_chunk_response_bytes),
+                              ": must be at least 1024"),
+           absl::GetFlag(FLAGS_max_batch_delay_us) >= 0
+               ? std::string()
+               : absl::StrCat("--max_batch_delay_us=", absl::GetFlag(FLAGS_max_batch_delay_us),
+                              ": must not be negative"),
+           absl::GetFlag(FLAGS_log_lines_per_second) >= 0
+               ? std::string()
+               : absl::StrCat("--log_lines_per_second=", absl::GetFlag(FLAGS_log_lines_per_second),
+                              ": must not be negative"),
+           absl::GetFlag(FLAGS_slow_request_seconds) >= 0
+               ? std::string()
+               : absl::StrCat("--slow_request_seconds=", absl::GetFlag(FLAGS_slow_request_seconds),
+                              ": must not be negative"),
+           not_negative("drain_timeout", absl::GetFlag(FLAGS_drain_timeout)),
+           not_negative("drain_delay", absl::GetFlag(FLAGS_drain_delay)),
+           not_negative("idle_memory_trim_interval", absl::GetFlag(FLAGS_idle_memory_trim_interval)),
+           not_negative("max_connection_age", absl::GetFlag(FLAGS_max_connection_age)),
+           not_negative("max_connection_age_grace", absl::GetFlag(FLAGS_max_connection_age_grace)),
+       }) {
+    if (!problem.empty()) return problem;
+  }
+  return "";
 }
 
 }  // namespace
@@ -138,6 +199,13 @@ int main(int argc, char** argv) {
   // Before any thread runs (the handler is a process-wide pointer).
   sortd::LimitProtobufLogging();
   const sigset_t signals = BlockShutdownSignals();
+  // Exit codes (docs/operations.md): 2 for a flag value sortd refuses, 1
+  // when the server cannot start (abseil also exits 1 for a value that does
+  // not parse or an unknown flag).
+  if (const std::string invalid = InvalidFlagValue(); !invalid.empty()) {
+    std::cerr << "sortd: " << invalid << "\n";
+    return 2;
+  }
 
   absl::StatusOr<sortd::EngineChoice> engine =
       sortd::ParseEngineChoice(absl::GetFlag(FLAGS_engine));
@@ -205,8 +273,18 @@ int main(int argc, char** argv) {
               << (*server)->metrics_port() << ") at /metrics" << std::endl;
   }
   // The metrics port file is written first: tests wait for the gRPC one.
-  WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), (*server)->metrics_port());
-  WritePortFile(absl::GetFlag(FLAGS_port_file), (*server)->port());
+  // A port file that cannot be written stops the server: whoever asked for
+  // it would otherwise wait for it forever.
+  for (const std::string& failed :
+       {WritePortFile("metrics_port_file", absl::GetFlag(FLAGS_metrics_port_file),
+                      (*server)->metrics_port()),
+        WritePortFile("port_file", absl::GetFlag(FLAGS_port_file), (*server)->port())}) {
+    if (failed.empty()) continue;
+    std::cerr << "sortd: " << failed << "\n";
+    (*server)->Shutdown();
+    server->reset();
+    return 1;
+  }
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

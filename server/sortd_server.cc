@@ -195,6 +195,10 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, *creds, &s->port_);
+  // gRPC binds with SO_REUSEPORT by default, so a second sortd given the
+  // same address would start and share the port (and its traffic) with the
+  // first; refusing to start is what an operator expects.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,

@@ -1,0 +1,850 @@
+#!/usr/bin/python3
+"""Bounded soak of a real sortd: every RPC, every key type, random sizes and
+orders, cancellations and short deadlines mixed in; every answer checked
+against numpy, the server's RSS sampled, and its request counters reconciled
+with what the soak sent (docs/hardening.md, "Soak").
+
+  /usr/bin/python3 bench/soak.py --sortd=build/server/sortd \
+      [--duration=60 --clients=32 --max_keys=4194304] [-- extra sortd flags]
+  /usr/bin/python3 bench/soak.py --target=host:port --metrics_url=http://host:9464/metrics \
+      [--pid=PID]   # a server already running (and used by nobody else)
+
+Needs Debian's python3-grpcio and python3-numpy; PYTHONPATH with
+client/python and tests/e2e (added from this checkout when missing).
+
+What it does
+  1. Warm-up (--warmup seconds of the same load), then waits until nothing
+     is in flight (sortd_inflight_requests == 0) and the RSS stops falling
+     (idle trim): that RSS is the baseline.
+  2. Load: --clients threads, each calling in a loop one RPC picked at random
+     (Sort, SortPairs, SortStream with 2-12 requests, SortChunked through
+     the Python client's chunked path), one key type (uint32, int32,
+     float32, uint64, int64, float64, bytes; values of any type), a size
+     from 0 to --max_keys skewed to small ones, a random order, with or
+     without indices. About --cancel_fraction of the calls are cancelled
+     after a random 0.5-300 ms and --deadline_fraction get a deadline of
+     1-500 ms. The RSS is sampled every 0.5 s.
+  3. Waits for in-flight 0 again and watches the RSS for up to --idle_wait
+     seconds, until it is within 10% of the baseline or stops falling.
+  4. Reconciles sortd_requests_total with the calls made, prints a summary,
+     and (when it started sortd) stops it with SIGTERM: exit 0 expected.
+
+Outcomes of a call (client's view)
+  ok          answered, and the answer is exactly numpy's (stable argsort in
+              sortd's order: -0.0 before +0.0, every NaN one key after +inf,
+              payloads unchanged; bytes in memcmp order; values and indices
+              permuted with the keys; request_id echoed)
+  late        cancelled or given a short deadline by the soak, but answered
+              (and checked) before that took effect
+  cancelled   CANCELLED on a call the soak cancelled
+  deadline    DEADLINE_EXCEEDED (or CANCELLED) on a call with a short deadline
+  unexpected  anything else: another status, or CANCELLED/DEADLINE_EXCEEDED
+              on a call the soak neither cancelled nor gave a short deadline
+              (those have --call_timeout, 120 s); goal 0
+  wrong       an answer that differs from numpy's; must be 0
+The RPC counted is the one the client really invoked (hooks on its gRPC
+callables): Sort or SortPairs calls too large for one message go through
+SortChunked and count there.
+
+How the server's counters are reconciled
+  sortd_requests_total counts requests as the server finished them, by
+  method and code; SortStream counts each request on the stream (each
+  item), the other methods each call. A call (item) the soak saw answered
+  certainly reached the server; one it cancelled, or whose deadline
+  passed, may have been given up before the server saw it (nothing sent
+  yet, or the stream's later items never read), so it may be missing from
+  the counters. Per method, with the increase S over the run:
+    answered <= S[all codes] <= answered + unanswered
+    S[OK] >= answered OK        (every OK the client saw is counted OK)
+    S[CANCELLED] + S[DEADLINE_EXCEEDED] <= cancelled + deadline calls
+    S[other codes] <= the client's unexpected errors
+  The server records a cancelled call (client gone or deadline passed) as
+  CANCELLED, never DEADLINE_EXCEEDED (server/service/*.cc); one that it
+  finished before the cancellation arrived is OK (reported as "late OK").
+  With more than 50 cancelled/deadline calls, at least one must be counted
+  CANCELLED. A --target server must have no other clients while the soak
+  runs, or its counters will not add up.
+
+Exit status: 1 when any call was unexpected or wrong, the counters do not
+add up, or sortd (when started here) did not exit 0; also when the RSS did
+not return within 10% of the baseline and --require_rss is given.
+"""
+import argparse
+import collections
+import heapq
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+for _p in (os.path.join(HERE, "..", "client", "python"), os.path.join(HERE, "..", "tests", "e2e")):
+    if os.path.abspath(_p) not in map(os.path.abspath, sys.path):
+        sys.path.append(_p)
+
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
+
+from sortd_client import Client, RequestError, SortdError  # noqa: E402
+from sortd_process import SortdProcess  # noqa: E402
+
+METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked")
+METHOD_WEIGHTS = (0.3, 0.2, 0.25, 0.25)
+KEY_TYPES = ("uint32", "int32", "float32", "uint64", "int64", "float64", "bytes")
+MIB = 1 << 20
+# Sizes: (probability, low, high) in keys, log-uniform within a bucket;
+# clipped to --max_keys. Most requests are small, as in real traffic: the
+# inline (<= 1024), batched (<= 16384), single-thread and parallel CPU paths.
+SIZE_BUCKETS = ((0.02, 0, 0), (0.40, 1, 1024), (0.28, 1025, 16384), (0.20, 16385, 262144),
+                (0.08, 262145, 1 << 20), (0.02, (1 << 20) + 1, 1 << 62))
+BYTES_MAX_KEYS = 262144    # byte strings are Python objects: keep them smaller
+STREAM_ITEM_MAX_KEYS = 262144
+BIG_KEYS = 1 << 20         # calls above this many keys hold a slot of --big_slots
+
+
+# --------------------------------------------------------------------------
+# Reference order (docs/api.md, "Ordering")
+
+def order_key(a):
+    """uint64 keys whose ascending order is sortd's order of numeric `a`."""
+    if a.dtype.kind == "u":
+        return a.astype(np.uint64)
+    if a.dtype.kind == "i":
+        return a.astype(np.int64).view(np.uint64) ^ np.uint64(1 << 63)
+    bits = 8 * a.dtype.itemsize
+    b = a.view(np.uint32 if bits == 32 else np.uint64).astype(np.uint64)
+    sign = np.uint64(1 << (bits - 1))
+    mask = np.uint64((1 << bits) - 1)
+    # Negative: flip all bits (larger magnitude first); positive: set the
+    # sign bit. Then -0.0 < +0.0, and every NaN is one key after +inf.
+    k = np.where(b & sign, ~b & mask, b | sign)
+    k[np.isnan(a)] = mask
+    return k
+
+
+def reference_perm(keys, descending):
+    """Stable permutation that sorts `keys` (numpy array or list of bytes)."""
+    if isinstance(keys, list):
+        return np.array(sorted(range(len(keys)), key=keys.__getitem__, reverse=descending),
+                        dtype=np.uint64)
+    k = order_key(keys)
+    if descending:
+        k = np.uint64(0xFFFFFFFFFFFFFFFF) - k  # reverse of distinct keys, ties kept in order
+    return np.argsort(k, kind="stable").astype(np.uint64)
+
+
+def same_array(got, want):
+    """Exact equality: numeric bit patterns (-0.0, NaN payloads) or bytes lists."""
+    if isinstance(want, list):
+        return list(got) == want
+    got = np.asarray(got)
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return False
+    if want.dtype.kind == "f":
+        view = np.uint32 if want.dtype.itemsize == 4 else np.uint64
+        return np.array_equal(got.view(view), want.view(view))
+    return np.array_equal(got, want)
+
+
+def take(arr, perm):
+    if isinstance(arr, list):
+        return [arr[i] for i in perm.tolist()]
+    return arr[perm.astype(np.intp)]
+
+
+# --------------------------------------------------------------------------
+# Random requests
+
+def float_specials(dtype):
+    if dtype == np.float32:
+        nans = np.array([0x7FC00000, 0xFFC00000, 0x7FC00123, 0xFF800001], np.uint32).view(np.float32)
+    else:
+        nans = np.array([0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000000000123,
+                         0xFFF0000000000001], np.uint64).view(np.float64)
+    fin = np.finfo(dtype)
+    tiny = np.array([fin.smallest_subnormal, -fin.smallest_subnormal, fin.max, -fin.max], dtype)
+    return np.concatenate([nans, np.array([np.inf, -np.inf, 0.0, -0.0], dtype), tiny])
+
+
+def random_keys(rng, kind, n):
+    if kind == "bytes":
+        # Short strings over a small alphabet (many equal keys and prefixes),
+        # with the bytes that trip signed comparisons (0x80, 0xff, 0x00).
+        alphabet = np.frombuffer(b"\x00\x01ab\x7f\x80\xfe\xff", np.uint8)
+        lens = rng.integers(0, 7 if rng.random() < 0.5 else 24, n)
+        flat = alphabet[rng.integers(0, len(alphabet), int(lens.sum()))].tobytes()
+        ends = np.cumsum(lens).tolist()
+        starts = [0] + ends[:-1]
+        return [flat[s:e] for s, e in zip(starts, ends)]
+    dtype = np.dtype(kind)
+    dup = rng.random() < 0.5
+    if dtype.kind in "ui":
+        info = np.iinfo(dtype)
+        if dup:
+            lo = 0 if dtype.kind == "u" else -8
+            a = rng.integers(lo, 8, n).astype(dtype)
+        else:
+            a = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+        if n >= 2:
+            a[rng.integers(0, n, 2)] = [info.min, info.max]
+        return a
+    a = rng.standard_normal(n) * (4 if dup else 1e6)
+    a = (np.round(a) if dup else a).astype(dtype)
+    if n:
+        specials = float_specials(dtype)
+        count = max(1, n // 64)
+        a[rng.integers(0, n, count)] = specials[rng.integers(0, len(specials), count)]
+    return a
+
+
+def random_size(rng, cap):
+    r, acc = rng.random(), 0.0
+    for p, lo, hi in SIZE_BUCKETS:
+        acc += p
+        if r < acc:
+            break
+    lo, hi = min(lo, cap), min(hi, cap)
+    if hi <= lo:
+        return int(hi)
+    return int(min(hi, np.exp(rng.uniform(np.log(max(lo, 1)), np.log(hi + 1)))))
+
+
+def loguniform(rng, lo, hi):
+    return float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+
+
+# --------------------------------------------------------------------------
+# Hooks on the client's gRPC callables: which RPC really ran, how many
+# stream items were handed to gRPC, and a handle to cancel the call.
+
+class ClientCancelled(Exception):
+    """A unary call the soak cancelled (grpc.FutureCancelledError)."""
+
+
+class CallControl:
+    """One logical call: the RPC it invoked and a cancel that may come first."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.call = None
+        self.cancel_requested = False
+        self.method = None
+        self.items_sent = 0
+
+    def attach(self, method, call):
+        with self.lock:
+            self.method, self.call = method, call
+            if self.cancel_requested:
+                call.cancel()
+
+    def cancel(self):
+        with self.lock:
+            self.cancel_requested = True
+            if self.call is not None:
+                self.call.cancel()
+
+
+_current = threading.local()
+
+
+class UnaryHook:
+    def __init__(self, inner, method):
+        self.inner, self.method = inner, method
+
+    def __call__(self, request, timeout=None):
+        ctl = _current.control
+        future = self.inner.future(request, timeout=timeout)
+        ctl.attach(self.method, future)
+        try:
+            return future.result()
+        except grpc.FutureCancelledError:
+            raise ClientCancelled() from None
+
+
+class StreamHook:
+    def __init__(self, inner, method):
+        self.inner, self.method = inner, method
+
+    def __call__(self, requests, timeout=None):
+        ctl = _current.control
+
+        def counted():
+            for message in requests:
+                ctl.items_sent += 1
+                yield message
+        call = self.inner(counted(), timeout=timeout)
+        ctl.attach(self.method, call)
+        return call
+
+
+def hooked_client(target, chunk_bytes):
+    # No service config: no retries, so that each call is one server request.
+    client = Client(target, chunk_bytes=chunk_bytes, service_config=None)
+    client._sort = UnaryHook(client._sort, "Sort")
+    client._sort_pairs = UnaryHook(client._sort_pairs, "SortPairs")
+    client._sort_stream = StreamHook(client._sort_stream, "SortStream")
+    client._sort_chunked = StreamHook(client._sort_chunked, "SortChunked")
+    return client
+
+
+class Canceller(threading.Thread):
+    """Cancels calls at their time (one thread, a heap of deadlines)."""
+
+    def __init__(self):
+        super().__init__(daemon=True, name="soak-canceller")
+        self.cv = threading.Condition()
+        self.heap = []
+        self.seq = 0
+        self.stopped = False
+
+    def schedule(self, delay, control):
+        with self.cv:
+            self.seq += 1
+            heapq.heappush(self.heap, (time.monotonic() + delay, self.seq, control))
+            self.cv.notify()
+
+    def stop(self):
+        with self.cv:
+            self.stopped = True
+            self.cv.notify()
+
+    def run(self):
+        with self.cv:
+            while not self.stopped:
+                if not self.heap:
+                    self.cv.wait()
+                    continue
+                when = self.heap[0][0]
+                now = time.monotonic()
+                if when > now:
+                    self.cv.wait(when - now)
+                    continue
+                control = heapq.heappop(self.heap)[2]
+                control.cancel()
+
+
+# --------------------------------------------------------------------------
+# Statistics
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.outcomes = collections.Counter()      # (method, outcome)
+        self.codes = collections.Counter()         # (method, code) of unexpected errors
+        self.answered = collections.Counter()      # method -> requests answered (items for streams)
+        self.answered_ok = collections.Counter()
+        self.unanswered = collections.Counter()    # given up: may or may not have reached the server
+        self.unanswered_x = collections.Counter()  # ... of which cancelled or past a short deadline
+        self.key_types = collections.Counter()
+        self.keys = 0
+        self.failures = []
+
+    def fail(self, text):
+        with self.lock:
+            if len(self.failures) < 20:
+                self.failures.append(text)
+
+
+class Wrong(Exception):
+    pass
+
+
+def check(what, got, want):
+    if not same_array(got, want):
+        raise Wrong("%s differ from numpy's" % what)
+
+
+def verify(keys, values, descending, want_indices, res, rid):
+    perm = reference_perm(keys, descending)
+    check("keys", res.keys, take(keys, perm))
+    if values is not None:
+        check("values", res.values, take(values, perm))
+    if want_indices:
+        check("indices", res.indices, perm)
+    if res.request_id != rid:
+        raise Wrong("request_id %r came back as %r" % (rid, res.request_id))
+
+
+class Soaker:
+    def __init__(self, args, clients, stats, canceller):
+        self.args, self.clients, self.stats, self.canceller = args, clients, stats, canceller
+        self.big = threading.BoundedSemaphore(args.big_slots)
+
+    def worker(self, index, stop, seed):
+        rng = np.random.default_rng(seed)
+        client = self.clients[index % len(self.clients)]
+        seq = 0
+        while not stop.is_set():
+            seq += 1
+            try:
+                self.one_call(client, rng, "soak-%d-%d-%d" % (seed, index, seq), stop)
+            except Exception:  # a bug in the soak itself: report, keep going
+                self.stats.fail("soak error: " + traceback.format_exc())
+                with self.stats.lock:
+                    self.stats.outcomes[("?", "unexpected")] += 1
+
+    def random_array(self, rng, kind, cap):
+        n = random_size(rng, min(cap, BYTES_MAX_KEYS if kind == "bytes" else cap))
+        return random_keys(rng, kind, n), n
+
+    def one_call(self, client, rng, rid, stop):
+        args = self.args
+        method = METHODS[rng.choice(len(METHODS), p=METHOD_WEIGHTS)]
+        r = rng.random()
+        mode = "cancel" if r < args.cancel_fraction else (
+            "deadline" if r < args.cancel_fraction + args.deadline_fraction else "normal")
+        timeout = loguniform(rng, 0.001, 0.5) if mode == "deadline" else args.call_timeout
+        descending = bool(rng.random() < 0.5)
+        control = CallControl()
+        _current.control = control
+        kind = KEY_TYPES[rng.integers(len(KEY_TYPES))]
+        if method == "SortStream":
+            self.stream_call(client, rng, rid, kind, descending, mode, timeout, control)
+            return
+        keys, n = self.random_array(rng, kind, args.max_keys)
+        values = None
+        if method == "SortPairs" or (method == "SortChunked" and rng.random() < 0.5):
+            vkind = KEY_TYPES[rng.integers(len(KEY_TYPES))]
+            values = random_keys(rng, vkind, n)
+        want_indices = method != "SortPairs" and bool(rng.random() < 0.5)
+        big = n > BIG_KEYS
+        if big:
+            self.big.acquire()
+            if stop.is_set():  # waited past the end of the phase: not made
+                self.big.release()
+                return
+        try:
+            if mode == "cancel":
+                self.canceller.schedule(loguniform(rng, 0.0005, 0.3), control)
+            outcome, code, err = self.run(lambda: client.sort_full(
+                keys, values, descending, want_indices, request_id=rid,
+                chunked=True if method == "SortChunked" else None, timeout=timeout),
+                lambda res: verify(keys, values, descending, want_indices, res, rid), mode)
+        finally:
+            if big:
+                self.big.release()
+        invoked = control.method or method
+        self.record(invoked, outcome, code, err, n, kind, rid, mode)
+        st = self.stats
+        with st.lock:
+            if outcome in ("ok", "late"):
+                st.answered[invoked] += 1
+                st.answered_ok[invoked] += 1
+            else:
+                st.unanswered[invoked] += 1
+                if outcome in ("cancelled", "deadline"):
+                    st.unanswered_x[invoked] += 1
+
+    def stream_call(self, client, rng, rid, kind, descending, mode, timeout, control):
+        want_indices = bool(rng.random() < 0.5)
+        items = {}
+        for i in range(int(rng.integers(2, 13))):
+            k = kind if rng.random() < 0.5 else KEY_TYPES[rng.integers(len(KEY_TYPES))]
+            keys, _ = self.random_array(rng, k, min(self.args.max_keys, STREAM_ITEM_MAX_KEYS))
+            items["%s.%d" % (rid, i)] = (k, keys)
+        answered = answered_ok = 0
+
+        def run():
+            nonlocal answered, answered_ok
+            for item_id, result in client.sort_stream(
+                    [(i, keys) for i, (_, keys) in items.items()], descending, want_indices,
+                    raise_errors=False, timeout=timeout):
+                answered += 1
+                if isinstance(result, RequestError):
+                    raise result  # an error response: the server answered it
+                k, keys = items[item_id]
+                got = result[0] if want_indices else result
+                perm = reference_perm(keys, descending)
+                check("keys of %s" % item_id, got, take(keys, perm))
+                if want_indices:
+                    check("indices of %s" % item_id, result[1], perm)
+                answered_ok += 1
+            if answered != len(items):
+                raise Wrong("%d of %d stream requests answered" % (answered, len(items)))
+        if mode == "cancel":
+            self.canceller.schedule(loguniform(rng, 0.0005, 0.3), control)
+        outcome, code, err = self.run(run, None, mode)
+        n = sum(len(keys) for _, keys in items.values())
+        self.record("SortStream", outcome, code, err, n, kind, rid, mode)
+        st = self.stats
+        with st.lock:
+            st.answered["SortStream"] += answered
+            st.answered_ok["SortStream"] += answered_ok
+            sent = max(control.items_sent, answered)
+            st.unanswered["SortStream"] += sent - answered
+            if outcome in ("cancelled", "deadline"):
+                st.unanswered_x["SortStream"] += sent - answered
+
+    def run(self, call, verify_fn, mode):
+        """Runs one call; (outcome, status code name or None, error text)."""
+        try:
+            res = call()
+            if verify_fn is not None:
+                verify_fn(res)
+            return ("late" if mode != "normal" else "ok"), None, None
+        except Wrong as e:
+            return "wrong", None, str(e)
+        except ClientCancelled:
+            return ("cancelled" if mode == "cancel" else "unexpected"), "CANCELLED", "cancelled"
+        except SortdError as e:
+            code = e.code.name if isinstance(e.code, grpc.StatusCode) else str(e.code)
+            if mode == "cancel" and code == "CANCELLED" and not isinstance(e, RequestError):
+                return "cancelled", code, None
+            if mode == "deadline" and code in ("DEADLINE_EXCEEDED", "CANCELLED") \
+                    and not isinstance(e, RequestError):
+                return "deadline", code, None
+            return "unexpected", code, str(e)
+
+    def record(self, method, outcome, code, err, n, kind, rid, mode):
+        st = self.stats
+        with st.lock:
+            st.outcomes[(method, outcome)] += 1
+            st.key_types[kind] += 1
+            if outcome in ("ok", "late"):
+                st.keys += n
+            if outcome == "unexpected":
+                st.codes[(method, code)] += 1
+        if outcome in ("unexpected", "wrong"):
+            st.fail("%s %s (%s, %d keys, mode %s): %s %s" % (
+                method, rid, kind, n, mode, outcome, err))
+
+
+# --------------------------------------------------------------------------
+# Server observation
+
+LABELS = re.compile(r'(\w+)="([^"]*)"')
+
+
+def scrape(url):
+    return urllib.request.urlopen(url, timeout=10).read().decode()
+
+
+def gauge(page, name):
+    for line in page.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def request_counts(page):
+    """{method: Counter(code -> count)} from sortd_requests_total."""
+    out = collections.defaultdict(collections.Counter)
+    for line in page.splitlines():
+        if line.startswith("sortd_requests_total{"):
+            labels = dict(LABELS.findall(line[:line.rindex("}")]))
+            out[labels["method"]][labels["code"]] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
+class Server:
+    """The server under test: RSS, in-flight gauge, counters."""
+
+    def __init__(self, metrics_url, pid):
+        self.metrics_url, self.pid = metrics_url, pid
+
+    def rss_mib(self):
+        if self.pid:
+            try:
+                with open("/proc/%d/status" % self.pid) as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            return int(line.split()[1]) / 1024
+            except OSError:
+                return None
+        if self.metrics_url:
+            value = gauge(scrape(self.metrics_url), "process_resident_memory_bytes")
+            return None if value is None else value / MIB
+        return None
+
+    def inflight(self):
+        return gauge(scrape(self.metrics_url), "sortd_inflight_requests") if self.metrics_url else 0
+
+    def wait_idle(self, timeout=120):
+        """Waits for sortd_inflight_requests == 0; seconds taken (None: never)."""
+        start = time.time()
+        while time.time() - start < timeout:
+            if self.inflight() == 0:
+                return time.time() - start
+            time.sleep(0.05)
+        return None
+
+    def watch_rss(self, limit, target=None):
+        """Samples the RSS every 0.2 s for up to `limit` s; stops once it is
+        <= target, or (no target reached) once it has not fallen by more than
+        1% over the last 2 s. Returns [(seconds, MiB)]."""
+        samples, start = [], time.time()
+        while True:
+            rss = self.rss_mib()
+            if rss is None:
+                return samples
+            t = time.time() - start
+            samples.append((t, rss))
+            if target is not None and rss <= target:
+                return samples
+            window = [r for (s, r) in samples if s >= t - 2.0]
+            if t >= 2.5 and max(window) - min(window) <= 0.01 * max(window):
+                return samples
+            if t >= limit:
+                return samples
+            time.sleep(0.2)
+
+    def counts(self):
+        """sortd_requests_total once it stops changing (the server records a
+        call after admission has released it, so the last ones may lag)."""
+        if not self.metrics_url:
+            return None
+        last = request_counts(scrape(self.metrics_url))
+        for _ in range(50):
+            time.sleep(0.2)
+            now = request_counts(scrape(self.metrics_url))
+            if now == last:
+                return now
+            last = now
+        return last
+
+
+# --------------------------------------------------------------------------
+
+def run_phase(soaker, seconds, clients, seed, on_tick=None):
+    stop = threading.Event()
+    threads = [threading.Thread(target=soaker.worker, args=(i, stop, seed * 1000 + i),
+                                name="soak-%d" % i, daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    end = time.time() + seconds
+    while time.time() < end:
+        if on_tick is not None:
+            on_tick()
+        time.sleep(min(0.5, max(0.0, end - time.time())))
+    stop.set()
+    stopped = time.time()
+    for t in threads:
+        t.join()
+    return time.time() - stopped
+
+
+def fmt_samples(samples):
+    if not samples:
+        return "n/a"
+    return "%.0f MiB at +%.1f s" % (samples[-1][1], samples[-1][0])
+
+
+def reconcile(stats, before, after):
+    """Checks the counter increase per method; returns (rows, failures)."""
+    rows, failures = [], []
+    for m in METHODS:
+        inc = collections.Counter({c: after.get(m, {}).get(c, 0) - before.get(m, {}).get(c, 0)
+                                   for c in set(after.get(m, {})) | set(before.get(m, {}))})
+        total = sum(inc.values())
+        ok, canc = inc["OK"], inc["CANCELLED"] + inc["DEADLINE_EXCEEDED"]
+        other = total - ok - canc
+        answered, unanswered = stats.answered[m], stats.unanswered[m]
+        x = stats.unanswered_x[m]
+        unexpected = sum(v for (mm, _), v in stats.codes.items() if mm == m)
+        problems = []
+        if not answered <= total <= answered + unanswered:
+            problems.append("total %d not in [%d, %d]" % (total, answered, answered + unanswered))
+        if ok < stats.answered_ok[m]:
+            problems.append("OK %d < %d answered OK" % (ok, stats.answered_ok[m]))
+        if ok > stats.answered_ok[m] + unanswered:
+            problems.append("OK %d > %d answered OK + %d unanswered" % (
+                ok, stats.answered_ok[m], unanswered))
+        if canc > x:
+            problems.append("CANCELLED %d > %d cancelled/deadline" % (canc, x))
+        if other > unexpected:
+            problems.append("%d other codes %s, %d unexpected seen by the client" % (
+                other, dict((c, v) for c, v in inc.items() if c not in (
+                    "OK", "CANCELLED", "DEADLINE_EXCEEDED") and v), unexpected))
+        rows.append((m, answered, unanswered, total, ok, canc, other,
+                     "ok" if not problems else "MISMATCH"))
+        failures += ["%s: %s" % (m, p) for p in problems]
+    total_x = sum(stats.unanswered_x.values())
+    total_canc = sum(r[5] for r in rows)
+    if total_x > 50 and total_canc == 0:
+        failures.append("%d calls cancelled or past their deadline, none counted CANCELLED" % total_x)
+    return rows, failures
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sortd", default=os.environ.get("SORTD_BIN"),
+                   help="sortd binary to start (default $SORTD_BIN)")
+    p.add_argument("--target", help="host:port of a running sortd (instead of --sortd)")
+    p.add_argument("--metrics_url", help="its /metrics URL (with --target)")
+    p.add_argument("--pid", type=int, help="its pid, to read its RSS (with --target, local)")
+    p.add_argument("--duration", type=float, default=60, help="seconds of load")
+    p.add_argument("--warmup", type=float, default=None,
+                   help="seconds of warm-up load (default: duration/6, 2..10)")
+    p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--channels", type=int, default=4, help="gRPC channels shared by the clients")
+    p.add_argument("--max_keys", type=int, default=4 << 20)
+    p.add_argument("--big_slots", type=int, default=2,
+                   help="calls of more than 1 Mi keys at once (bounds the memory used)")
+    p.add_argument("--cancel_fraction", type=float, default=0.05)
+    p.add_argument("--deadline_fraction", type=float, default=0.05)
+    p.add_argument("--call_timeout", type=float, default=120,
+                   help="deadline of the other calls: past it, a call is unexpected")
+    p.add_argument("--idle_wait", type=float, default=15,
+                   help="seconds to watch the RSS fall once nothing is in flight")
+    p.add_argument("--require_rss", action="store_true",
+                   help="fail unless the RSS returns within 10%% of the post-warm-up level")
+    p.add_argument("--seed", type=int, default=1)
+    args, extra = p.parse_known_args()
+    extra = [f for f in extra if f != "--"]
+    if args.warmup is None:
+        args.warmup = min(10.0, max(2.0, args.duration / 6))
+    if not args.target and not args.sortd:
+        p.error("give --sortd (or SORTD_BIN) or --target")
+
+    server_proc = None
+    if args.target:
+        target, metrics_url, pid = args.target, args.metrics_url, args.pid
+        if not metrics_url:
+            print("warning: no --metrics_url: in-flight and counters not checked")
+    else:
+        server_proc = SortdProcess(args.sortd, *extra).start()
+        target, metrics_url, pid = server_proc.target, server_proc.metrics_url, server_proc.proc.pid
+    server = Server(metrics_url, pid)
+    stats = Stats()
+    canceller = Canceller()
+    canceller.start()
+    # Half the channels upload SortChunked in 64 KiB chunks (many messages).
+    clients = [hooked_client(target, (2 << 20) if i % 2 == 0 else (64 << 10))
+               for i in range(max(1, args.channels))]
+    soaker = Soaker(args, clients, stats, canceller)
+    failures = []
+    rss = {}
+    server_exit = None
+    started = time.time()
+    try:
+        before = server.counts() if metrics_url else None
+        print("soak: target %s, %d clients, max_keys %d, warm-up %.0f s, load %.0f s%s" % (
+            target, args.clients, args.max_keys, args.warmup, args.duration,
+            "" if server_proc is None else " (sortd pid %d started here)" % pid), flush=True)
+        rss["start"] = server.rss_mib()
+        run_phase(soaker, args.warmup, args.clients, args.seed)
+        warm_calls = sum(stats.outcomes.values())
+        idle1 = server.wait_idle()
+        if idle1 is None:
+            failures.append("requests still in flight 120 s after the warm-up")
+        warm = server.watch_rss(args.idle_wait)
+        rss["warm"] = warm[-1][1] if warm else None
+        print("warm-up: %d calls; idle after %.1f s; RSS %s" % (
+            warm_calls, idle1 or -1, fmt_samples(warm)), flush=True)
+
+        during = []
+
+        def tick():
+            v = server.rss_mib()
+            if v is not None:
+                during.append(v)
+        t0 = time.time()
+        keys0 = stats.keys
+        tail = run_phase(soaker, args.duration, args.clients, args.seed + 1, tick)
+        load_seconds = time.time() - t0
+        load_calls = sum(stats.outcomes.values()) - warm_calls
+        idle2 = server.wait_idle()
+        if idle2 is None:
+            failures.append("requests still in flight 120 s after the load")
+        target_rss = rss["warm"] * 1.10 if rss.get("warm") else None
+        after = server.watch_rss(args.idle_wait, target_rss)
+        rss["after"] = after[-1][1] if after else None
+        after_counts = server.counts() if metrics_url else None
+    finally:
+        canceller.stop()
+        for c in clients:
+            c.close()
+        if server_proc is not None:
+            t = time.time()
+            try:
+                server_exit = (server_proc.terminate(timeout=60), time.time() - t)
+            except Exception as e:  # did not exit
+                server_exit = ("%s" % e, time.time() - t)
+            log = server_proc.read_log()
+            server_proc.__exit__(None, None, None)
+
+    # ---- summary -------------------------------------------------------
+    outcomes = ("ok", "late", "cancelled", "deadline", "unexpected", "wrong")
+    print()
+    print("Calls (client's view; SortStream counts streams; 'late' = cancelled or short deadline, "
+          "answered anyway and checked)")
+    print("%-12s %8s" % ("method", "calls") + "".join("%11s" % o for o in outcomes))
+    for m in METHODS + ("?",):
+        row = [stats.outcomes[(m, o)] for o in outcomes]
+        if m == "?" and not sum(row):
+            continue
+        print("%-12s %8d" % (m, sum(row)) + "".join("%11d" % v for v in row))
+    tot = [sum(stats.outcomes[(m, o)] for m in METHODS + ("?",)) for o in outcomes]
+    print("%-12s %8d" % ("total", sum(tot)) + "".join("%11d" % v for v in tot))
+    print("load phase: %d calls in %.1f s (the last %.1f s finishing calls in progress; "
+          "%.0f calls/s), %.1f M keys sorted and checked (%.2f M keys/s); warm-up %d calls" % (
+              load_calls, load_seconds, tail, load_calls / load_seconds,
+              (stats.keys - keys0) / 1e6, (stats.keys - keys0) / 1e6 / load_seconds, warm_calls))
+    print("key types: " + ", ".join("%s %d" % (k, stats.key_types[k]) for k in KEY_TYPES))
+    unexpected, wrong = tot[outcomes.index("unexpected")], tot[outcomes.index("wrong")]
+    if unexpected or wrong:
+        failures.append("%d unexpected errors, %d wrong answers" % (unexpected, wrong))
+        for (m, c), v in sorted(stats.codes.items(), key=str):
+            print("  unexpected %s %s: %d" % (m, c, v))
+
+    if after_counts is not None:
+        rows, problems = reconcile(stats, before, after_counts)
+        print()
+        print("Server counters (sortd_requests_total increase; SortStream per request on a stream)")
+        print("%-12s %9s %11s %8s %8s %10s %7s  %s" % (
+            "method", "answered", "unanswered", "counted", "OK", "CANCELLED", "other", "check"))
+        for r in rows:
+            print("%-12s %9d %11d %8d %8d %10d %7d  %s" % r)
+        x = sum(stats.unanswered_x.values())
+        counted = sum(r[3] for r in rows)
+        answered = sum(r[1] for r in rows)
+        canc = sum(r[5] for r in rows)
+        late_ok = sum(r[4] for r in rows) - sum(stats.answered_ok.values())
+        print("cancelled/deadline requests: %d; the server counted %d CANCELLED, %d OK "
+              "(finished before the cancellation reached it), %d never (gone before it saw them)" % (
+                  x, canc, late_ok, sum(stats.unanswered.values()) - (counted - answered)))
+        failures += problems
+    else:
+        print("\nServer counters: not checked (no metrics URL)")
+
+    print()
+    during_txt = ("min %.0f / mean %.0f / max %.0f MiB over %d samples" % (
+        min(during), sum(during) / len(during), max(during), len(during))) if during else "n/a"
+    if rss.get("warm") and rss.get("after"):
+        ratio = rss["after"] / rss["warm"]
+        verdict = "returned within 10%" if ratio <= 1.10 else "NOT within 10%"
+        print("RSS: start %.0f MiB; after warm-up (idle) %.0f MiB; during load %s; after load "
+              "(idle) %s: %.2fx the warm-up level, %s" % (
+                  rss["start"] or 0, rss["warm"], during_txt, fmt_samples(after), ratio, verdict))
+        if ratio > 1.10 and args.require_rss:
+            failures.append("RSS %.0f MiB after load, over 110%% of %.0f MiB after warm-up" % (
+                rss["after"], rss["warm"]))
+    else:
+        print("RSS: not available (no --pid, and no process_resident_memory_bytes on /metrics)")
+        if args.require_rss:
+            failures.append("--require_rss without a way to read the RSS")
+
+    if server_exit is not None:
+        code, secs = server_exit
+        print("sortd: SIGTERM -> exit %s after %.1f s" % (code, secs))
+        if code != 0 or "drained" not in log:
+            failures.append("sortd did not drain and exit 0 (exit %s)" % code)
+    print("wall time %.0f s" % (time.time() - started))
+    for f in stats.failures:
+        print("FAIL: " + f.rstrip())
+    for f in failures:
+        print("FAIL: " + f)
+    if server_exit is not None and (failures or stats.failures):
+        print("--- sortd log (last 40 lines) ---")
+        print("\n".join(log.splitlines()[-40:]))
+    ok = not failures and not stats.failures
+    print("soak: " + ("PASS" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
