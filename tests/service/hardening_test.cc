@@ -143,8 +143,17 @@ TEST(HostileChunkedTest, InflightBytesRunOutPartWayThroughAnUnannouncedUpload) {
   EXPECT_NE(r.status.error_message().find("--max_inflight_bytes"), std::string::npos)
       << r.status.error_message();
   // The chunks before the refusal were accepted (the limit was reached
-  // part-way, at the fifth 240 KB admission of a 1 MiB budget).
-  const std::string text = Scrape(*server);
+  // part-way, at the fifth 240 KB admission of a 1 MiB budget). The call is
+  // counted when the reactor is done, a moment after the client has its
+  // status: waits for the count.
+  const std::string refused =
+      R"(sortd_requests_total{code="RESOURCE_EXHAUSTED",key_type="uint64",method="SortChunked"})";
+  std::string text;
+  for (int i = 0; i < 2000 && Sample(text, refused) < 1; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    text = Scrape(*server);
+  }
+  EXPECT_EQ(Sample(text, refused), 1);
   EXPECT_GE(Sample(text, R"(sortd_bytes_received_total{method="SortChunked"})"), 4 * 80000);
   ExpectNothingInFlight(*server);
   ExpectStillServes(*client);
