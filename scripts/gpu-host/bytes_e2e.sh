@@ -1,73 +1,92 @@
 #!/usr/bin/env bash
-# Device run: the real sortd with byte-string keys on the GPU merge sort,
-# through sortctl (unary Sort and, with a small client message limit,
-# SortChunked), verified against Python's stable sort of the same lines and
-# against a CPU-engine sortd; then the bundled GPU service tests.
+# Device run, able to fail: the real sortd with byte-string keys on the GPU
+# merge sort, through sortctl (unary Sort and, with a small client message
+# limit, SortChunked), both orders, with indices. Each answer is checked
+# exactly by verify_sort.py (permutation, the stable unsigned-lexicographic
+# order in both directions, keys = input[indices]) and for its engine, on
+# the GPU sortd and on a CPU-engine sortd, and the two answers must be
+# byte-identical; no GPU fallback counted; both servers must exit 0 after
+# SIGTERM. Then the bundled GPU service tests. Every check is one row of
+# the summary table, printed last; the exit status is 1 when any check did
+# not pass.
 # Needs .device/bundle with sortd, sortctl, sortd_gpu_service_test
-# (../shared/tools/bundle-libs; carry .device or a tarball of it).
-#   N=200000 strings (default); SERVICE=0 skips the service tests.
-set -u
+# (../shared/tools/bundle-libs; carry .device or a tarball of it), python3
+# and numpy.
+#   N=200000 strings (default); SERVICE=0 skips the service tests;
+#   W=/tmp/sortd_bytes_e2e work directory.
+set -euo pipefail
+export PATH=/usr/local/cuda/bin:$PATH
 ROOT=$PWD
-B=$ROOT/.device/bundle/bin
-export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib
+if [ -f .device/bundle.tar.xz ] && [ ! -d .device/bundle ]; then tar -C .device -xJf .device/bundle.tar.xz; fi
+B=${B:-$ROOT/.device/bundle/bin}
+export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CHECKS_NAME=bytes_e2e.sh
+W=${W:-/tmp/sortd_bytes_e2e}
+# shellcheck source=checks.sh
+. "$(dirname "$0")/checks.sh"
+
 N=${N:-200000}
-$B/sortd --listen=127.0.0.1:50071 --metrics_listen=127.0.0.1:9481 --max_message_bytes=1000000000 > /tmp/bytes_gpu.log 2>&1 &
-GPU_PID=$!
-$B/sortd --engine=cpu --listen=127.0.0.1:50072 --metrics_listen=127.0.0.1:9482 --max_message_bytes=1000000000 > /tmp/bytes_cpu.log 2>&1 &
-CPU_PID=$!
-# Lines of 0..120 bytes: shared prefixes, duplicates, bytes >= 0x80 (no
-# newline or CR: one key per line).
-python3 - "$N" <<'PY'
-import random, sys
-n = int(sys.argv[1]); rng = random.Random(5)
-alphabet = [b for b in range(256) if b not in (10, 13)]
-prefixes = [bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(64)]
-with open("/tmp/bytes_in.txt", "wb") as f:
-    for i in range(n):
-        r = rng.random()
-        if r < 0.1 and i > 0: s = last  # duplicates
-        else: s = rng.choice(prefixes) + bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))
-        last = s
-        f.write(s + b"\n")
-PY
-for i in $(seq 50); do
-  $B/sortctl health --target=127.0.0.1:50071 >/dev/null 2>&1 && $B/sortctl health --target=127.0.0.1:50072 >/dev/null 2>&1 && break
-  sleep 0.2
-done
-head -2 /tmp/bytes_gpu.log
-for order in asc desc; do
-  for mode in unary chunked; do
-    limit=1000000000; [ $mode = chunked ] && limit=8388608  # >= the server's 4 MiB response chunks
-    for port in 50071 50072; do
-      rm -f /tmp/bytes_out_$port.txt /tmp/bytes_idx_$port.bin
-      $B/sortctl sort --target=127.0.0.1:$port --max_message_bytes=$limit --type=bytes --format=text --order=$order \
-        --in=/tmp/bytes_in.txt --out=/tmp/bytes_out_$port.txt --indices_out=/tmp/bytes_idx_$port.bin 2> /tmp/bytes_err_$port.txt \
-        || { echo "sort failed on $port:"; cat /tmp/bytes_err_$port.txt; }
-    done
-    same=$(cmp -s /tmp/bytes_out_50071.txt /tmp/bytes_out_50072.txt && cmp -s /tmp/bytes_idx_50071.bin /tmp/bytes_idx_50072.bin && echo identical || echo DIFFERENT)
-    python3 - "$order" "$mode" "$(cat /tmp/bytes_err_50071.txt)" "$same" <<'PY'
-import sys, struct
-order, mode, msg, same = sys.argv[1:5]
-import os
-keys = open("/tmp/bytes_in.txt", "rb").read().split(b"\n")[:-1]
-if not os.path.exists("/tmp/bytes_idx_50071.bin"):
-    print(f"bytes {order:4s} {mode:7s} FAILED: {msg.strip()}"); sys.exit(0)
-out = open("/tmp/bytes_out_50071.txt", "rb").read().split(b"\n")[:-1]
-raw = open("/tmp/bytes_idx_50071.bin", "rb").read()
-idx = struct.unpack(f"<{len(raw)//8}Q", raw)
-ref = sorted(range(len(keys)), key=lambda i: keys[i], reverse=False)
-if order == "desc":  # stable descending: equal keys keep input order
-    ref = sorted(range(len(keys)), key=lambda i: keys[i], reverse=True)
-ok_idx = list(idx) == ref
-ok_keys = out == [keys[i] for i in ref]
-print(f"bytes {order:4s} {mode:7s} {msg.strip():38s} keys {'OK' if ok_keys else 'WRONG'} indices {'OK' if ok_idx else 'WRONG'} vs cpu sortd {same}")
-PY
-  done
-done
-echo "== metrics (gpu server)"
-python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9481/metrics').read().decode())" | grep -E '^sortd_(keys_sorted_total|gpu_fallbacks_total|requests_total\{.*bytes)' | head -12
-kill -TERM $GPU_PID $CPU_PID; wait $GPU_PID; echo "gpu sortd exit $?"; wait $CPU_PID
-if [ "${SERVICE:-1}" = 1 ]; then
-  echo "== service tests (bundled)"
-  timeout 300 $B/sortd_gpu_service_test 2>&1 | grep -E '^\[  (PASSED|FAILED)|Failure' | head -20
+T0=$SECONDS
+BIG=(--max_message_bytes=1000000000)
+start_sortd gpu "$W/gpu_sortd.log" "$B/sortd" "${BIG[@]}"
+GPU_PID=$SERVER_PID
+start_sortd cpu "$W/cpu_sortd.log" "$B/sortd" --engine=cpu "${BIG[@]}"
+CPU_PID=$SERVER_PID
+# Lines of 0..120 bytes: shared prefixes, duplicates, 0x00, 0x0d, bytes
+# >= 0x80 (no 0x0a: one key per line).
+python3 "$VERIFY" gen --type bytes --count "$N" --seed 5 --out "$W/in.txt"
+
+start=$SECONDS
+ok=1
+if wait_serving gpu "$GPU_PID" 120; then
+  GPU_PORT=$PORT GPU_MPORT=$MPORT
+  record PASS "gpu sortd SERVING" $((SECONDS - start)) "$WAIT_DETAIL; $(head -1 "$W/gpu_sortd.log" | cut -c1-100)"
+else
+  record FAIL "gpu sortd SERVING" $((SECONDS - start)) "$WAIT_DETAIL: $(tail -3 "$W/gpu_sortd.log" | tr '\n' ' ')"
+  ok=0
 fi
+if wait_serving cpu "$CPU_PID" 60; then
+  CPU_PORT=$PORT
+  record PASS "cpu sortd SERVING" $((SECONDS - start)) "$WAIT_DETAIL"
+else
+  record FAIL "cpu sortd SERVING" $((SECONDS - start)) "$WAIT_DETAIL: $(tail -3 "$W/cpu_sortd.log" | tr '\n' ' ')"
+  ok=0
+fi
+
+if [ "$ok" = 1 ]; then
+  for order in asc desc; do
+    for mode in unary chunked; do
+      limit=1000000000
+      [ "$mode" = chunked ] && limit=8388608  # >= the server's 4 MiB response chunks
+      for srv in gpu cpu; do
+        if [ "$srv" = gpu ]; then port=$GPU_PORT expect=$(expected_engine "$N" bytes)
+        else port=$CPU_PORT expect=ENGINE_CPU; fi
+        sort_and_verify "$srv bytes $order $mode" "$port" "$expect" "$order" "$W/in.txt" \
+          "$W/out_$srv.txt" "$W/idx_$srv.bin" --max_message_bytes=$limit --type=bytes --format=text
+      done
+      if [ -f "$W/out_gpu.txt" ] && cmp -s "$W/out_gpu.txt" "$W/out_cpu.txt" \
+          && [ -f "$W/idx_gpu.bin" ] && cmp -s "$W/idx_gpu.bin" "$W/idx_cpu.bin"; then
+        record PASS "gpu = cpu sortd, bytes $order $mode" 0 "keys and indices byte-identical"
+      else
+        record FAIL "gpu = cpu sortd, bytes $order $mode" 0 "keys or indices DIFFERENT (or missing)"
+      fi
+    done
+  done
+  echo "== metrics (gpu server)"
+  python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$GPU_MPORT/metrics', timeout=10).read().decode())" > "$W/metrics.txt" || true
+  grep -E '^sortd_(keys_sorted_total|gpu_fallbacks_total|requests_total\{.*bytes)' "$W/metrics.txt" | head -12 || true
+  fallbacks=$(metric_sum "$GPU_MPORT" '^sortd_gpu_fallbacks_total' || echo "?")
+  if [ "$fallbacks" = 0 ]; then
+    record PASS "gpu sortd: no CPU fallback" 0 "sortd_gpu_fallbacks_total 0"
+  else
+    record FAIL "gpu sortd: no CPU fallback" 0 "sortd_gpu_fallbacks_total $fallbacks"
+  fi
+fi
+stop_sortd "gpu sortd" "$GPU_PID" 60
+stop_sortd "cpu sortd" "$CPU_PID" 60
+
+if [ "${SERVICE:-1}" = 1 ]; then
+  gtest_check "service tests (bundled)" 300 - "$B/sortd_gpu_service_test"
+fi
+echo "== bytes_e2e.sh took $((SECONDS - T0)) s; logs in $W"
+finish

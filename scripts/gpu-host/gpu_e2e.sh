@@ -1,68 +1,147 @@
 #!/usr/bin/env bash
-# Device run for the GPU engine: core-only build + radix/worker tests +
-# sanitizers; the bundled service test; the real sortd with sortctl on every
-# type (verified with numpy); Sort RPC bench GPU vs CPU engine (table last).
-set -u
+# Device run for the GPU engine, able to fail: core tests (radix, worker;
+# bundled, else a core-only build here), memcheck/racecheck on the radix
+# sanitizer case and memcheck on worker cases, the bundled service test;
+# the real sortd (GPU) sent sortctl sorts of every numeric type, both
+# orders, with indices at each of $SIZES and keys only at $N, each checked
+# exactly by verify_sort.py (permutation, stable contract order incl.
+# -0.0/+0.0 and NaNs, bit-exact keys) and for the engine that ran it; no
+# GPU fallback counted; sortd's exit status after SIGTERM must be 0. Then
+# (BENCH=1) the Sort RPC bench GPU vs CPU engine at 16/256 MiB. Every
+# check is one row of the summary table, printed last; the exit status is 1
+# when any check did not pass.
+#
+# Bundle (.device/bundle, or .device/bundle.tar.xz unpacked here; see
+# README.md): sortd sortctl sortd_gpu_service_test, plus
+# sortd_gpu_radix_test sortd_gpu_worker_test (else they are built here).
+# Environment: BENCH=0 skips the bench (BENCH_KEYS="4194304 67108864",
+# BENCH_SECONDS=5); BUILD=0 forbids the core-only build
+# (never attempted without nvidia-smi); SANITIZE=0 the sanitizer runs
+# (sanitize.sh does more); TESTS=0 all gtest binaries; SERVICE=0 the service
+# test; N=2000000 keys; SIZES="$N 50000" (50000 with indices: gpu_merge);
+# W=/tmp/sortd_gpu_e2e work directory.
+set -euo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 ROOT=$PWD
-B=$ROOT/.device/bundle/bin
-export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib
 if [ -f .device/bundle.tar.xz ] && [ ! -d .device/bundle ]; then tar -C .device -xJf .device/bundle.tar.xz; fi
-# Core tests: bundled (built on the dev VM) when the bundle has them, else
-# a core-only build here.
-if [ -x "$B/sortd_gpu_radix_test" ]; then
-  T=$B
-else
-  cmake -S . -B build-gpu -DSORTD_BUILD_SERVER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release > /tmp/cfg.log 2>&1 || { tail -20 /tmp/cfg.log; exit 1; }
-  cmake --build build-gpu -j16 > /tmp/build.log 2>&1 || { grep -E "error" /tmp/build.log | head -30; exit 1; }
-  T=build-gpu/tests/gpu
+B=${B:-$ROOT/.device/bundle/bin}
+export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CHECKS_NAME=gpu_e2e.sh
+W=${W:-/tmp/sortd_gpu_e2e}
+# shellcheck source=checks.sh
+. "$(dirname "$0")/checks.sh"
+
+N=${N:-2000000}
+SIZES=${SIZES:-"$N 50000"}
+NUMERIC_TYPES="uint32 int32 float32 uint64 int64 float64"
+T0=$SECONDS
+
+if [ "${TESTS:-1}" = 1 ]; then
+  # Core tests: bundled (built on the dev VM) when the bundle has them, else
+  # a core-only build here.
+  if [ -x "$B/sortd_gpu_radix_test" ] && [ -x "$B/sortd_gpu_worker_test" ]; then
+    T=$B
+  elif ! nvidia-smi -L > /dev/null 2>&1 || [ "${BUILD:-1}" = 0 ]; then
+    # Never build on a machine without a GPU (the dev VM): that is what the
+    # bundle is for.
+    T=$B
+    record FAIL "core tests in the bundle" 0 "sortd_gpu_radix_test/sortd_gpu_worker_test not in $B, and no GPU here to build for (or BUILD=0)"
+  else
+    T=$ROOT/build-gpu/tests/gpu
+    start=$SECONDS
+    if ! cmake -S . -B build-gpu -DSORTD_BUILD_SERVER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release > "$W/cfg.log" 2>&1; then
+      record FAIL "core-only build (configure)" $((SECONDS - start)) "$(tail -3 "$W/cfg.log" | tr '\n' ' ')"
+    elif ! cmake --build build-gpu -j16 --target sortd_gpu_radix_test sortd_gpu_worker_test > "$W/build.log" 2>&1; then
+      record FAIL "core-only build" $((SECONDS - start)) "$(grep -m3 -E 'error' "$W/build.log" | tr '\n' ' ')"
+    else
+      record PASS "core-only build" $((SECONDS - start)) "sortd_gpu_radix_test sortd_gpu_worker_test"
+    fi
+  fi
+  gtest_check "radix tests" 300 - "$T/sortd_gpu_radix_test"
+  gtest_check "worker tests" 300 - "$T/sortd_gpu_worker_test"
+  if [ "${SANITIZE:-1}" = 1 ]; then
+    gtest_check "memcheck radix" 240 memcheck "$T/sortd_gpu_radix_test" --gtest_filter='RadixSortSanitizerTest.*'
+    gtest_check "racecheck radix" 240 racecheck "$T/sortd_gpu_radix_test" --gtest_filter='RadixSortSanitizerTest.*'
+    gtest_check "memcheck worker" 240 memcheck "$T/sortd_gpu_worker_test" --gtest_filter='GpuWorker.JobLarger*:GpuWorkerTest/0.*'
+  fi
+  if [ "${SERVICE:-1}" = 1 ]; then
+    gtest_check "service tests (bundled)" 300 - "$B/sortd_gpu_service_test"
+  fi
 fi
-filter='^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|mismatch|Expected|Which is|value at|error'
-echo "== radix tests"; timeout 300 $T/sortd_gpu_radix_test 2>&1 | grep -E "$filter" | grep -v "  OK" | head -20
-echo "== worker tests"; timeout 300 $T/sortd_gpu_worker_test 2>&1 | grep -E "$filter" | grep -v "  OK" | head -20
-echo "== memcheck radix"; timeout 200 compute-sanitizer --tool memcheck $T/sortd_gpu_radix_test --gtest_filter='RadixSortSanitizerTest.*' 2>&1 | tail -1
-echo "== racecheck radix"; timeout 200 compute-sanitizer --tool racecheck $T/sortd_gpu_radix_test --gtest_filter='RadixSortSanitizerTest.*' 2>&1 | tail -1
-echo "== memcheck worker"; timeout 200 compute-sanitizer --tool memcheck $T/sortd_gpu_worker_test --gtest_filter='GpuWorker.JobLarger*:GpuWorkerTest/0.*' 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | tail -2
-echo "== service tests (bundled)"; timeout 300 $B/sortd_gpu_service_test 2>&1 | grep -E "$filter" | grep -v "  OK" | head -20
 
 echo "== e2e: real sortd + sortctl"
-$B/sortd --listen=127.0.0.1:50061 --metrics_listen=127.0.0.1:9471 --max_message_bytes=1000000000 > /tmp/gpu_sortd.log 2>&1 &
-GPU_PID=$!
-$B/sortd --engine=cpu --listen=127.0.0.1:50062 --metrics_listen=127.0.0.1:9472 --max_message_bytes=1000000000 > /tmp/cpu_sortd.log 2>&1 &
-CPU_PID=$!
-sleep 2
-head -3 /tmp/gpu_sortd.log
-for t in uint32 int32 float32 uint64 int64 float64; do
-  n=2000000; ext=npy; [ $t = bytes ] && n=200000 && ext=txt
-  $B/sortctl gen --type=$t --count=$n --seed=7 --out=/tmp/in_$t.$ext 2>/dev/null
-  for order in asc desc; do
-    $B/sortctl sort --target=127.0.0.1:50061 --max_message_bytes=1000000000 --type=$t --order=$order --in=/tmp/in_$t.$ext --out=/tmp/out_$t.$ext --indices_out=/tmp/idx_$t.bin 2>/tmp/sort_$t.err || { echo "sort $t failed"; cat /tmp/sort_$t.err; }
-    python3 - "$t" "$order" "$(cat /tmp/sort_$t.err)" <<'PY'
-import sys, numpy as np
-t, order, msg = sys.argv[1], sys.argv[2], sys.argv[3]
-if t == 'bytes':
-    print(f"{t:8s} {order:4s} {msg.strip()}")
-    sys.exit(0)
-a = np.load(f"/tmp/in_{t}.npy"); o = np.load(f"/tmp/out_{t}.npy")
-idx = np.fromfile(f"/tmp/idx_{t}.bin", dtype=np.uint64)
-ref = np.sort(a, kind="stable")
-if order == "desc": ref = ref[::-1]
-ok_keys = np.array_equal(o, ref, equal_nan=(a.dtype.kind == 'f'))
-ok_idx = np.array_equal(a[idx].view(np.uint8), o.view(np.uint8))
-print(f"{t:8s} {order:4s} {msg.strip():40s} keys {'OK' if ok_keys else 'WRONG'} indices {'OK' if ok_idx else 'WRONG'}")
-PY
+for t in $NUMERIC_TYPES; do
+  for n in $SIZES; do
+    python3 "$VERIFY" gen --type "$t" --count "$n" --seed 7 --out "$W/in_${t}_$n.npy"
   done
 done
-echo "== service bench: Sort RPC, uint32, 5 s each"
-for keys in 4194304 67108864; do
-  for conc in 1 4; do
-    for port in 50061 50062; do
-      eng=$([ $port = 50061 ] && echo gpu-auto || echo cpu)
-      r=$(timeout 60 $B/sortctl bench --target=127.0.0.1:$port --max_message_bytes=1000000000 --type=uint32 --keys=$keys --concurrency=$conc --duration=5s 2>&1)
-      echo "$keys keys ($((keys*4/1048576)) MiB) conc=$conc engine=$eng | $(echo "$r" | grep -E 'throughput|latency|requests:' | tr -s ' ' | tr '\n' ' ')"
+BIG=(--max_message_bytes=1000000000)
+start_sortd gpu "$W/gpu_sortd.log" "$B/sortd" "${BIG[@]}"
+GPU_PID=$SERVER_PID
+CPU_PID=""
+if [ "${BENCH:-1}" = 1 ]; then
+  start_sortd cpu "$W/cpu_sortd.log" "$B/sortd" --engine=cpu "${BIG[@]}"
+  CPU_PID=$SERVER_PID
+fi
+start=$SECONDS
+if wait_serving gpu "$GPU_PID" 120; then
+  GPU_PORT=$PORT GPU_MPORT=$MPORT
+  record PASS "gpu sortd SERVING" $((SECONDS - start)) "$WAIT_DETAIL; $(head -1 "$W/gpu_sortd.log" | cut -c1-120)"
+  for t in $NUMERIC_TYPES; do
+    for n in $SIZES; do
+      for order in asc desc; do
+        sort_and_verify "gpu $t n=$n $order indices" "$GPU_PORT" "$(expected_engine "$n" idx)" "$order" \
+          "$W/in_${t}_$n.npy" "$W/out.npy" "$W/idx.bin" "${BIG[@]}"
+      done
+    done
+    n=${SIZES%% *}
+    for order in asc desc; do
+      sort_and_verify "gpu $t n=$n $order keys only" "$GPU_PORT" "$(expected_engine "$n" keys)" "$order" \
+        "$W/in_${t}_$n.npy" "$W/out.npy" - "${BIG[@]}"
     done
   done
-done
-echo "== metrics (gpu server)"
-curl -s 127.0.0.1:9471/metrics | grep -E '^sortd_(gpu_kernel_duration_seconds_(count|sum)|transfer_duration_seconds_(count|sum)|device_pool_bytes|gpu_fallbacks_total|keys_sorted_total)' | head -20
-kill -TERM $GPU_PID $CPU_PID; wait $GPU_PID; echo "gpu sortd exit $?"; wait $CPU_PID
+  echo "== metrics (gpu server)"
+  python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$GPU_MPORT/metrics', timeout=10).read().decode())" > "$W/metrics.txt" || true
+  grep -E '^sortd_(gpu_kernel_duration_seconds_(count|sum)|transfer_duration_seconds_(count|sum)|device_pool_bytes|gpu_fallbacks_total|keys_sorted_total)' "$W/metrics.txt" | head -20 || true
+  fallbacks=$(metric_sum "$GPU_MPORT" '^sortd_gpu_fallbacks_total' || echo "?")
+  if [ "$fallbacks" = 0 ]; then
+    record PASS "gpu sortd: no CPU fallback" 0 "sortd_gpu_fallbacks_total 0"
+  else
+    record FAIL "gpu sortd: no CPU fallback" 0 "sortd_gpu_fallbacks_total $fallbacks"
+  fi
+else
+  record FAIL "gpu sortd SERVING" $((SECONDS - start)) "$WAIT_DETAIL: $(tail -3 "$W/gpu_sortd.log" | tr '\n' ' ')"
+fi
+
+if [ "${BENCH:-1}" = 1 ]; then
+  echo "== service bench: Sort RPC, uint32, ${BENCH_SECONDS:-5} s each"
+  bench_failed=() bench_runs=0
+  if wait_serving cpu "$CPU_PID" 60; then
+    CPU_PORT=$PORT
+    for keys in ${BENCH_KEYS:-4194304 67108864}; do
+      for conc in 1 4; do
+        for eng in gpu-auto cpu; do
+          port=$([ "$eng" = cpu ] && echo "$CPU_PORT" || echo "${GPU_PORT:-0}")
+          rc=0
+          timeout -k 10 60 "$B/sortctl" bench --target="127.0.0.1:$port" "${BIG[@]}" --type=uint32 \
+            --keys="$keys" --concurrency=$conc --duration="${BENCH_SECONDS:-5}s" > "$W/bench.txt" 2>&1 || rc=$?
+          bench_runs=$((bench_runs + 1))
+          [ "$rc" = 0 ] || bench_failed+=("$keys/$conc/$eng: exit $rc")
+          echo "$keys keys ($((keys * 4 / 1048576)) MiB) conc=$conc engine=$eng | $(grep -E 'throughput|latency|requests:' "$W/bench.txt" | tr -s ' ' | tr '\n' ' ')" | tee -a "$W/bench_table.txt"
+        done
+      done
+    done
+  else
+    bench_failed+=("cpu sortd: $WAIT_DETAIL")
+  fi
+  if [ ${#bench_failed[@]} = 0 ]; then
+    record PASS "bench: sortctl bench runs" 0 "$bench_runs ran; table above and in $W/bench_table.txt"
+  else
+    record FAIL "bench: sortctl bench runs" 0 "${bench_failed[*]}"
+  fi
+fi
+
+stop_sortd "gpu sortd" "$GPU_PID" 60
+[ -n "$CPU_PID" ] && stop_sortd "cpu sortd" "$CPU_PID" 60
+echo "== gpu_e2e.sh took $((SECONDS - T0)) s; logs in $W"
+finish

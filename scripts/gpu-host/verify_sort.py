@@ -37,7 +37,6 @@ import argparse
 import functools
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -228,7 +227,7 @@ def check_bytes(keys, out, idx, descending):
         if bad:
             errors.append("keys: %d of %d differ from the input in the reference order" % (len(bad), n))
             for i in bad[:MAX_SHOWN]:
-                errors.append("  keys[%d] = %r, expected %r (input[%d])" % (i, out[i][:60], keys[ref[i]][:60], ref[i]))
+                errors.append("  keys[%d] = %r, expected %r (input[%d])" % (i, out[i][:40], keys[ref[i]][:40], ref[i]))
     if idx is None:
         return errors
     perm_errors = check_permutation(idx, n)
@@ -241,14 +240,14 @@ def check_bytes(keys, out, idx, descending):
         errors.append("indices: %d of %d differ from the stable reference permutation" % (len(bad), n))
         for i in bad[:MAX_SHOWN]:
             errors.append("  indices[%d] = %d (key %r), expected %d (key %r)"
-                          % (i, got[i], keys[got[i]][:60], ref[i], keys[ref[i]][:60]))
+                          % (i, got[i], keys[got[i]][:40], ref[i], keys[ref[i]][:40]))
     if len(out) == n:
         bad = [i for i in range(n) if out[i] != keys[got[i]]]
         if bad:
             errors.append("keys: %d of %d are not input[indices]" % (len(bad), n))
             for i in bad[:MAX_SHOWN]:
                 errors.append("  keys[%d] = %r, input[indices[%d] = %d] = %r"
-                              % (i, out[i][:60], i, got[i], keys[got[i]][:60]))
+                              % (i, out[i][:40], i, got[i], keys[got[i]][:40]))
     return errors
 
 
