@@ -12,6 +12,7 @@
 #include "core/cuda/gpu_worker.h"
 #include "core/cuda/segmented_sort.cuh"
 #include "core/gpu_info.h"
+#include "core/gpu_placement.h"
 
 namespace sortd {
 namespace {
@@ -143,17 +144,19 @@ class GpuRadixEngine final : public GpuEngine {
   }
 
  private:
-  // The healthy GPU with the fewest jobs in flight (ties: lowest ordinal).
+  // The healthy GPU with the fewest jobs in flight, ties rotating
+  // (core/gpu_placement.h).
   cuda::GpuWorker* Pick() {
-    cuda::GpuWorker* best = nullptr;
-    for (const auto& w : workers_) {
-      if (!w->healthy()) continue;
-      if (best == nullptr || w->in_flight() < best->in_flight()) best = w.get();
+    std::vector<GpuLoad> loads(workers_.size());
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      loads[i] = {workers_[i]->healthy(), workers_[i]->in_flight()};
     }
-    return best;
+    const size_t picked = PickGpu(loads, next_start_.fetch_add(1, std::memory_order_relaxed));
+    return picked == kNoGpu ? nullptr : workers_[picked].get();
   }
 
   std::vector<std::unique_ptr<cuda::GpuWorker>> workers_;
+  std::atomic<size_t> next_start_{0};
   GpuEngineObserver* observer_;
   size_t merge_argsort_max_keys_;
   std::string description_;

@@ -1,0 +1,37 @@
+// Which GPU takes the next job: a pure function of each worker's state, so
+// that the placement rule is tested without a GPU (tests/core).
+#ifndef SORTD_CORE_GPU_PLACEMENT_H_
+#define SORTD_CORE_GPU_PLACEMENT_H_
+
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+namespace sortd {
+
+struct GpuLoad {
+  bool healthy = true;
+  int in_flight = 0;  // jobs holding or waiting for one of its slots
+};
+
+inline constexpr size_t kNoGpu = std::numeric_limits<size_t>::max();
+
+// The healthy GPU with the fewest jobs in flight; ties go to the first at or
+// after `start` (mod the count), so that a caller rotating `start` spreads
+// jobs that arrive while every GPU is idle (a large sort spends most of its
+// time in the transport, so that is the common case) instead of sending
+// them all to GPU 0. kNoGpu when none is healthy.
+inline size_t PickGpu(const std::vector<GpuLoad>& gpus, size_t start) {
+  size_t best = kNoGpu;
+  const size_t n = gpus.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (start + k) % n;
+    if (!gpus[i].healthy) continue;
+    if (best == kNoGpu || gpus[i].in_flight < gpus[best].in_flight) best = i;
+  }
+  return best;
+}
+
+}  // namespace sortd
+
+#endif  // SORTD_CORE_GPU_PLACEMENT_H_
