@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ARGS ?=
 
-.PHONY: all deps configure build run test test-core test-service test-e2e test-asan test-tsan fuzz fuzz-build fuzz-smoke bench-cpu lint clean
+.PHONY: all deps configure build run test test-core test-service test-e2e test-asan test-tsan fuzz fuzz-build fuzz-smoke sanitize-smoke bench-cpu lint clean
 
 all: build
 
@@ -25,10 +25,12 @@ build: configure
 run: build
 	$(BUILD)/server/sortd $(ARGS)
 
-# The suite, then a short run of each fuzzer (its own clang build tree).
+# The suite, then a short run of each fuzzer and the service tests under
+# ASan+UBSan (both in the clang build tree of the fuzzers).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory sanitize-smoke
 
 test-core: build
 	cd $(BUILD) && ctest --output-on-failure -L core
@@ -83,6 +85,15 @@ fuzz: fuzz-build
 
 fuzz-smoke: fuzz-build
 	bash tests/fuzz/run.sh $(BUILD)-fuzz 20
+
+# The service tests (every RPC, hostile input, injected allocation
+# failures, gated drains and deadlines) under ASan+UBSan, in the fuzz tree:
+# the sanitizer subset CI runs (make test-asan runs core and service tests
+# in a gcc tree of their own).
+sanitize-smoke: fuzz-build
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target sortd_service_test
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(BUILD)-fuzz/tests/service/sortd_service_test --gtest_brief=1
 
 bench-cpu: build
 	SORTD_BENCH_BIN=$(BUILD)/bench/sortd_cpu_bench bash bench/run_cpu_bench.sh
