@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <iostream>
 #include <thread>
+#include <vector>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -162,7 +164,11 @@ std::string InvalidFlagValue() {
                : absl::StrCat("--", name, "=", absl::FormatDuration(value), ": must not be negative");
   };
   for (const std::string& problem : {
-           positive("max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes)),
+           // Below that, no SortChunked response could carry its framing.
+           absl::GetFlag(FLAGS_max_message_bytes) >= 1024
+               ? std::string()
+               : absl::StrCat("--max_message_bytes=", absl::GetFlag(FLAGS_max_message_bytes),
+                              ": must be at least 1024"),
            positive("max_stream_pending", absl::GetFlag(FLAGS_max_stream_pending)),
            positive("max_queued_requests",
                     static_cast<int64_t>(absl::GetFlag(FLAGS_max_queued_requests))),
@@ -293,12 +299,20 @@ int main(int argc, char** argv) {
   // The metrics port file is written first: tests wait for the gRPC one.
   // A port file that cannot be written stops the server: whoever asked for
   // it would otherwise wait for it forever.
-  for (const std::string& failed :
-       {WritePortFile("metrics_port_file", absl::GetFlag(FLAGS_metrics_port_file),
-                      (*server)->metrics_port()),
-        WritePortFile("port_file", absl::GetFlag(FLAGS_port_file), (*server)->port())}) {
-    if (failed.empty()) continue;
+  // One at a time, the gRPC one last (whoever waits for it may then
+  // connect); on a failure the files already written are removed.
+  std::vector<std::string> written;
+  for (const auto& [flag, path, port] :
+       {std::make_tuple("metrics_port_file", absl::GetFlag(FLAGS_metrics_port_file),
+                        (*server)->metrics_port()),
+        std::make_tuple("port_file", absl::GetFlag(FLAGS_port_file), (*server)->port())}) {
+    const std::string failed = WritePortFile(flag, path, port);
+    if (failed.empty()) {
+      if (!path.empty()) written.push_back(path);
+      continue;
+    }
     std::cerr << "sortd: " << failed << "\n";
+    for (const std::string& done : written) std::remove(done.c_str());
     (*server)->Shutdown();
     server->reset();
     return 1;

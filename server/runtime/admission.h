@@ -22,6 +22,7 @@ class AdmissionControl {
   // Reserves more bytes for a request already admitted (chunked uploads).
   absl::Status AcquireMoreBytes(uint64_t bytes);
   void ReleaseBytes(uint64_t bytes) { bytes_.fetch_sub(bytes); }
+  void ReleaseRequest() { requests_.fetch_sub(1); }
   void Release(uint64_t bytes) {
     bytes_.fetch_sub(bytes);
     requests_.fetch_sub(1);
@@ -53,6 +54,7 @@ class Admitted {
     Reset();
     control_ = other.control_;
     bytes_ = other.bytes_;
+    holds_request_ = other.holds_request_;
     other.control_ = nullptr;
     return *this;
   }
@@ -62,15 +64,26 @@ class Admitted {
 
   // Adds bytes to this admission (already reserved by AcquireMoreBytes).
   void AddBytes(uint64_t bytes) { bytes_ += bytes; }
+  // Gives the request slot back now and keeps the bytes (a response that
+  // waits to be written holds memory, not a place in the queue).
+  void ReleaseRequestSlot() {
+    if (control_ != nullptr && holds_request_) control_->ReleaseRequest();
+    holds_request_ = false;
+  }
   void Reset() {
-    if (control_ != nullptr) control_->Release(bytes_);
+    if (control_ != nullptr) {
+      control_->ReleaseBytes(bytes_);
+      if (holds_request_) control_->ReleaseRequest();
+    }
     control_ = nullptr;
     bytes_ = 0;
+    holds_request_ = true;
   }
 
  private:
   AdmissionControl* control_ = nullptr;
   uint64_t bytes_ = 0;
+  bool holds_request_ = true;
 };
 
 }  // namespace sortd

@@ -14,18 +14,16 @@
 namespace sortd {
 namespace {
 
-// A response's fields besides its elements (offset, total_keys, engine, the
-// request_id's tag and length, the nested chunk and arrays), generously.
-constexpr uint64_t kResponseFramingBytes = 256;
-// A byte string's tag and length prefix (lengths below 2^35).
-constexpr uint64_t kBytesElementFraming = 6;
+constexpr uint64_t kResponseFramingBytes = ChunkedUpload::kResponseFramingBytes;
+constexpr uint64_t kBytesElementFraming = ChunkedUpload::kBytesElementFraming;
 
 }  // namespace
 SortChunkedReactor::SortChunkedReactor(ServiceContext* context,
                                        grpc::CallbackServerContext* ctx)
     : context_(context),
       ctx_(ctx),
-      upload_(context->limits.max_chunked_bytes, context->admission) {
+      upload_(context->limits.max_chunked_bytes, context->admission,
+              context->limits.max_response_bytes) {
   absl::Status status = context_->CheckNotDraining();
   if (!status.ok()) {
     Done(status);

@@ -81,6 +81,7 @@ absl::Status ChunkedUpload::AcceptChunk(const v1::SortChunkedRequest& message) {
     return absl::ResourceExhaustedError(absl::StrCat("SortChunked: upload exceeds the limit of ",
                                                      max_bytes_, " bytes (--max_chunked_bytes)"));
   }
+  if (absl::Status returnable = CheckReturnable(chunk); !returnable.ok()) return returnable;
   if (keys_.empty_type()) {
     absl::Status status = ReserveAnnounced(chunk);
     if (!status.ok()) return status;
@@ -103,6 +104,38 @@ absl::Status ChunkedUpload::AcceptChunk(const v1::SortChunkedRequest& message) {
   if (!status.ok()) return status;
   if (header_.with_values()) status = values_.Append(chunk.values(), "chunk.values");
   return status;
+}
+
+absl::Status ChunkedUpload::CheckReturnable(const v1::ArrayChunk& chunk) const {
+  const bool byte_keys = TypeOf(chunk.keys()) == DataType::kBytes;
+  const bool byte_values =
+      header_.with_values() && TypeOf(chunk.values()) == DataType::kBytes;
+  if (max_response_bytes_ == 0 || (!byte_keys && !byte_values)) return absl::OkStatus();
+  // The most one element may take: the limit less the message's framing
+  // and an 8-byte index.
+  const uint64_t room = max_response_bytes_ > kResponseFramingBytes + 8
+                            ? max_response_bytes_ - kResponseFramingBytes - 8
+                            : 0;
+  const size_t n = LengthOf(chunk.keys());
+  const std::optional<DataType> value_type =
+      header_.with_values() ? TypeOf(chunk.values()) : std::nullopt;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t bytes = byte_keys ? chunk.keys().bytes().values(static_cast<int>(i)).size() +
+                                     kBytesElementFraming
+                               : ElementSize(*TypeOf(chunk.keys()));
+    if (value_type) {
+      bytes += byte_values ? chunk.values().bytes().values(static_cast<int>(i)).size() +
+                                 kBytesElementFraming
+                           : ElementSize(*value_type);
+    }
+    if (bytes > room) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          byte_keys ? "chunk.keys" : "chunk.values", ": element ", keys_.size() + i, " takes ",
+          bytes, " bytes with its framing, more than one response of ", max_response_bytes_,
+          " bytes (--max_message_bytes) can return"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ChunkedUpload::ReserveAnnounced(const v1::ArrayChunk& first) {

@@ -16,9 +16,19 @@ namespace sortd {
 class ChunkedUpload {
  public:
   // `max_bytes`: the largest payload one upload may carry
-  // (--max_chunked_bytes).
-  ChunkedUpload(uint64_t max_bytes, AdmissionControl* admission)
-      : max_bytes_(max_bytes), admission_(admission) {}
+  // (--max_chunked_bytes). `max_response_bytes`: the largest message the
+  // answer may use (--max_message_bytes; 0: unchecked): an element that
+  // could not be sent back within it is refused on arrival, not after the
+  // sort.
+  ChunkedUpload(uint64_t max_bytes, AdmissionControl* admission, uint64_t max_response_bytes = 0)
+      : max_bytes_(max_bytes), max_response_bytes_(max_response_bytes), admission_(admission) {}
+
+  // What a response message costs beyond its elements (offset, total_keys,
+  // engine, the request_id's tag and length, the nested chunk and arrays),
+  // generously; and what a byte string costs beyond its bytes (tag and
+  // length prefix, lengths below 2^35).
+  static constexpr uint64_t kResponseFramingBytes = 256;
+  static constexpr uint64_t kBytesElementFraming = 6;
 
   // The next message of the stream: the header first, chunks after it.
   // Any error ends the upload (the caller ends the RPC with it).
@@ -44,7 +54,11 @@ class ChunkedUpload {
   // reserves the columns (no growth, no per-chunk admission after that).
   absl::Status ReserveAnnounced(const v1::ArrayChunk& first);
 
+  // Refuses a byte-string element too large to return in one response.
+  absl::Status CheckReturnable(const v1::ArrayChunk& chunk) const;
+
   const uint64_t max_bytes_;
+  const uint64_t max_response_bytes_;
   AdmissionControl* const admission_;
   bool have_header_ = false;
   v1::ChunkedSortHeader header_;

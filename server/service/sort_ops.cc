@@ -70,6 +70,14 @@ absl::Status ValidateRequestId(const std::string& request_id, absl::string_view 
   return absl::OkStatus();
 }
 
+std::string EchoableRequestId(const std::string& request_id) {
+  if (request_id.size() <= kMaxRequestIdBytes) return request_id;
+  size_t end = kMaxRequestIdBytes;
+  // Back off over continuation bytes (10xxxxxx) to the start of a character.
+  while (end > 0 && (static_cast<unsigned char>(request_id[end]) & 0xC0) == 0x80) --end;
+  return request_id.substr(0, end);
+}
+
 absl::Status ValidateSortRequest(const v1::SortRequest& request) {
   absl::Status id = ValidateRequestId(request.request_id());
   if (!id.ok()) return id;

@@ -20,6 +20,10 @@ namespace sortd {
 inline constexpr size_t kMaxRequestIdBytes = 4096;
 absl::Status ValidateRequestId(const std::string& request_id,
                                absl::string_view field = "request_id");
+// The longest prefix of `request_id` within kMaxRequestIdBytes that ends on
+// a UTF-8 character boundary (proto3 strings must stay valid UTF-8, or the
+// client cannot parse the response that echoes it).
+std::string EchoableRequestId(const std::string& request_id);
 
 // INVALID_ARGUMENT naming the field when a request is malformed.
 absl::Status ValidateSortRequest(const v1::SortRequest& request);

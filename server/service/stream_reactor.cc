@@ -74,9 +74,9 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   read_in_flight_ = false;
   if (!status.ok()) {
     auto response = std::make_unique<v1::SortResponse>();
-    // An id refused for its length is echoed cut to the longest allowed, so
-    // that the error itself stays within the message limit.
-    response->set_request_id(request->request_id().substr(0, kMaxRequestIdBytes));
+    // An id refused for its length is echoed cut to the longest allowed (on
+    // a character boundary), so that the error itself fits the limit.
+    response->set_request_id(EchoableRequestId(request->request_id()));
     response->mutable_error()->set_code(static_cast<int>(status.code()));
     response->mutable_error()->set_message(std::string(status.message()));
     if (!cancelled_ && !write_failed_) writes_.push_back({std::move(response), Admitted()});
@@ -160,6 +160,10 @@ void SortStreamReactor::Deliver(const v1::SortRequest& request,
 }
 
 void SortStreamReactor::Complete(std::unique_ptr<v1::SortResponse> response, Admitted admitted) {
+  // Answered: no longer queued (--max_queued_requests), but its bytes stay
+  // admitted until written (--max_inflight_bytes), so that streams nobody
+  // reads cannot take every request slot of the server.
+  admitted.ReleaseRequestSlot();
   std::unique_lock<std::mutex> lock(mu_);
   --jobs_;
   // Dropped (and released) when nothing more can be delivered.

@@ -38,9 +38,10 @@ class SortStreamReactor final
     grpc::Status status;
   };
 
-  // A response waiting to be written, with the admission of its request:
-  // held until the write completes, so that responses a client does not
-  // read stay counted against --max_inflight_bytes.
+  // A response waiting to be written, with the admitted bytes of its
+  // request: held until the write completes, so that responses a client
+  // does not read stay counted against --max_inflight_bytes (its request
+  // slot is given back when it is answered).
   struct PendingWrite {
     std::unique_ptr<v1::SortResponse> response;
     Admitted admitted;

@@ -514,6 +514,27 @@ class BadInput(unittest.TestCase):
                         refused.error.message)
         self.assertEqual(list(by_id["small"].keys.uint32.values), [3, 4])
 
+    def test_a_long_multibyte_request_id_is_cut_on_a_character_boundary(self):
+        # 4097 bytes: cut at 4096 would split the last two-byte character,
+        # and a response with invalid UTF-8 would not parse on the client.
+        long_id = "a" + "\u00e9" * 2048
+        self.assertEqual(len(long_id.encode()), 4097)
+        responses = self.run_stream([u32_request([2, 1], request_id=long_id),
+                                     u32_request([4, 3], request_id="after")])
+        by_id = {r.request_id: r for r in responses}
+        self.assertEqual(sorted(by_id, key=len), ["after", long_id[:2048]])
+        self.assertEqual(by_id[long_id[:2048]].error.code, INVALID_ARGUMENT)
+        self.assertEqual(list(by_id["after"].keys.uint32.values), [3, 4])
+
+    def test_chunked_element_too_large_to_return_is_refused_on_arrival(self):
+        # It fits an upload message, but its response (framing, an 8-byte
+        # index) would not fit the limit: refused before the sort, not after.
+        big = b"x" * (MESSAGE_LIMIT - 100)
+        before = total(self.samples(), "sortd_keys_sorted_total")
+        self.assertChunkedRefused([header(return_indices=True), chunk([big], kind="bytes")],
+                                  grpc.StatusCode.RESOURCE_EXHAUSTED, "chunk.keys: element 0 takes")
+        self.assertEqual(total(self.samples(), "sortd_keys_sorted_total"), before)
+
     def test_chunked_request_id_over_4096_bytes_is_refused_naming_the_field(self):
         self.assertChunkedRefused([header(request_id=ONE_MB_ID), chunk([3, 1, 2])],
                                   grpc.StatusCode.INVALID_ARGUMENT, "header.request_id: ")

@@ -345,8 +345,9 @@ class StartupFaults(unittest.TestCase):
             ("--batching=sometimes", 2, "batching: unknown value"),
             # values that parse but that sortd refuses: exit 2, "sortd: --<flag>=<value>: ..."
             ("--max_stream_pending=0", 2, "--max_stream_pending=0: must be positive"),
-            ("--max_message_bytes=0", 2, "--max_message_bytes=0: must be positive"),
-            ("--max_message_bytes=-5", 2, "--max_message_bytes=-5: must be positive"),
+            ("--max_message_bytes=0", 2, "--max_message_bytes=0: must be at least 1024"),
+            ("--max_message_bytes=-5", 2, "--max_message_bytes=-5: must be at least 1024"),
+            ("--max_message_bytes=300", 2, "--max_message_bytes=300: must be at least 1024"),
             ("--max_queued_requests=0", 2, "--max_queued_requests=0: must be positive"),
             ("--max_chunked_bytes=0", 2, "--max_chunked_bytes=0: must be positive"),
             ("--gpu_streams=0", 2, "--gpu_streams=0: must be positive"),

@@ -76,7 +76,11 @@ void RunUpload(const uint8_t* data, size_t size, uint64_t limit, AdmissionContro
     }
     const uint64_t total = upload.header().total_keys();
     Check(total == 0 || upload.keys().size() <= total, "more keys held than announced");
-    Check(upload.payload_bytes() <= limit, "payload over --max_chunked_bytes");
+    // Counted from what was accepted, not from the upload's own counter.
+    Check(PayloadBytes(accepted_keys) + PayloadBytes(accepted_values) <= limit,
+          "accepted payload over --max_chunked_bytes");
+    Check(upload.payload_bytes() == PayloadBytes(accepted_keys) + PayloadBytes(accepted_values),
+          "the upload's payload count differs from what it accepted");
     Check(admission->inflight_bytes() <= admission->max_bytes(), "admission over its budget");
     if (upload.header().with_values()) {
       Check(upload.values().size() == upload.keys().size(), "values and keys differ in length");

@@ -2,7 +2,7 @@
 # Runs each libFuzzer binary of a fuzz build tree for a bounded time, from
 # the checked-in seeds plus the tree's own growing corpus, and prints one
 # line per fuzzer: executions, corpus size, findings. Exits non-zero on any
-# finding (the crashing input is saved under <tree>/fuzz-findings/).
+# finding (the crashing input is saved under <tree>/fuzz-findings/NAME/RUN/).
 # Usage: tests/fuzz/run.sh BUILD_TREE SECONDS_PER_FUZZER
 set -euo pipefail
 tree=$1
@@ -13,7 +13,9 @@ summary=()
 for name in request chunked cpu_engine; do
   binary=$tree/tests/fuzz/sortd_${name}_fuzzer
   corpus=$tree/fuzz-corpus/$name
-  findings=$tree/fuzz-findings/$name
+  # Each run keeps its findings apart: an input saved by an earlier run
+  # (perhaps of a bug since fixed) does not fail this one.
+  findings=$tree/fuzz-findings/$name/$(date +%Y%m%dT%H%M%S)
   log=$tree/fuzz-$name.log
   mkdir -p "$corpus" "$findings"
   # -rss_limit_mb: a request may legitimately hold a few arrays; more is a finding.

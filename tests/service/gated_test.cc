@@ -58,6 +58,18 @@ class Gate {
   bool open_ = false;
 };
 
+// Opens the gate when the test leaves its scope, also through a failed
+// ASSERT (declare it after the server: the server's destructor would
+// otherwise wait forever for the calls the gate holds).
+class OpenOnExit {
+ public:
+  explicit OpenOnExit(Gate& gate) : gate_(gate) {}
+  ~OpenOnExit() { gate_.Open(); }
+
+ private:
+  Gate& gate_;
+};
+
 // Counts, without holding anything, the calls that reached `site`.
 class SiteCounter {
  public:
@@ -229,6 +241,7 @@ TEST(GatedStreamTest, AStreamStopsReadingAtMaxStreamPendingAndAnswersEverythingA
   options.worker_threads = 4;
   options.limits.max_stream_pending = 2;
   auto server = StartGated(gate, options);
+  OpenOnExit open_on_exit(gate);
   auto client = Connect(*server);
 
   grpc::ClientContext ctx;
@@ -268,6 +281,7 @@ TEST(GatedStreamTest, ACancelledStreamCountsItsRequestsCancelledAndReleasesThem)
   ServerOptions options;
   options.worker_threads = 2;
   auto server = StartGated(gate, options, &cancels);
+  OpenOnExit open_on_exit(gate);
   auto client = Connect(*server);
 
   grpc::ClientContext ctx;
