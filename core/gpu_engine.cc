@@ -147,11 +147,9 @@ class GpuRadixEngine final : public GpuEngine {
   // The healthy GPU with the fewest jobs in flight, ties rotating
   // (core/gpu_placement.h).
   cuda::GpuWorker* Pick() {
-    std::vector<GpuLoad> loads(workers_.size());
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      loads[i] = {workers_[i]->healthy(), workers_[i]->in_flight()};
-    }
-    const size_t picked = PickGpu(loads, next_start_.fetch_add(1, std::memory_order_relaxed));
+    const size_t picked = PickGpu(
+        workers_.size(), next_start_.fetch_add(1, std::memory_order_relaxed),
+        [this](size_t i) { return GpuLoad{workers_[i]->healthy(), workers_[i]->in_flight()}; });
     return picked == kNoGpu ? nullptr : workers_[picked].get();
   }
 

@@ -57,6 +57,20 @@ template <> struct DataTypeOf<double> { static constexpr DataType value = DataTy
 
 // A mutable view of a host array of numeric keys: `size` elements of `type`
 // at `data`. The engine sorts it in place.
+// Calls fn(T{}) with the C++ type of a numeric DataType (nothing for bytes).
+template <typename Fn>
+void VisitNumeric(DataType type, Fn&& fn) {
+  switch (type) {
+    case DataType::kUint32: fn(uint32_t{}); return;
+    case DataType::kInt32: fn(int32_t{}); return;
+    case DataType::kFloat32: fn(float{}); return;
+    case DataType::kUint64: fn(uint64_t{}); return;
+    case DataType::kInt64: fn(int64_t{}); return;
+    case DataType::kFloat64: fn(double{}); return;
+    case DataType::kBytes: return;
+  }
+}
+
 struct NumericSpan {
   DataType type = DataType::kUint32;
   void* data = nullptr;

@@ -11,8 +11,10 @@
 #include <thread>
 #include <vector>
 #include <tuple>
+#include <type_traits>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/flags/usage.h"
@@ -152,54 +154,41 @@ std::string WritePortFile(const std::string& flag, const std::string& path, int 
   return "";
 }
 
+// "--NAME=VALUE: must be ..." when `flag` is below `min`, else empty. The
+// value is printed as the command line spells it (durations with units).
+template <typename T>
+std::string BelowMinimum(const absl::Flag<T>& flag, T min) {
+  if (absl::GetFlag(flag) >= min) return "";
+  std::string must = "must be at least " + absl::UnparseFlag(min);
+  if (min == T{}) must = "must not be negative";
+  if constexpr (std::is_arithmetic_v<T>) {
+    if (min == T{1}) must = "must be positive";
+  }
+  return absl::StrCat("--", absl::GetFlagReflectionHandle(flag).Name(), "=",
+                      absl::UnparseFlag(absl::GetFlag(flag)), ": ", must);
+}
+
 // Values the flags' types allow but the server cannot run with (each would
 // otherwise hang, refuse every call or be silently replaced). Empty: none.
 std::string InvalidFlagValue() {
-  auto positive = [](const char* name, int64_t value) -> std::string {
-    return value > 0 ? "" : absl::StrCat("--", name, "=", value, ": must be positive");
-  };
-  auto not_negative = [](const char* name, absl::Duration value) -> std::string {
-    return value >= absl::ZeroDuration()
-               ? ""
-               : absl::StrCat("--", name, "=", absl::FormatDuration(value), ": must not be negative");
-  };
+  const absl::Duration zero = absl::ZeroDuration();
   for (const std::string& problem : {
-           // Below that, no SortChunked response could carry its framing.
-           absl::GetFlag(FLAGS_max_message_bytes) >= 1024
-               ? std::string()
-               : absl::StrCat("--max_message_bytes=", absl::GetFlag(FLAGS_max_message_bytes),
-                              ": must be at least 1024"),
-           positive("max_stream_pending", absl::GetFlag(FLAGS_max_stream_pending)),
-           positive("max_queued_requests",
-                    static_cast<int64_t>(absl::GetFlag(FLAGS_max_queued_requests))),
-           positive("max_chunked_bytes",
-                    static_cast<int64_t>(absl::GetFlag(FLAGS_max_chunked_bytes))),
-           positive("gpu_streams", absl::GetFlag(FLAGS_gpu_streams)),
-           absl::GetFlag(FLAGS_malloc_arena_max) >= 0
-               ? std::string()
-               : absl::StrCat("--malloc_arena_max=", absl::GetFlag(FLAGS_malloc_arena_max),
-                              ": must not be negative"),
-           absl::GetFlag(FLAGS_chunk_response_bytes) >= 1024
-               ? std::string()
-               : absl::StrCat("--chunk_response_bytes=", absl::GetFlag(FLAGS_chunk_response_bytes),
-                              ": must be at least 1024"),
-           absl::GetFlag(FLAGS_max_batch_delay_us) >= 0
-               ? std::string()
-               : absl::StrCat("--max_batch_delay_us=", absl::GetFlag(FLAGS_max_batch_delay_us),
-                              ": must not be negative"),
-           absl::GetFlag(FLAGS_log_lines_per_second) >= 0
-               ? std::string()
-               : absl::StrCat("--log_lines_per_second=", absl::GetFlag(FLAGS_log_lines_per_second),
-                              ": must not be negative"),
-           absl::GetFlag(FLAGS_slow_request_seconds) >= 0
-               ? std::string()
-               : absl::StrCat("--slow_request_seconds=", absl::GetFlag(FLAGS_slow_request_seconds),
-                              ": must not be negative"),
-           not_negative("drain_timeout", absl::GetFlag(FLAGS_drain_timeout)),
-           not_negative("drain_delay", absl::GetFlag(FLAGS_drain_delay)),
-           not_negative("idle_memory_trim_interval", absl::GetFlag(FLAGS_idle_memory_trim_interval)),
-           not_negative("max_connection_age", absl::GetFlag(FLAGS_max_connection_age)),
-           not_negative("max_connection_age_grace", absl::GetFlag(FLAGS_max_connection_age_grace)),
+           // Below 1024, no SortChunked response could carry its framing.
+           BelowMinimum(FLAGS_max_message_bytes, 1024),
+           BelowMinimum(FLAGS_max_stream_pending, 1),
+           BelowMinimum(FLAGS_max_queued_requests, uint64_t{1}),
+           BelowMinimum(FLAGS_max_chunked_bytes, uint64_t{1}),
+           BelowMinimum(FLAGS_gpu_streams, 1),
+           BelowMinimum(FLAGS_malloc_arena_max, 0),
+           BelowMinimum(FLAGS_chunk_response_bytes, uint64_t{1024}),
+           BelowMinimum(FLAGS_max_batch_delay_us, int64_t{0}),
+           BelowMinimum(FLAGS_log_lines_per_second, 0.0),
+           BelowMinimum(FLAGS_slow_request_seconds, 0.0),
+           BelowMinimum(FLAGS_drain_timeout, zero),
+           BelowMinimum(FLAGS_drain_delay, zero),
+           BelowMinimum(FLAGS_idle_memory_trim_interval, zero),
+           BelowMinimum(FLAGS_max_connection_age, zero),
+           BelowMinimum(FLAGS_max_connection_age_grace, zero),
        }) {
     if (!problem.empty()) return problem;
   }

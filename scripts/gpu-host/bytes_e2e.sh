@@ -15,11 +15,6 @@
 #   N=200000 strings (default); SERVICE=0 skips the service tests;
 #   W=/tmp/sortd_bytes_e2e work directory.
 set -euo pipefail
-export PATH=/usr/local/cuda/bin:$PATH
-ROOT=$PWD
-if [ -f .device/bundle.tar.xz ] && [ ! -d .device/bundle ]; then tar -C .device -xJf .device/bundle.tar.xz; fi
-B=${B:-$ROOT/.device/bundle/bin}
-export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CHECKS_NAME=bytes_e2e.sh
 W=${W:-/tmp/sortd_bytes_e2e}
 # shellcheck source=checks.sh

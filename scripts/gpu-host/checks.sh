@@ -19,7 +19,15 @@
 #                                       sortctl sort + verify_sort.py: one row
 #   expected_engine N idx|keys|bytes    the engine sortd's defaults pick
 #   finish                              summary table last, exit status
-# Needs B (bundle bin directory with sortctl) for the sortd helpers.
+# Sets up the carried bundle (run from the repository root): CUDA on PATH,
+# .device/bundle.tar.xz unpacked, B (its bin directory, unless set) and its
+# libraries on LD_LIBRARY_PATH; ROOT is the repository root.
+
+export PATH=/usr/local/cuda/bin:$PATH
+ROOT=$PWD
+if [ -f .device/bundle.tar.xz ] && [ ! -d .device/bundle ]; then tar -C .device -xJf .device/bundle.tar.xz; fi
+B=${B:-$ROOT/.device/bundle/bin}
+export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 CHECKS_NAME=${CHECKS_NAME:-$(basename "$0")}
 W=${W:?W (work directory) must be set before sourcing checks.sh}

@@ -21,11 +21,6 @@
 # test; N=2000000 keys; SIZES="$N 50000" (50000 with indices: gpu_merge);
 # W=/tmp/sortd_gpu_e2e work directory.
 set -euo pipefail
-export PATH=/usr/local/cuda/bin:$PATH
-ROOT=$PWD
-if [ -f .device/bundle.tar.xz ] && [ ! -d .device/bundle ]; then tar -C .device -xJf .device/bundle.tar.xz; fi
-B=${B:-$ROOT/.device/bundle/bin}
-export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CHECKS_NAME=gpu_e2e.sh
 W=${W:-/tmp/sortd_gpu_e2e}
 # shellcheck source=checks.sh

@@ -40,11 +40,6 @@
 #   W=/tmp/sortd_sanitize  work directory: logs $W/log.<check>, the sanitized
 #                 sortd's $W/memcheck-sortd.log, the table $W/summary.txt
 set -euo pipefail
-export PATH=/usr/local/cuda/bin:$PATH
-ROOT=$PWD
-if [ -f .device/bundle.tar.xz ] && [ ! -d .device/bundle ]; then tar -C .device -xJf .device/bundle.tar.xz; fi
-B=${B:-$ROOT/.device/bundle/bin}
-export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CHECKS_NAME=sanitize.sh
 W=${W:-/tmp/sortd_sanitize}
 # shellcheck source=checks.sh

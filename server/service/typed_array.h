@@ -36,20 +36,6 @@ google::protobuf::RepeatedField<T>* MutableNumericField(v1::TypedArray* a) {
   return v1::TypedArrayField<T>::Mutable(a);
 }
 
-// Calls fn(T{}) with the C++ type of a numeric DataType.
-template <typename Fn>
-void VisitNumeric(DataType type, Fn&& fn) {
-  switch (type) {
-    case DataType::kUint32: fn(uint32_t{}); return;
-    case DataType::kInt32: fn(int32_t{}); return;
-    case DataType::kFloat32: fn(float{}); return;
-    case DataType::kUint64: fn(uint64_t{}); return;
-    case DataType::kInt64: fn(int64_t{}); return;
-    case DataType::kFloat64: fn(double{}); return;
-    case DataType::kBytes: return;
-  }
-}
-
 // dst = src permuted: dst[i] = src[indices[i]]. dst is replaced and gets
 // src's element type.
 absl::Status GatherTypedArray(const v1::TypedArray& src,

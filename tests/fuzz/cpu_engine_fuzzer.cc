@@ -140,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (type == 6) {
     FuzzBytes(data, size, order, parallel);
   } else {
-    VisitNumericType(static_cast<DataType>(type), [&](auto tag) {
+    VisitNumeric(static_cast<DataType>(type), [&](auto tag) {
       using T = decltype(tag);
       FuzzNumeric<T>(data, size, order, with_indices, parallel, batch, segments);
     });

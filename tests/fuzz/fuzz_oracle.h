@@ -6,13 +6,16 @@
 #ifndef SORTD_TESTS_FUZZ_FUZZ_ORACLE_H_
 #define SORTD_TESTS_FUZZ_FUZZ_ORACLE_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "core/types.h"
 #include "tests/core/sort_test_util.h"
@@ -32,6 +35,16 @@ inline void Check(const ::testing::AssertionResult& result, absl::string_view wh
   if (!result) Finding(std::string(what) + ": " + result.message());
 }
 
+// A refusal: one of the `allowed` codes, and a message that names what is
+// wrong ("field: problem").
+inline void CheckRefusal(const absl::Status& status, absl::string_view step,
+                         std::initializer_list<absl::StatusCode> allowed) {
+  Check(std::find(allowed.begin(), allowed.end(), status.code()) != allowed.end(),
+        std::string(step) + " gave " + status.ToString());
+  Check(status.message().find(':') != absl::string_view::npos,
+        std::string(step) + " message names no field: " + status.ToString());
+}
+
 // The stable permutation that sorts `keys` in `order` (reference order).
 template <typename T>
 std::vector<uint64_t> ReferencePermutation(const std::vector<T>& keys, SortOrder order) {
@@ -49,20 +62,6 @@ inline std::vector<uint64_t> ReferencePermutation(const std::vector<std::string>
     return order == SortOrder::kAscending ? keys[a] < keys[b] : keys[b] < keys[a];
   });
   return perm;
-}
-
-// Calls fn(T{}) with the C++ type of a numeric DataType.
-template <typename Fn>
-void VisitNumericType(DataType type, Fn&& fn) {
-  switch (type) {
-    case DataType::kUint32: fn(uint32_t{}); return;
-    case DataType::kInt32: fn(int32_t{}); return;
-    case DataType::kFloat32: fn(float{}); return;
-    case DataType::kUint64: fn(uint64_t{}); return;
-    case DataType::kInt64: fn(int64_t{}); return;
-    case DataType::kFloat64: fn(double{}); return;
-    case DataType::kBytes: return;
-  }
 }
 
 template <typename T>

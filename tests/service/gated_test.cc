@@ -177,12 +177,8 @@ TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
   // the gauge can read zero while the count is still to come.
   const std::string cancelled =
       R"(sortd_requests_total{code="CANCELLED",key_type="uint32",method="Sort"})";
-  std::string text;
-  for (int i = 0; i < 2000; ++i) {
-    text = Scrape(*server);
-    if (Sample(text, cancelled) >= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const std::string text =
+      ScrapeUntil(*server, [&](const std::string& t) { return Sample(t, cancelled) >= 1; });
   EXPECT_EQ(Sample(text, "sortd_inflight_requests"), 0);
   EXPECT_EQ(Sample(text, R"(sortd_keys_sorted_total{engine="cpu"})"), 2);
   EXPECT_EQ(Sample(text, cancelled), 1);
@@ -226,13 +222,8 @@ v1::SortRequest StreamRequest(const std::string& id, std::vector<uint32_t> keys)
 
 // Polls /metrics until `series` reaches `want` (bounded); its last value.
 double WaitForSample(SortdServer& server, const std::string& series, double want) {
-  double value = -1;
-  for (int i = 0; i < 2000; ++i) {
-    value = Sample(Scrape(server), series);
-    if (value >= want) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return value;
+  return Sample(
+      ScrapeUntil(server, [&](const std::string& t) { return Sample(t, series) >= want; }), series);
 }
 
 TEST(GatedStreamTest, AStreamStopsReadingAtMaxStreamPendingAndAnswersEverythingAfter) {
@@ -304,12 +295,8 @@ TEST(GatedStreamTest, ACancelledStreamCountsItsRequestsCancelledAndReleasesThem)
   EXPECT_EQ(WaitForSample(*server, cancelled, 3), 3);
   // A request is counted when it is delivered, and released when its
   // response is dropped a moment later: waits for the release too.
-  std::string text;
-  for (int i = 0; i < 2000; ++i) {
-    text = Scrape(*server);
-    if (Sample(text, "sortd_inflight_requests") == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const std::string text = ScrapeUntil(
+      *server, [](const std::string& t) { return Sample(t, "sortd_inflight_requests") == 0; });
   EXPECT_EQ(Sample(text, "sortd_inflight_requests"), 0);
   EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="uint32",method="SortStream"})"),
             -1);

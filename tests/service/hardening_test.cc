@@ -59,16 +59,12 @@ ChunkedResult RunChunked(v1::SortService::Stub& stub,
 // Admission and the in-flight gauges are back to zero, observed (the last
 // RPC's reactor may still be releasing when its client returns).
 void ExpectNothingInFlight(SortdServer& server) {
-  std::string text;
-  for (int i = 0; i < 2000; ++i) {
-    text = Scrape(server);
-    if (Sample(text, "sortd_inflight_requests") == 0 && Sample(text, "sortd_inflight_bytes") == 0) {
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ADD_FAILURE() << "still in flight: requests " << Sample(text, "sortd_inflight_requests")
-                << ", bytes " << Sample(text, "sortd_inflight_bytes");
+  auto idle = [](const std::string& t) {
+    return Sample(t, "sortd_inflight_requests") == 0 && Sample(t, "sortd_inflight_bytes") == 0;
+  };
+  const std::string text = ScrapeUntil(server, idle);
+  EXPECT_TRUE(idle(text)) << "still in flight: requests " << Sample(text, "sortd_inflight_requests")
+                          << ", bytes " << Sample(text, "sortd_inflight_bytes");
 }
 
 void ExpectStillServes(client::SortClient& client) {
@@ -148,11 +144,8 @@ TEST(HostileChunkedTest, InflightBytesRunOutPartWayThroughAnUnannouncedUpload) {
   // status: waits for the count.
   const std::string refused =
       R"(sortd_requests_total{code="RESOURCE_EXHAUSTED",key_type="uint64",method="SortChunked"})";
-  std::string text;
-  for (int i = 0; i < 2000 && Sample(text, refused) < 1; ++i) {
-    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    text = Scrape(*server);
-  }
+  const std::string text =
+      ScrapeUntil(*server, [&](const std::string& t) { return Sample(t, refused) >= 1; });
   EXPECT_EQ(Sample(text, refused), 1);
   EXPECT_GE(Sample(text, R"(sortd_bytes_received_total{method="SortChunked"})"), 4 * 80000);
   ExpectNothingInFlight(*server);

@@ -2,9 +2,12 @@
 #ifndef SORTD_TESTS_SERVICE_TEST_SERVER_H_
 #define SORTD_TESTS_SERVICE_TEST_SERVER_H_
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
@@ -49,6 +52,18 @@ inline double Sample(const std::string& text, const std::string& series) {
     if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
   }
   return -1;
+}
+
+// Scrapes until `done(text)` holds or 10 s pass (observed state, not a
+// fixed sleep); returns the last page, for the test's assertions.
+inline std::string ScrapeUntil(SortdServer& server,
+                               const std::function<bool(const std::string&)>& done) {
+  std::string text = Scrape(server);
+  for (int i = 0; i < 2000 && !done(text); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    text = Scrape(server);
+  }
+  return text;
 }
 
 inline std::unique_ptr<client::SortClient> Connect(const SortdServer& server,
