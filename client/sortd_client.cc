@@ -103,6 +103,7 @@ absl::StatusOr<std::unique_ptr<SortClient>> SortClient::Connect(
   auto client = std::make_unique<SortClient>(std::move(channel), options);
   client->target_ = target;
   client->credentials_ = std::move(creds);
+  client->tls_ = !options.tls_root_certs_file.empty();
   return client;
 }
 

@@ -4,6 +4,7 @@
 #define SORTD_CLIENT_SORTD_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,12 +33,32 @@ inline constexpr char kDefaultServiceConfig[] =
     R"json("retryPolicy":{"maxAttempts":5,"initialBackoff":"0.05s","maxBackoff":"1s",)json"
     R"json("backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]})json";
 
+// Where a large sort stands, for ClientOptions::progress.
+struct TransferProgress {
+  enum class Phase { kUpload, kSort, kDownload };
+  Phase phase = Phase::kUpload;
+  uint64_t bytes_done = 0;   // of this phase
+  uint64_t bytes_total = 0;  // of this phase
+};
+
 struct ClientOptions {
   // Largest message sent or received; a request whose payload would exceed
   // it (less headroom) is sent through SortChunked instead.
   int max_message_bytes = 64 << 20;
   // Payload bytes per SortChunked upload message.
   size_t chunk_bytes = size_t{4} << 20;
+  // Numeric sorts with at least this many payload bytes (keys + values) go
+  // through a sort session: raw parts over several connections in parallel
+  // (docs/api.md, "Sort sessions"). 0: never; byte strings never do.
+  size_t session_min_bytes = size_t{8} << 20;
+  // Connections a session's parts travel over; 0: as the server suggests
+  // (about one per 32 MiB, up to 8).
+  int connections = 0;
+  // Body bytes per uploaded and downloaded part.
+  size_t part_bytes = size_t{4} << 20;
+  // Called from the calling thread's helpers as a session's parts move
+  // (upload, sort, download); may be empty. Must be thread-safe.
+  std::function<void(const TransferProgress&)> progress;
   // Per-call deadline; infinite means none.
   absl::Duration timeout = absl::InfiniteDuration();
   // TLS: when set, connect with TLS using these root certificates (PEM file).
@@ -86,6 +107,35 @@ class SortClient {
                                      v1::SortOrder order = v1::SORT_ORDER_ASCENDING,
                                      bool return_indices = false);
 
+  // Sorts numeric keys into `out` (same length; may be `keys` itself, for an
+  // in place sort) and, when `indices` is not empty (same length), writes the
+  // permutation there: no vectors in between. Large arrays go through a
+  // sort session, the others through Sort or SortChunked.
+  template <typename T>
+  absl::StatusOr<v1::Engine> SortInto(absl::Span<const T> keys, absl::Span<T> out,
+                                      v1::SortOrder order = v1::SORT_ORDER_ASCENDING,
+                                      absl::Span<uint64_t> indices = {});
+
+  // One sort session, type-erased (SortInto and Sort/SortPairs use it above
+  // session_min_bytes; benchmarks call it directly). Outputs may alias
+  // their inputs.
+  struct SessionSort {
+    v1::ElementType key_type = v1::ELEMENT_TYPE_UNSPECIFIED;
+    size_t count = 0;
+    const void* keys = nullptr;
+    void* keys_out = nullptr;
+    v1::ElementType value_type = v1::ELEMENT_TYPE_UNSPECIFIED;  // unset: keys only
+    const void* values = nullptr;
+    void* values_out = nullptr;
+    uint64_t* indices_out = nullptr;  // null: no permutation wanted
+    v1::SortOrder order = v1::SORT_ORDER_ASCENDING;
+    // Upload and download without sorting (servers with --enable_diagnostics):
+    // what moving the bytes alone costs.
+    bool transfer_only = false;
+    int connections = 0;  // 0: ClientOptions::connections
+  };
+  absl::StatusOr<v1::Engine> SortInSession(const SessionSort& sort);
+
   // Sorts keys and carries values (any supported type) along.
   template <typename K, typename V>
   absl::StatusOr<PairsResult<K, V>> SortPairs(
@@ -106,6 +156,10 @@ class SortClient {
   void PrepareContext(grpc::ClientContext* ctx) const;
   // Whether a payload of this many bytes must go through SortChunked.
   bool NeedsChunking(size_t payload_bytes) const;
+  // Whether a numeric payload of this many bytes goes through a session.
+  bool UsesSession(size_t payload_bytes) const {
+    return options_.session_min_bytes > 0 && payload_bytes >= options_.session_min_bytes;
+  }
 
  private:
   template <typename K, typename V>
@@ -115,6 +169,10 @@ class SortClient {
                            std::vector<uint64_t>* out_indices, v1::Engine* engine);
 
   std::shared_ptr<grpc::Channel> HealthChannel();
+  // `count` channels, each its own connection, to `target` (reused while
+  // the target stays the same).
+  std::vector<std::shared_ptr<grpc::Channel>> TransferChannels(const std::string& target,
+                                                               int count);
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SortService::Stub> stub_;
@@ -124,6 +182,12 @@ class SortClient {
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::mutex health_mu_;
   std::shared_ptr<grpc::Channel> health_channel_;  // guarded by health_mu_
+  // The host name a TLS server's certificate is checked against.
+  std::string TlsHostName() const;
+  bool tls_ = false;
+  std::mutex transfer_mu_;
+  std::string transfer_target_;                                // guarded by transfer_mu_
+  std::vector<std::shared_ptr<grpc::Channel>> transfer_channels_;  // guarded by transfer_mu_
 };
 
 // The grpc::Status of a failed call as an absl::Status (same code).

@@ -14,6 +14,23 @@ absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
                                                v1::SortOrder order,
                                                bool return_indices) {
   SortResult<T> result;
+  if constexpr (!std::is_same_v<T, std::string>) {
+    if (UsesSession(PayloadBytes(keys))) {
+      result.keys.resize(keys.size());
+      if (return_indices) result.indices.resize(keys.size());
+      SessionSort sort;
+      sort.key_type = ElementTypeOf<T>();
+      sort.count = keys.size();
+      sort.keys = keys.data();
+      sort.keys_out = result.keys.data();
+      sort.indices_out = return_indices ? result.indices.data() : nullptr;
+      sort.order = order;
+      absl::StatusOr<v1::Engine> engine = SortInSession(sort);
+      if (!engine.ok()) return engine.status();
+      result.engine = *engine;
+      return result;
+    }
+  }
   // The response carries the keys back plus 8 bytes per index.
   const size_t response_bytes = PayloadBytes(keys) + (return_indices ? keys.size() * 8 : 0);
   if (NeedsChunking(std::max(PayloadBytes(keys), response_bytes))) {
@@ -40,6 +57,32 @@ absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
   return result;
 }
 
+template <typename T>
+absl::StatusOr<v1::Engine> SortClient::SortInto(absl::Span<const T> keys, absl::Span<T> out,
+                                                v1::SortOrder order,
+                                                absl::Span<uint64_t> indices) {
+  static_assert(!std::is_same_v<T, std::string>, "SortInto takes numeric keys");
+  if (out.size() != keys.size()) return absl::InvalidArgumentError("out: length does not match keys");
+  if (!indices.empty() && indices.size() != keys.size()) {
+    return absl::InvalidArgumentError("indices: length does not match keys");
+  }
+  if (UsesSession(PayloadBytes(keys))) {
+    SessionSort sort;
+    sort.key_type = ElementTypeOf<T>();
+    sort.count = keys.size();
+    sort.keys = keys.data();
+    sort.keys_out = out.data();
+    sort.indices_out = indices.empty() ? nullptr : indices.data();
+    sort.order = order;
+    return SortInSession(sort);
+  }
+  absl::StatusOr<SortResult<T>> result = Sort(keys, order, !indices.empty());
+  if (!result.ok()) return result.status();
+  std::copy(result->keys.begin(), result->keys.end(), out.begin());
+  std::copy(result->indices.begin(), result->indices.end(), indices.begin());
+  return result->engine;
+}
+
 template <typename K, typename V>
 absl::StatusOr<PairsResult<K, V>> SortClient::SortPairs(absl::Span<const K> keys,
                                                         absl::Span<const V> values,
@@ -48,6 +91,25 @@ absl::StatusOr<PairsResult<K, V>> SortClient::SortPairs(absl::Span<const K> keys
     return absl::InvalidArgumentError("values: length does not match keys");
   }
   PairsResult<K, V> result;
+  if constexpr (!std::is_same_v<K, std::string> && !std::is_same_v<V, std::string>) {
+    if (UsesSession(PayloadBytes(keys) + PayloadBytes(values))) {
+      result.keys.resize(keys.size());
+      result.values.resize(values.size());
+      SessionSort sort;
+      sort.key_type = ElementTypeOf<K>();
+      sort.count = keys.size();
+      sort.keys = keys.data();
+      sort.keys_out = result.keys.data();
+      sort.value_type = ElementTypeOf<V>();
+      sort.values = values.data();
+      sort.values_out = result.values.data();
+      sort.order = order;
+      absl::StatusOr<v1::Engine> engine = SortInSession(sort);
+      if (!engine.ok()) return engine.status();
+      result.engine = *engine;
+      return result;
+    }
+  }
   if (NeedsChunking(PayloadBytes(keys) + PayloadBytes(values))) {
     absl::Status status = SortChunked<K, V>(keys, &values, order, false, &result.keys,
                                             &result.values, nullptr, &result.engine);

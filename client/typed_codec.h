@@ -27,6 +27,17 @@ size_t PayloadBytes(absl::Span<const T> in) {
   }
 }
 
+// The sort-session element type of a numeric T (numbered as TypedArray's
+// fields); UNSPECIFIED for byte strings.
+template <typename T>
+constexpr v1::ElementType ElementTypeOf() {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return v1::ELEMENT_TYPE_UNSPECIFIED;
+  } else {
+    return static_cast<v1::ElementType>(v1::TypedArrayField<T>::kCase);
+  }
+}
+
 // Appends `in` to `out` (which must be unset or of the same type).
 template <typename T>
 void EncodeTo(absl::Span<const T> in, v1::TypedArray* out) {

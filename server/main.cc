@@ -95,6 +95,9 @@ ABSL_FLAG(uint64_t, max_queued_requests, 4096,
           "requests queued or running before RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, max_chunked_bytes, uint64_t{8} << 30,
           "largest total payload of one SortChunked upload (bytes)");
+ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(60),
+          "a sort session with no call in progress for this long is freed");
+ABSL_FLAG(int, max_sessions, 64, "sort sessions open at once before RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, chunk_response_bytes, uint64_t{4} << 20,
           "payload bytes per SortChunked response message");
 ABSL_FLAG(int, max_stream_pending, 256,
@@ -176,6 +179,8 @@ std::string InvalidFlagValue() {
            // Below 1024, no SortChunked response could carry its framing.
            BelowMinimum(FLAGS_max_message_bytes, 1024),
            BelowMinimum(FLAGS_max_stream_pending, 1),
+           BelowMinimum(FLAGS_max_sessions, 1),
+           BelowMinimum(FLAGS_session_idle_timeout, absl::Milliseconds(1)),
            BelowMinimum(FLAGS_max_queued_requests, uint64_t{1}),
            BelowMinimum(FLAGS_max_chunked_bytes, uint64_t{1}),
            BelowMinimum(FLAGS_gpu_streams, 1),
@@ -244,6 +249,8 @@ int main(int argc, char** argv) {
   options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
   options.limits.max_chunked_bytes = absl::GetFlag(FLAGS_max_chunked_bytes);
   options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
+  options.sessions.idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
+  options.sessions.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   options.limits.max_stream_pending = absl::GetFlag(FLAGS_max_stream_pending);
   options.enable_diagnostics = absl::GetFlag(FLAGS_diagnostics);
   absl::StatusOr<sortd::BatchingMode> batching = sortd::ParseBatchingMode(absl::GetFlag(FLAGS_batching));

@@ -186,6 +186,34 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     absl::StrAppend(&s->description_, "; CPU-routed requests of <= ", options.inline_max_keys,
                     " keys sorted inline");
   }
+  SessionLimits session_limits = options.sessions;
+  session_limits.max_payload_bytes = options.limits.max_chunked_bytes;
+  // Room for the part's header fields within one message.
+  session_limits.max_part_bytes =
+      static_cast<uint64_t>(std::max(options.max_message_bytes - 1024, 1024));
+  session_limits.download_part_bytes =
+      std::min(session_limits.download_part_bytes, session_limits.max_part_bytes);
+  session_limits.allow_transfer_only = options.enable_diagnostics;
+  ServiceContext* context = s->context_.get();
+  s->sessions_ = std::make_unique<SessionStore>(
+      session_limits, s->admission_.get(),
+      [context](const SortSession& session, const absl::Status& status) {
+        RequestRecord record;
+        record.method = RpcMethod::kSortSession;
+        record.key_type = session.key_type();
+        record.seconds = SecondsSince(session.started());
+        record.bytes_received = session.bytes_received();
+        record.bytes_sent = session.bytes_sent();
+        if (status.ok()) {
+          record.engine = session.engine();
+          record.keys_sorted = session.request().transfer_only() ? 0 : session.total_keys();
+        }
+        context->Report(record, session.request().request_id(), status);
+      });
+  s->context_->sessions = s->sessions_.get();
+  SessionStore* store = s->sessions_.get();
+  s->metrics_->WatchSessions([store] { return store->open_sessions(); },
+                             [store] { return store->expired_total(); });
   s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(options);

@@ -19,6 +19,7 @@
 #include "server/runtime/memory_trimmer.h"
 #include "server/service/diagnostics_service.h"
 #include "server/service/service_context.h"
+#include "server/service/sort_session.h"
 
 namespace sortd {
 
@@ -86,6 +87,9 @@ struct ServerOptions {
   // When idle (nothing admitted) after serving, freed heap memory is given
   // back to the OS this often; zero disables (server/runtime/memory_trimmer.h).
   absl::Duration idle_memory_trim_interval = absl::Seconds(1);
+  // Sort sessions (idle timeout, how many at once); the payload limit is
+  // limits.max_chunked_bytes, the part size follows max_message_bytes.
+  SessionLimits sessions;
   // Tests only: ServiceContext::test_site_hook.
   std::function<bool(absl::string_view site)> test_site_hook;
 };
@@ -129,6 +133,7 @@ class SortdServer {
   std::unique_ptr<prometheus::Exposer> exposer_;
   int metrics_port_ = 0;
   std::unique_ptr<ServiceContext> context_;
+  std::unique_ptr<SessionStore> sessions_;  // before context_ and admission_ go
   std::unique_ptr<SortServiceImpl> service_;
   std::unique_ptr<DiagnosticsServiceImpl> diagnostics_;  // --diagnostics
   std::unique_ptr<grpc::Server> server_;

@@ -73,6 +73,7 @@ const char* RpcMethodName(RpcMethod method) {
     case RpcMethod::kSortPairs: return "SortPairs";
     case RpcMethod::kSortStream: return "SortStream";
     case RpcMethod::kSortChunked: return "SortChunked";
+    case RpcMethod::kSortSession: return "SortSession";
   }
   return "unknown";
 }
@@ -89,7 +90,29 @@ const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
 class ServiceMetrics::InflightCollector : public prometheus::Collectable {
  public:
   void Watch(const AdmissionControl* admission) { admission_.store(admission); }
+  void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_sessions_ = std::move(open);
+    expired_sessions_ = std::move(expired);
+  }
   std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> families = CollectAdmission();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (open_sessions_) {
+      families.push_back(GaugeFamily("sortd_sort_sessions", "Sort sessions open (started, not ended or expired).",
+                                     static_cast<double>(open_sessions_())));
+      prometheus::MetricFamily expired = GaugeFamily(
+          "sortd_sort_sessions_expired_total",
+          "Sort sessions freed after --session_idle_timeout without a call.", 0);
+      expired.type = prometheus::MetricType::Counter;
+      expired.metric[0].counter.value = static_cast<double>(expired_sessions_());
+      families.push_back(std::move(expired));
+    }
+    return families;
+  }
+
+ private:
+  std::vector<prometheus::MetricFamily> CollectAdmission() const {
     const AdmissionControl* a = admission_.load();
     if (a == nullptr) return {};
     return {
@@ -104,8 +127,10 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
     };
   }
 
- private:
   std::atomic<const AdmissionControl*> admission_{nullptr};
+  mutable std::mutex mu_;
+  std::function<uint64_t()> open_sessions_;
+  std::function<uint64_t()> expired_sessions_;
 };
 
 ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
@@ -262,6 +287,11 @@ void ServiceMetrics::RecordGpuFallback(int gpu, GpuFallbackReason reason) {
 
 void ServiceMetrics::WatchAdmission(const AdmissionControl* admission) {
   inflight_->Watch(admission);
+}
+
+void ServiceMetrics::WatchSessions(std::function<uint64_t()> open,
+                                   std::function<uint64_t()> expired) {
+  inflight_->WatchSessions(std::move(open), std::move(expired));
 }
 
 }  // namespace sortd

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,8 +31,9 @@ namespace sortd {
 class AdmissionControl;
 class RequestLog;
 
-enum class RpcMethod { kSort, kSortPairs, kSortStream, kSortChunked };
-inline constexpr int kRpcMethodCount = 4;
+// kSortSession: one sort session, recorded when it ends (docs/metrics.md).
+enum class RpcMethod { kSort, kSortPairs, kSortStream, kSortChunked, kSortSession };
+inline constexpr int kRpcMethodCount = 5;
 const char* RpcMethodName(RpcMethod method);
 
 // One finished request (or one item of a SortStream).
@@ -75,6 +77,8 @@ class ServiceMetrics {
 
   // In-flight gauges are read from admission control at scrape time.
   void WatchAdmission(const AdmissionControl* admission);
+  // Sort sessions open now and expired since start, read at scrape time.
+  void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
   // Scrape-time gauges (in-flight requests/bytes and their limits); expose

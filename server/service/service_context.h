@@ -22,6 +22,8 @@
 
 namespace sortd {
 
+class SessionStore;
+
 using SteadyClock = std::chrono::steady_clock;
 
 inline double SecondsSince(SteadyClock::time_point start) {
@@ -52,6 +54,8 @@ struct ServiceContext {
   AdmissionControl* admission = nullptr;
   // Small numeric requests go here instead of a pool (null: batching off).
   Batcher* batcher = nullptr;
+  // Open sort sessions (null: the session RPCs answer UNIMPLEMENTED).
+  SessionStore* sessions = nullptr;
   ServiceMetrics* metrics = nullptr;      // optional
   RequestLog* request_log = nullptr;      // optional
   ServiceLimits limits;

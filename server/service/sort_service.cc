@@ -10,6 +10,7 @@
 #include "server/service/chunked_reactor.h"
 #include "server/service/guarded.h"
 #include "server/service/raw_message.h"
+#include "server/service/session_handlers.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 #include "server/service/stream_reactor.h"
@@ -186,6 +187,34 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortServiceImpl::So
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortServiceImpl::SortChunked(
     grpc::CallbackServerContext* ctx) {
   return new SortChunkedReactor(context_, ctx);
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::StartSortSession(grpc::CallbackServerContext* ctx,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return HandleStartSortSession(context_, ctx, request, response);
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* SortServiceImpl::UploadParts(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) {
+  return HandleUploadParts(context_, ctx, response);
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::FinishSortSession(grpc::CallbackServerContext* ctx,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* response) {
+  return HandleFinishSortSession(context_, ctx, request, response);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* SortServiceImpl::DownloadParts(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
+  return HandleDownloadParts(context_, ctx, request);
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::EndSortSession(grpc::CallbackServerContext* ctx,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return HandleEndSortSession(context_, ctx, request, response);
 }
 
 }  // namespace sortd

@@ -15,7 +15,13 @@ namespace sortd {
 using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
     v1::SortService::WithRawCallbackMethod_SortPairs<
         v1::SortService::WithRawCallbackMethod_SortStream<
-            v1::SortService::WithRawCallbackMethod_SortChunked<v1::SortService::Service>>>>;
+            v1::SortService::WithRawCallbackMethod_SortChunked<
+                v1::SortService::WithRawCallbackMethod_StartSortSession<
+                    v1::SortService::WithRawCallbackMethod_UploadParts<
+                        v1::SortService::WithRawCallbackMethod_FinishSortSession<
+                            v1::SortService::WithRawCallbackMethod_DownloadParts<
+                                v1::SortService::WithRawCallbackMethod_EndSortSession<
+                                    v1::SortService::Service>>>>>>>>>;
 
 class SortServiceImpl final : public RawSortService {
  public:
@@ -31,6 +37,21 @@ class SortServiceImpl final : public RawSortService {
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortChunked(
       grpc::CallbackServerContext* ctx) override;
+
+  // Sort sessions (server/service/session_handlers.h).
+  grpc::ServerUnaryReactor* StartSortSession(grpc::CallbackServerContext* ctx,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UploadParts(grpc::CallbackServerContext* ctx,
+                                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* FinishSortSession(grpc::CallbackServerContext* ctx,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* DownloadParts(grpc::CallbackServerContext* ctx,
+                                                            const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* EndSortSession(grpc::CallbackServerContext* ctx,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
 
  private:
   ServiceContext* context_;

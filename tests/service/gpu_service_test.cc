@@ -283,6 +283,47 @@ TEST(GpuService, OverThePoolFallsBackToTheCpuAndIsCounted) {
   EXPECT_EQ(small->engine, v1::ENGINE_GPU_RADIX);
 }
 
+// Sort sessions reach the GPU like any other large sort: keys, pairs and
+// indices, checked against the CPU engine's answer; and an array over the
+// device pool still sorts (on the CPU, counted as a fallback).
+TEST(GpuService, SortSessionsSortOnTheGpuAndOverThePool) {
+  SKIP_WITHOUT_GPU();
+  client::ClientOptions options;
+  options.session_min_bytes = 1;
+  options.connections = 4;
+  auto gpu = StartEngine(EngineChoice::kAuto);
+  auto cpu = StartEngine(EngineChoice::kCpu);
+  auto gpu_client = Connect(*gpu, options);
+  auto cpu_client = Connect(*cpu, options);
+  const auto keys = RandomKeys<float>(1 << 22, 21);
+  auto g = gpu_client->Sort<float>(keys, v1::SORT_ORDER_DESCENDING, /*indices=*/true);
+  auto c = cpu_client->Sort<float>(keys, v1::SORT_ORDER_DESCENDING, /*indices=*/true);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(g->engine, v1::ENGINE_GPU_RADIX);
+  EXPECT_EQ(g->keys, c->keys);
+  EXPECT_EQ(g->indices, c->indices);
+  const auto pkeys = RandomKeys<uint64_t>(1 << 21, 22);
+  const auto pvalues = RandomKeys<uint32_t>(1 << 21, 23);
+  auto gp = gpu_client->SortPairs<uint64_t, uint32_t>(pkeys, pvalues);
+  auto cp = cpu_client->SortPairs<uint64_t, uint32_t>(pkeys, pvalues);
+  ASSERT_TRUE(gp.ok()) << gp.status();
+  ASSERT_TRUE(cp.ok()) << cp.status();
+  EXPECT_EQ(gp->engine, v1::ENGINE_GPU_RADIX);
+  EXPECT_EQ(gp->keys, cp->keys);
+  EXPECT_EQ(gp->values, cp->values);
+
+  auto small_pool = StartEngine(EngineChoice::kAuto, /*pool_bytes=*/size_t{1} << 20);
+  auto small_client = Connect(*small_pool, options);
+  const auto big = RandomKeys<uint32_t>(1 << 20, 24);  // 4 MiB of keys, 1 MiB pool
+  auto r = small_client->Sort<uint32_t>(big);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<uint32_t> expected = big;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(r->keys, expected);
+  EXPECT_EQ(Metric(*small_pool, "sortd_gpu_fallbacks_total{gpu=\"0\",reason=\"memory\"}"), 1);
+}
+
 // A device error injected once at `step` of a radix sort
 // (GpuEngineOptions::fault_hook; not sticky, as a launch failure is not).
 std::unique_ptr<SortdServer> StartWithOneFault(const char* step, std::atomic<int>* injected) {

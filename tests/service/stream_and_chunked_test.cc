@@ -71,6 +71,7 @@ TEST(SortChunkedTest, ClientChunksLargeArraysTransparently) {
   client::ClientOptions copts;
   copts.max_message_bytes = 2 << 20;  // forces SortChunked above ~1 MiB
   copts.chunk_bytes = 256 << 10;
+  copts.session_min_bytes = 0;  // SortChunked, not a sort session
   auto client = Connect(*server, copts);
   std::mt19937_64 rng(3);
   std::vector<uint64_t> keys(1 << 20);
