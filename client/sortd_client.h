@@ -129,7 +129,7 @@ class SortClient {
     void* values_out = nullptr;
     uint64_t* indices_out = nullptr;  // null: no permutation wanted
     v1::SortOrder order = v1::SORT_ORDER_ASCENDING;
-    // Upload and download without sorting (servers with --enable_diagnostics):
+    // Upload and download without sorting (servers with --diagnostics):
     // what moving the bytes alone costs.
     bool transfer_only = false;
     int connections = 0;  // 0: ClientOptions::connections

@@ -26,6 +26,12 @@ bool CudaBuilt();
 // the query itself failed.
 std::vector<GpuDevice> ListGpus(std::string* error = nullptr);
 
+// Page-locked host memory that every GPU reads and writes by DMA
+// (cudaHostAlloc, portable); null when CUDA is not built or the allocation
+// failed. Release with FreePinnedHost.
+void* AllocatePinnedHost(size_t bytes);
+void FreePinnedHost(void* memory);
+
 }  // namespace sortd
 
 #endif  // SORTD_CORE_GPU_INFO_H_

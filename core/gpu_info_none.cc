@@ -10,4 +10,7 @@ std::vector<GpuDevice> ListGpus(std::string* error) {
   return {};
 }
 
+void* AllocatePinnedHost(size_t) { return nullptr; }
+void FreePinnedHost(void*) {}
+
 }  // namespace sortd

@@ -98,6 +98,10 @@ ABSL_FLAG(uint64_t, max_chunked_bytes, uint64_t{8} << 30,
 ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(60),
           "a sort session with no call in progress for this long is freed");
 ABSL_FLAG(int, max_sessions, 64, "sort sessions open at once before RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint64_t, pinned_cache_bytes, uint64_t{8} << 30,
+          "GPU servers: pinned host memory of ended sort sessions kept for reuse (at most an "
+          "eighth of usable memory); session buffers larger than this are not pinned; 0: "
+          "never pin");
 ABSL_FLAG(uint64_t, chunk_response_bytes, uint64_t{4} << 20,
           "payload bytes per SortChunked response message");
 ABSL_FLAG(int, max_stream_pending, 256,
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
   options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
   options.sessions.idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
   options.sessions.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.pinned_cache_bytes = absl::GetFlag(FLAGS_pinned_cache_bytes);
   options.limits.max_stream_pending = absl::GetFlag(FLAGS_max_stream_pending);
   options.enable_diagnostics = absl::GetFlag(FLAGS_diagnostics);
   absl::StatusOr<sortd::BatchingMode> batching = sortd::ParseBatchingMode(absl::GetFlag(FLAGS_batching));

@@ -195,6 +195,9 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
       std::min(session_limits.download_part_bytes, session_limits.max_part_bytes);
   session_limits.allow_transfer_only = options.enable_diagnostics;
   ServiceContext* context = s->context_.get();
+  s->host_memory_ = std::make_unique<HostMemoryPool>(
+      /*pin=*/s->dispatcher_->has_gpu(), /*min_pinned_bytes=*/size_t{1} << 20,
+      std::min<uint64_t>(options.pinned_cache_bytes, UsableMemoryBytes() / 8));
   s->sessions_ = std::make_unique<SessionStore>(
       session_limits, s->admission_.get(),
       [context](const SortSession& session, const absl::Status& status) {
@@ -209,7 +212,8 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
           record.keys_sorted = session.request().transfer_only() ? 0 : session.total_keys();
         }
         context->Report(record, session.request().request_id(), status);
-      });
+      },
+      s->host_memory_.get());
   s->context_->sessions = s->sessions_.get();
   SessionStore* store = s->sessions_.get();
   s->metrics_->WatchSessions([store] { return store->open_sessions(); },

@@ -90,6 +90,10 @@ struct ServerOptions {
   // Sort sessions (idle timeout, how many at once); the payload limit is
   // limits.max_chunked_bytes, the part size follows max_message_bytes.
   SessionLimits sessions;
+  // Where a GPU serves, session buffers are pinned host memory (DMA without
+  // staging copies); this much of it is kept for reuse after sessions end.
+  // Resolved to at most an eighth of usable memory.
+  uint64_t pinned_cache_bytes = uint64_t{8} << 30;
   // Tests only: ServiceContext::test_site_hook.
   std::function<bool(absl::string_view site)> test_site_hook;
 };
@@ -133,6 +137,7 @@ class SortdServer {
   std::unique_ptr<prometheus::Exposer> exposer_;
   int metrics_port_ = 0;
   std::unique_ptr<ServiceContext> context_;
+  std::unique_ptr<HostMemoryPool> host_memory_;  // session buffers; outlives sessions_
   std::unique_ptr<SessionStore> sessions_;  // before context_ and admission_ go
   std::unique_ptr<SortServiceImpl> service_;
   std::unique_ptr<DiagnosticsServiceImpl> diagnostics_;  // --diagnostics

@@ -41,4 +41,17 @@ std::vector<GpuDevice> ListGpus(std::string* error) {
   return devices;
 }
 
+void* AllocatePinnedHost(size_t bytes) {
+  void* memory = nullptr;
+  if (cudaHostAlloc(&memory, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it for the caller's next call
+    return nullptr;
+  }
+  return memory;
+}
+
+void FreePinnedHost(void* memory) {
+  if (memory != nullptr) cudaFreeHost(memory);
+}
+
 }  // namespace sortd

@@ -125,6 +125,17 @@ struct GpuWorker::State {
 
 namespace {
 
+// Whether `host` is page-locked memory (cudaHostAlloc'ed or registered), which
+// the device reads and writes by DMA directly: no staging copies.
+bool IsPinnedHost(const void* host) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: plain host memory on old runtimes
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
 // Host -> device through the two pinned chunks: fill(staging, offset, len)
 // puts bytes [offset, offset + len) of the upload into a chunk, and that
 // host copy overlaps the DMA of the other chunk.
@@ -350,6 +361,17 @@ class GpuWorker::Job {
         &last_download_);
   }
 
+  // Device -> pinned host memory in one DMA (no staging, no host copy).
+  cudaError_t DownloadDirect(const void* dev, void* host, size_t bytes) {
+    output_started_ = true;
+    cudaEvent_t done = slot_->chunk_done[0];
+    cudaError_t err = cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, slot_->stream);
+    if (err == cudaSuccess) err = cudaEventRecord(done, slot_->stream);
+    if (err == cudaSuccess) err = cudaEventSynchronize(done);
+    last_download_ = done;
+    return err;
+  }
+
   // Timing from the slot's events, once every download is done: upload,
   // sort, and back to host memory (the device's transfer span after the
   // sort plus the host's copies out of staging).
@@ -389,7 +411,12 @@ struct SortPlan {
 cudaError_t PlanSort(const GpuSortJob& job, size_t n, SortPlan& plan) {
   const size_t key_bytes = RadixKeyBytes(job.key_type);
   plan.merge = job.prefer_merge && job.indices != nullptr && n < (size_t{1} << 32);
-  plan.index_bytes = job.indices == nullptr ? 0 : (n < (size_t{1} << 32) ? 4 : 8);
+  // 4-byte positions are widened to the caller's uint64 on the host, in the
+  // staging copy; pinned destinations (sort sessions) take 8-byte ones by
+  // DMA instead, which costs less than a host pass for large arrays.
+  plan.index_bytes = job.indices == nullptr                                        ? 0
+                     : (n < (size_t{1} << 32) && (plan.merge || !IsPinnedHost(job.indices))) ? 4
+                                                                                             : 8;
   Layout& l = plan.layout;
   l.keys_in = 0;
   l.keys_out = l.keys_in + AlignUp(n * key_bytes);
@@ -492,9 +519,17 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   if ((err = cudaGetLastError()) != cudaSuccess) return run.Fail(err, "iota");
   if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   const char* keys_in = static_cast<const char*>(job.keys);
-  err = Upload(s, chunk, base + l.keys_in, n * key_bytes, [&](char* staged, size_t off, size_t len) {
-    std::memcpy(staged, keys_in + off, len);
-  });
+  // Pinned keys (sort sessions' buffers) move by DMA alone.
+  const bool pinned = IsPinnedHost(job.keys);
+  if (pinned) {
+    err = cudaMemcpyAsync(base + l.keys_in, keys_in, n * key_bytes, cudaMemcpyHostToDevice,
+                          s.stream);
+  } else {
+    err = Upload(s, chunk, base + l.keys_in, n * key_bytes,
+                 [&](char* staged, size_t off, size_t len) {
+                   std::memcpy(staged, keys_in + off, len);
+                 });
+  }
   if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   size_t temp_bytes = l.temp_bytes;
@@ -504,10 +539,11 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   char* keys_out = static_cast<char*>(job.keys);
-  err = run.DownloadOutput(base + l.keys_out, n * key_bytes,
-                           [&](const void* staged, size_t off, size_t len) {
-                             std::memcpy(keys_out + off, staged, len);
-                           });
+  err = pinned ? run.DownloadDirect(base + l.keys_out, keys_out, n * key_bytes)
+               : run.DownloadOutput(base + l.keys_out, n * key_bytes,
+                                    [&](const void* staged, size_t off, size_t len) {
+                                      std::memcpy(keys_out + off, staged, len);
+                                    });
   if (err == cudaSuccess) err = run.Injected("download");
   if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
   if (index_bytes == 4) {
@@ -518,10 +554,13 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
                                for (size_t i = 0; i < len / 4; ++i) dst[i] = src[i];
                              });
   } else if (index_bytes == 8) {
-    err = run.DownloadOutput(base + l.index_out, n * 8,
-                             [&](const void* staged, size_t off, size_t len) {
-                               std::memcpy(reinterpret_cast<char*>(job.indices) + off, staged, len);
-                             });
+    err = IsPinnedHost(job.indices)
+              ? run.DownloadDirect(base + l.index_out, job.indices, n * 8)
+              : run.DownloadOutput(base + l.index_out, n * 8,
+                                   [&](const void* staged, size_t off, size_t len) {
+                                     std::memcpy(reinterpret_cast<char*>(job.indices) + off,
+                                                 staged, len);
+                                   });
   }
   if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   run.RecordTimes();

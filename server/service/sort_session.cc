@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "absl/random/random.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "core/cpu/parallel.h"
 #include "core/engine.h"
 #include "server/service/sort_ops.h"
 
@@ -35,6 +37,27 @@ std::string NewSessionId() {
   return absl::BytesToHexString(absl::string_view(raw, 16));
 }
 
+// dst[i] = src[indices[i]] over several threads: a random gather of a large
+// array is bound by memory latency, which threads overlap.
+absl::Status ParallelGather(const SessionBuffer& src, absl::Span<const uint64_t> indices,
+                            SessionBuffer* dst) {
+  const size_t n = indices.size();
+  const size_t width = src.width();
+  const int tasks = static_cast<int>(std::clamp<size_t>(
+      n / (size_t{1} << 20), 1, std::max(1u, std::thread::hardware_concurrency())));
+  std::vector<absl::Status> results(tasks);
+  cpu::RunTasks(tasks, [&](int t) {
+    const size_t begin = cpu::PartBegin(n, tasks, t);
+    const size_t end = cpu::PartBegin(n, tasks, t + 1);
+    results[t] = GatherByIndex(src.data(), width, indices.subspan(begin, end - begin),
+                               dst->data() + begin * width);
+  });
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 std::string Cut(const std::string& id) {
   return absl::CEscape(id.size() > 64 ? id.substr(0, 64) + "..." : id);
 }
@@ -59,23 +82,33 @@ absl::StatusOr<std::optional<DataType>> SessionElementType(int type, absl::strin
   }
 }
 
-SessionBuffer::SessionBuffer(size_t elements, size_t width)
-    // new[] without (): uninitialized, so no pass over the memory before the
-    // upload writes it.
-    : data_(elements * width > 0 ? new uint8_t[elements * width] : nullptr),
-      elements_(elements),
-      width_(width) {}
+SessionBuffer::SessionBuffer(size_t elements, size_t width, HostMemoryPool* pool)
+    : elements_(elements), width_(width) {
+  if (elements * width == 0) return;
+  if (pool != nullptr) {
+    data_ = pool->Allocate(elements * width);
+  } else {
+    HostMemoryPool heap(/*pin=*/false, 0, 0);
+    data_ = heap.Allocate(elements * width);  // heap buffers do not refer to their pool
+  }
+}
 
 SortSession::SortSession(std::string id, const v1::StartSortSessionRequest& request,
-                         DataType key_type, std::optional<DataType> value_type, Admitted admitted)
+                         DataType key_type, std::optional<DataType> value_type, Admitted admitted,
+                         HostMemoryPool* memory)
     : id_(std::move(id)),
       request_(request),
       key_type_(key_type),
       value_type_(value_type),
       admitted_(std::move(admitted)),
-      keys_(request.total_keys(), ElementSize(key_type)) {
-  if (value_type_) values_ = SessionBuffer(request.total_keys(), ElementSize(*value_type_));
-  if (request.return_indices() || value_type_) indices_ = SessionBuffer(request.total_keys(), 8);
+      keys_(request.total_keys(), ElementSize(key_type), memory) {
+  // Values never reach the GPU (they are gathered on the host): heap memory.
+  if (value_type_) {
+    values_ = SessionBuffer(request.total_keys(), ElementSize(*value_type_), nullptr);
+  }
+  if (request.return_indices() || value_type_) {
+    indices_ = SessionBuffer(request.total_keys(), 8, memory);
+  }
 }
 
 SessionBuffer* SortSession::BufferFor(int array) {
@@ -235,8 +268,8 @@ absl::Status SortSession::RunSort(Dispatcher& dispatcher) {
     status = ran.status();
     if (ran.ok()) engine = *ran;
     if (status.ok() && value_type_) {
-      SessionBuffer gathered(n, values_.width());
-      status = GatherByIndex(values_.data(), values_.width(), indices, gathered.data());
+      SessionBuffer gathered(n, values_.width(), nullptr);
+      status = ParallelGather(values_, indices, &gathered);
       if (status.ok()) values_.Swap(gathered);
     }
   }
@@ -311,8 +344,8 @@ bool SortSession::IdleSince(SteadyClock::time_point now, absl::Duration timeout)
 }
 
 SessionStore::SessionStore(const SessionLimits& limits, AdmissionControl* admission,
-                           Reporter reporter)
-    : limits_(limits), admission_(admission), reporter_(std::move(reporter)) {
+                           Reporter reporter, HostMemoryPool* memory)
+    : limits_(limits), admission_(admission), reporter_(std::move(reporter)), memory_(memory) {
   reaper_ = std::thread([this] { ReaperLoop(); });
 }
 
@@ -339,7 +372,7 @@ absl::StatusOr<std::shared_ptr<SortSession>> SessionStore::Start(
   if (!value_type.ok()) return value_type.status();
   if (request.transfer_only() && !limits_.allow_transfer_only) {
     return absl::InvalidArgumentError(
-        "transfer_only: only on a server started with --enable_diagnostics");
+        "transfer_only: only on a server started with --diagnostics");
   }
   const uint64_t n = request.total_keys();
   const uint64_t key_width = ElementSize(**key_type);
@@ -353,17 +386,33 @@ absl::StatusOr<std::shared_ptr<SortSession>> SessionStore::Start(
   // Keys, values and the gather's second values array, the permutation.
   const bool indices = request.return_indices() || value_width > 0;
   const uint64_t memory = n * (key_width + 2 * value_width + (indices ? 8 : 0));
-  std::lock_guard<std::mutex> lock(mu_);
-  if (static_cast<int>(sessions_.size()) >= limits_.max_sessions) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "sort sessions: ", sessions_.size(), " open (--max_sessions); end or let expire one first"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int open = static_cast<int>(sessions_.size()) + starting_;
+    if (open >= limits_.max_sessions) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "sort sessions: ", open, " open (--max_sessions); end or let expire one first"));
+    }
+    ++starting_;
   }
+  // Buffers are set up outside the lock (pinning memory takes a while).
+  // Gives the reserved place back unless the session took it.
+  struct Reservation {
+    SessionStore* store;
+    std::shared_ptr<SortSession> session;
+    ~Reservation() {
+      std::lock_guard<std::mutex> lock(store->mu_);
+      --store->starting_;
+      if (session != nullptr) store->sessions_.emplace(session->id(), session);
+    }
+  };
+  Reservation reservation{this, nullptr};
   absl::Status admitted = admission_->Acquire(memory);
   if (!admitted.ok()) return admitted;
-  std::string id = NewSessionId();
-  auto session = std::make_shared<SortSession>(id, request, **key_type, *value_type,
-                                               Admitted(admission_, memory));
-  sessions_.emplace(id, session);
+  Admitted held(admission_, memory);
+  auto session = std::make_shared<SortSession>(NewSessionId(), request, **key_type, *value_type,
+                                               std::move(held), memory_);
+  reservation.session = session;
   return session;
 }
 
@@ -423,13 +472,15 @@ void SessionStore::ExpireIdle() {
       }
     }
   }
-  for (const auto& session : expired) {
-    expired_.fetch_add(1);
+  for (auto& session : expired) {
     if (reporter_) {
       reporter_(*session, absl::DeadlineExceededError(absl::StrCat(
                               "sort session idle for ", absl::FormatDuration(limits_.idle_timeout),
                               " (--session_idle_timeout): freed")));
     }
+    // Counted once reported and freed: what the counter promises is done.
+    session.reset();
+    expired_.fetch_add(1);
   }
 }
 

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/dispatcher.h"
+#include "core/host_memory.h"
 #include "server/metrics/metrics.h"
 #include "server/runtime/admission.h"
 #include "sortd/v1/session_part_codec.h"
@@ -48,24 +49,26 @@ struct SessionLimits {
 };
 
 // A contiguous host array of one element width, uninitialized on creation
-// (every element is written by an upload before it is read).
+// (every element is written by an upload before it is read); pinned where
+// the pool pins, so the GPU engine moves it by DMA without staging copies.
 class SessionBuffer {
  public:
   SessionBuffer() = default;
-  SessionBuffer(size_t elements, size_t width);
-  uint8_t* data() { return data_.get(); }
-  const uint8_t* data() const { return data_.get(); }
+  // `pool` null: heap memory.
+  SessionBuffer(size_t elements, size_t width, HostMemoryPool* pool);
+  uint8_t* data() { return data_.data(); }
+  const uint8_t* data() const { return data_.data(); }
   size_t elements() const { return elements_; }
   size_t width() const { return width_; }
   size_t bytes() const { return elements_ * width_; }
   void Swap(SessionBuffer& other) {
-    data_.swap(other.data_);
+    std::swap(data_, other.data_);
     std::swap(elements_, other.elements_);
     std::swap(width_, other.width_);
   }
 
  private:
-  std::unique_ptr<uint8_t[]> data_;
+  HostBuffer data_;
   size_t elements_ = 0;
   size_t width_ = 0;
 };
@@ -75,7 +78,7 @@ class SortSession {
   enum class State { kUploading, kSorting, kSorted, kFailed };
 
   SortSession(std::string id, const v1::StartSortSessionRequest& request, DataType key_type,
-              std::optional<DataType> value_type, Admitted admitted);
+              std::optional<DataType> value_type, Admitted admitted, HostMemoryPool* memory);
 
   const std::string& id() const { return id_; }
   const v1::StartSortSessionRequest& request() const { return request_; }
@@ -156,7 +159,9 @@ class SessionStore {
   // Called once per session when it ends (ended, expired, failed to sort).
   using Reporter = std::function<void(const SortSession& session, const absl::Status& status)>;
 
-  SessionStore(const SessionLimits& limits, AdmissionControl* admission, Reporter reporter);
+  // `memory` (optional, outlives the store): where session buffers come from.
+  SessionStore(const SessionLimits& limits, AdmissionControl* admission, Reporter reporter,
+               HostMemoryPool* memory = nullptr);
   ~SessionStore();
 
   const SessionLimits& limits() const { return limits_; }
@@ -183,8 +188,10 @@ class SessionStore {
   const SessionLimits limits_;
   AdmissionControl* const admission_;
   const Reporter reporter_;
+  HostMemoryPool* const memory_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<SortSession>> sessions_;
+  int starting_ = 0;  // sessions being set up outside the lock (they count)
   std::atomic<uint64_t> expired_{0};
   bool stopping_ = false;
   std::condition_variable wake_;

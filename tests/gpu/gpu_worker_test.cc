@@ -106,6 +106,42 @@ TYPED_TEST(GpuWorkerTest, BatchOfArraysAcrossChunkBoundariesEveryOrder) {
   for (bool desc : {false, true}) CheckBatch<TypeParam>(*worker, lengths, desc, desc ? 7 : 3);
 }
 
+// Keys and indices in pinned host memory (sort sessions' buffers) move by
+// DMA without staging; 8-byte positions go straight to the pinned indices.
+TYPED_TEST(GpuWorkerTest, PinnedHostArraysSortByDirectDma) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker();
+  for (bool desc : {false, true}) {
+    const size_t n = 300001;
+    const std::vector<TypeParam> input = std::is_floating_point_v<TypeParam>
+                                             ? FloatSpecials<TypeParam>(n, 41)
+                                             : Random<TypeParam>(n, 41, 1000);
+    TypeParam* keys = nullptr;
+    uint64_t* perm = nullptr;
+    ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&keys), n * sizeof(TypeParam),
+                            cudaHostAllocPortable),
+              cudaSuccess);
+    ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&perm), n * 8, cudaHostAllocPortable),
+              cudaSuccess);
+    std::memcpy(keys, input.data(), n * sizeof(TypeParam));
+    GpuSortJob job;
+    job.key_type = TypeOf<TypeParam>();
+    job.descending = desc;
+    job.num_items = n;
+    job.keys = keys;
+    job.indices = perm;
+    const GpuSortReport report = worker->Sort(job);
+    ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << report.message;
+    const std::vector<uint64_t> ref = ReferenceOrder(input, desc);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::memcmp(&keys[i], &input[ref[i]], sizeof(TypeParam)), 0) << "key at " << i;
+      ASSERT_EQ(perm[i], ref[i]) << "index at " << i;
+    }
+    cudaFreeHost(keys);
+    cudaFreeHost(perm);
+  }
+}
+
 TEST(GpuWorker, BatchOfManyTinyArraysAndEmptyBatch) {
   SKIP_WITHOUT_GPU();
   auto worker = MakeWorker(size_t{1} << 20);

@@ -379,7 +379,7 @@ TEST_F(SessionProtocolTest, StartRequestsAreValidated) {
   EXPECT_NE(status.error_message().find("key_type"), std::string::npos);
   StartSession(10, v1::ELEMENT_TYPE_UNSPECIFIED, &status, /*transfer_only=*/true);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("--enable_diagnostics"), std::string::npos);
+  EXPECT_NE(status.error_message().find("--diagnostics"), std::string::npos);
   StartSession(uint64_t{1} << 62, v1::ELEMENT_TYPE_UNSPECIFIED, &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(status.error_message().find("--max_chunked_bytes"), std::string::npos);

@@ -12,12 +12,17 @@ from . import wire
 from .arrays import TypedInput, finish_indices, indices_from
 from .errors import ProtocolError, RequestError, SortdError
 from .health import HealthChecker
+from .session import SessionTransport
 
 _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
 # Room left under max_message_bytes for what the server adds to a response
 # (engine, echoed ids, headers). Our own request sizes are computed exactly.
 HEADROOM = 4096
 DEFAULT_CHUNK_BYTES = 2 << 20
+# Numeric sorts of at least this many payload bytes go through a sort
+# session (parallel raw parts; docs/api.md "Sort sessions").
+DEFAULT_SESSION_MIN_BYTES = 8 << 20
+DEFAULT_PART_BYTES = 4 << 20
 _DEFAULT = object()  # "use the client's timeout"
 
 # The default channel config, the same as the C++ client's
@@ -75,6 +80,9 @@ class Client:
     seconds for every call (None: no deadline); each method also takes
     `timeout=`. Arrays whose request or response would not fit in
     max_message_bytes go through SortChunked in pieces of about chunk_bytes.
+    Numeric sorts of at least session_min_bytes (keys + values; 0: never) go
+    through a sort session instead: raw parts of part_bytes over
+    `connections` connections in parallel (None: as the server suggests).
     `service_config` is the channel's gRPC service config (JSON):
     DEFAULT_SERVICE_CONFIG load-balances and retries; None leaves gRPC's
     defaults (pick_first, no retries).
@@ -83,7 +91,9 @@ class Client:
 
     def __init__(self, target, max_message_bytes=64 << 20, timeout=None,
                  chunk_bytes=DEFAULT_CHUNK_BYTES, credentials=None, options=(),
-                 service_config=DEFAULT_SERVICE_CONFIG):
+                 service_config=DEFAULT_SERVICE_CONFIG,
+                 session_min_bytes=DEFAULT_SESSION_MIN_BYTES, connections=None,
+                 part_bytes=DEFAULT_PART_BYTES):
         if max_message_bytes < 4 * HEADROOM:
             raise ValueError("max_message_bytes must be at least %d" % (4 * HEADROOM))
         # gRPC and protobuf cap one message at 2 GiB.
@@ -120,9 +130,16 @@ class Client:
         self._sort_chunked = self._channel.stream_stream(
             path + "SortChunked", response_deserializer=sort_pb2.SortChunkedResponse.FromString)
         self._health = HealthChecker(self._health_channel)
+        self.session_min_bytes = int(session_min_bytes or 0)
+        self._start_session = self._channel.unary_unary(
+            path + "StartSortSession",
+            response_deserializer=sort_pb2.StartSortSessionResponse.FromString)
+        self._sessions = SessionTransport(target, credentials, self.max_message_bytes,
+                                          int(part_bytes), connections)
 
     # ---- lifecycle -----------------------------------------------------
     def close(self):
+        self._sessions.close()
         self._channel.close()
         self._health_channel.close()
 
@@ -145,35 +162,51 @@ class Client:
 
     # ---- single sorts --------------------------------------------------
     def sort(self, keys, descending=False, return_indices=False, request_id="",
-             chunked=None, timeout=_DEFAULT):
+             chunked=None, timeout=_DEFAULT, progress=None):
         """Sorted keys, or (sorted keys, uint64 indices) with return_indices."""
         res = self.sort_full(keys, None, descending, return_indices, request_id,
-                             chunked, timeout)
+                             chunked, timeout, progress)
         return (res.keys, res.indices) if return_indices else res.keys
 
     def sort_pairs(self, keys, values, descending=False, request_id="",
-                   chunked=None, timeout=_DEFAULT):
+                   chunked=None, timeout=_DEFAULT, progress=None):
         """(sorted keys, values permuted along with them)."""
         res = self.sort_full(keys, values, descending, False, request_id,
-                             chunked, timeout)
+                             chunked, timeout, progress)
         return res.keys, res.values
 
     def sort_full(self, keys, values=None, descending=False, return_indices=False,
-                  request_id="", chunked=None, timeout=_DEFAULT):
+                  request_id="", chunked=None, timeout=_DEFAULT, progress=None,
+                  connections=None):
         """Sort or SortPairs returning a SortResult (with engine and id).
 
-        chunked: None picks SortChunked only when the request or response
-        would exceed max_message_bytes - HEADROOM; True/False force it.
+        chunked: None picks a sort session for numeric arrays of at least
+        session_min_bytes, else SortChunked only when the request or response
+        would exceed max_message_bytes - HEADROOM; True/False force
+        SortChunked or one message. progress(phase, done, total), for a
+        session, is called as "upload", "sort" and "download" advance (from
+        the client's transfer threads). connections overrides the client's.
         """
         k = TypedInput(keys, "keys")
         v = None if values is None else TypedInput(values, "values")
+        if v is not None and v.n != k.n:
+            raise ValueError("keys and values differ in length (%d vs %d)" % (k.n, v.n))
+        order = sort_pb2.SORT_ORDER_DESCENDING if descending else sort_pb2.SORT_ORDER_ASCENDING
+        numeric = not k.is_bytes and (v is None or not v.is_bytes)
+        payload = (k.data.nbytes + (v.data.nbytes if v is not None else 0)) if numeric else 0
+        if (chunked is None and numeric and self.session_min_bytes
+                and payload >= self.session_min_bytes):
+            try:
+                keys_out, values_out, indices, engine = self._sessions.sort(
+                    self._start_session, k, v, order, return_indices, request_id,
+                    self._deadline(timeout), connections=connections, progress=progress)
+            except grpc.RpcError as err:
+                raise SortdError.from_rpc_error(err) from None
+            return SortResult(keys_out, values_out, indices, request_id, _engine_name(engine))
         if v is not None:
-            if v.n != k.n:
-                raise ValueError("keys and values differ in length (%d vs %d)" % (k.n, v.n))
             if return_indices and not chunked:
                 raise ValueError("return_indices with values needs chunked=True "
                                  "(SortPairs has no indices)")
-        order = sort_pb2.SORT_ORDER_DESCENDING if descending else sort_pb2.SORT_ORDER_ASCENDING
         if chunked is None:
             size = _ld_size_of(k.encoded_size()) + len(request_id.encode()) + 16
             if v is not None:
@@ -211,6 +244,19 @@ class Client:
         _check_count("keys", len(keys), k.n)
         _check_count("values", len(values), k.n)
         return SortResult(keys, values, None, resp.request_id, _engine_name(resp.engine))
+
+    def transfer_roundtrip(self, keys, connections=None, timeout=_DEFAULT):
+        """Moves numeric keys up and back through a transfer-only session
+        (no sort; the server needs --diagnostics): what the transport alone
+        costs, for benchmarks. Returns the keys as the server sent them."""
+        k = TypedInput(keys, "keys")
+        try:
+            keys_out, _, _, _ = self._sessions.sort(
+                self._start_session, k, None, 0, False, "", self._deadline(timeout),
+                connections=connections, transfer_only=True)
+        except grpc.RpcError as err:
+            raise SortdError.from_rpc_error(err) from None
+        return keys_out
 
     # ---- SortChunked -----------------------------------------------------
     def _chunked(self, k, v, order, return_indices, request_id, deadline):

@@ -143,6 +143,31 @@ class SortServiceStub(object):
                 request_serializer=sortd_dot_v1_dot_sort__pb2.SortChunkedRequest.SerializeToString,
                 response_deserializer=sortd_dot_v1_dot_sort__pb2.SortChunkedResponse.FromString,
                 )
+        self.StartSortSession = channel.unary_unary(
+                '/sortd.v1.SortService/StartSortSession',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.StartSortSessionRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.StartSortSessionResponse.FromString,
+                )
+        self.UploadParts = channel.stream_unary(
+                '/sortd.v1.SortService/UploadParts',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.SessionPart.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.UploadPartsResponse.FromString,
+                )
+        self.FinishSortSession = channel.unary_unary(
+                '/sortd.v1.SortService/FinishSortSession',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.FinishSortSessionRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.FinishSortSessionResponse.FromString,
+                )
+        self.DownloadParts = channel.unary_stream(
+                '/sortd.v1.SortService/DownloadParts',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.DownloadPartsRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.SessionPart.FromString,
+                )
+        self.EndSortSession = channel.unary_unary(
+                '/sortd.v1.SortService/EndSortSession',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.EndSortSessionRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.EndSortSessionResponse.FromString,
+                )
 
 
 class SortServiceServicer(object):
@@ -183,6 +208,43 @@ class SortServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartSortSession(self, request, context):
+        """Sort sessions: one large numeric sort whose arrays travel as raw bytes,
+        in parts, over as many connections as the client opens (docs/api.md,
+        "Sort sessions"). StartSortSession announces the sort; UploadParts
+        streams carry parts of the keys (and values) in any order, from any
+        connection; FinishSortSession sorts once every element arrived;
+        DownloadParts streams return any range of the result; EndSortSession
+        frees it. A session idle past --session_idle_timeout is freed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UploadParts(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FinishSortSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadParts(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndSortSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SortServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -205,6 +267,31 @@ def add_SortServiceServicer_to_server(servicer, server):
                     servicer.SortChunked,
                     request_deserializer=sortd_dot_v1_dot_sort__pb2.SortChunkedRequest.FromString,
                     response_serializer=sortd_dot_v1_dot_sort__pb2.SortChunkedResponse.SerializeToString,
+            ),
+            'StartSortSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartSortSession,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.StartSortSessionRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.StartSortSessionResponse.SerializeToString,
+            ),
+            'UploadParts': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadParts,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.SessionPart.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.UploadPartsResponse.SerializeToString,
+            ),
+            'FinishSortSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishSortSession,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.FinishSortSessionRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.FinishSortSessionResponse.SerializeToString,
+            ),
+            'DownloadParts': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadParts,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.DownloadPartsRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.SessionPart.SerializeToString,
+            ),
+            'EndSortSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndSortSession,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.EndSortSessionRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.EndSortSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -282,5 +369,90 @@ class SortService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/sortd.v1.SortService/SortChunked',
             sortd_dot_v1_dot_sort__pb2.SortChunkedRequest.SerializeToString,
             sortd_dot_v1_dot_sort__pb2.SortChunkedResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def StartSortSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.SortService/StartSortSession',
+            sortd_dot_v1_dot_sort__pb2.StartSortSessionRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.StartSortSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UploadParts(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/sortd.v1.SortService/UploadParts',
+            sortd_dot_v1_dot_sort__pb2.SessionPart.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.UploadPartsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def FinishSortSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.SortService/FinishSortSession',
+            sortd_dot_v1_dot_sort__pb2.FinishSortSessionRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.FinishSortSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DownloadParts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/sortd.v1.SortService/DownloadParts',
+            sortd_dot_v1_dot_sort__pb2.DownloadPartsRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.SessionPart.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def EndSortSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.SortService/EndSortSession',
+            sortd_dot_v1_dot_sort__pb2.EndSortSessionRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.EndSortSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
