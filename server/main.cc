@@ -97,6 +97,10 @@ ABSL_FLAG(uint64_t, max_chunked_bytes, uint64_t{8} << 30,
           "largest total payload of one SortChunked upload (bytes)");
 ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(60),
           "a sort session with no call in progress for this long is freed");
+ABSL_FLAG(std::string, advertise_address, "",
+          "gRPC target that reaches this very server (e.g. $(POD_IP):50051 behind a Kubernetes "
+          "Service): sort-session clients open their parallel connections there; empty: the "
+          "address that answered");
 ABSL_FLAG(int, max_sessions, 64, "sort sessions open at once before RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, pinned_cache_bytes, uint64_t{8} << 30,
           "GPU servers: pinned host memory of ended sort sessions kept for reuse (at most an "
@@ -255,6 +259,7 @@ int main(int argc, char** argv) {
   options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
   options.sessions.idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
   options.sessions.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.sessions.direct_target = absl::GetFlag(FLAGS_advertise_address);
   options.pinned_cache_bytes = absl::GetFlag(FLAGS_pinned_cache_bytes);
   options.limits.max_stream_pending = absl::GetFlag(FLAGS_max_stream_pending);
   options.enable_diagnostics = absl::GetFlag(FLAGS_diagnostics);

@@ -3,7 +3,11 @@
 //   sortctl health [--service=NAME]
 //   sortctl bench  --concurrency=8 --type=uint32 --keys=1024 --duration=10s [--method=sort|pairs|stream]
 //   sortctl gen    --type=T --count=N --out=FILE [--format=auto] [--seed=S]
+#include <unistd.h>
+
+#include <chrono>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -13,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "client/sortctl/array_file.h"
 #include "client/sortctl/load_generator.h"
@@ -55,8 +60,61 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-absl::StatusOr<std::unique_ptr<client::SortClient>> MakeClient() {
+// A progress bar on stderr for transfers that take over a second, when
+// stderr is a terminal: phase, MiB done of total, MB/s since the phase began.
+class ProgressBar {
+ public:
+  void operator()(const client::TransferProgress& p) {
+    using Clock = std::chrono::steady_clock;
+    std::lock_guard<std::mutex> lock(mu_);
+    const Clock::time_point now = Clock::now();
+    if (p.phase != phase_ || !started_) {
+      if (shown_) std::cerr << "\n";
+      phase_ = p.phase;
+      phase_start_ = now;
+      started_ = true;
+      shown_ = false;
+      if (!first_) first_ = now;
+    }
+    if (now - *first_ < std::chrono::seconds(1) || now - last_draw_ < std::chrono::milliseconds(100)) {
+      if (!(shown_ && p.bytes_done == p.bytes_total)) return;
+    }
+    last_draw_ = now;
+    const double seconds = std::chrono::duration<double>(now - phase_start_).count();
+    const char* name = p.phase == client::TransferProgress::Phase::kUpload   ? "upload"
+                       : p.phase == client::TransferProgress::Phase::kSort ? "sort"
+                                                                           : "download";
+    if (p.phase == client::TransferProgress::Phase::kSort) {
+      std::cerr << absl::StrFormat("\r%-8s %s", name, p.bytes_done == 1 ? "done" : "...");
+    } else {
+      std::cerr << absl::StrFormat("\r%-8s %8.1f / %.1f MiB  %7.1f MB/s", name,
+                                   p.bytes_done / 1048576.0, p.bytes_total / 1048576.0,
+                                   seconds > 0 ? p.bytes_done / seconds / 1e6 : 0.0);
+    }
+    shown_ = true;
+    if (p.phase == client::TransferProgress::Phase::kDownload && p.bytes_done == p.bytes_total) {
+      std::cerr << "\n";  // the last phase is complete: end the line
+      shown_ = false;
+    }
+  }
+  ~ProgressBar() {
+    if (shown_) std::cerr << "\n";
+  }
+
+ private:
+  std::mutex mu_;
+  client::TransferProgress::Phase phase_ = client::TransferProgress::Phase::kUpload;
+  bool started_ = false;
+  bool shown_ = false;
+  std::optional<std::chrono::steady_clock::time_point> first_;
+  std::chrono::steady_clock::time_point phase_start_, last_draw_;
+};
+
+absl::StatusOr<std::unique_ptr<client::SortClient>> MakeClient(ProgressBar* progress = nullptr) {
   client::ClientOptions options;
+  if (progress != nullptr && isatty(STDERR_FILENO)) {
+    options.progress = [progress](const client::TransferProgress& p) { (*progress)(p); };
+  }
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.timeout = absl::GetFlag(FLAGS_timeout);
   options.tls_root_certs_file = absl::GetFlag(FLAGS_tls_root_certs);
@@ -68,25 +126,27 @@ absl::StatusOr<std::unique_ptr<client::SortClient>> MakeClient() {
 template <typename T>
 absl::Status SortTyped(client::SortClient& c, HostArray& array, v1::SortOrder order,
                        bool want_indices, std::vector<uint64_t>* indices) {
-  absl::Span<const T> keys;
-  std::vector<T> typed;
+  v1::Engine engine = v1::ENGINE_UNSPECIFIED;
+  size_t count = 0;
   if constexpr (std::is_same_v<T, std::string>) {
-    keys = array.strings;
-  } else {
-    typed.resize(array.raw.size() / sizeof(T));
-    if (!typed.empty()) std::memcpy(typed.data(), array.raw.data(), array.raw.size());
-    keys = typed;
-  }
-  auto result = c.Sort<T>(keys, order, want_indices);
-  if (!result.ok()) return result.status();
-  if constexpr (std::is_same_v<T, std::string>) {
+    auto result = c.Sort<T>(array.strings, order, want_indices);
+    if (!result.ok()) return result.status();
     array.strings = std::move(result->keys);
+    *indices = std::move(result->indices);
+    engine = result->engine;
+    count = array.strings.size();
   } else {
-    std::memcpy(array.raw.data(), result->keys.data(), array.raw.size());
+    // In place over the file's bytes: no typed copy, no result vector (a
+    // large array goes up from and comes back into this one buffer).
+    count = array.raw.size() / sizeof(T);
+    auto* keys = reinterpret_cast<T*>(array.raw.data());
+    if (want_indices) indices->resize(count);
+    auto sorted = c.SortInto<T>(absl::MakeConstSpan(keys, count), absl::MakeSpan(keys, count),
+                                order, absl::MakeSpan(*indices));
+    if (!sorted.ok()) return sorted.status();
+    engine = *sorted;
   }
-  *indices = std::move(result->indices);
-  std::cerr << "sorted " << keys.size() << " keys on "
-            << v1::Engine_Name(result->engine) << "\n";
+  std::cerr << "sorted " << count << " keys on " << v1::Engine_Name(engine) << "\n";
   return absl::OkStatus();
 }
 
@@ -106,7 +166,8 @@ int RunSort() {
   const v1::SortOrder order = order_name == "desc" ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING;
   auto array = ReadArray(in, *in_format, absl::GetFlag(FLAGS_type));
   if (!array.ok()) return Fail(array.status());
-  auto c = MakeClient();
+  ProgressBar progress;
+  auto c = MakeClient(&progress);
   if (!c.ok()) return Fail(c.status());
   const bool want_indices = !absl::GetFlag(FLAGS_indices_out).empty();
   std::vector<uint64_t> indices;

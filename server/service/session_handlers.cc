@@ -271,6 +271,7 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
             response.set_suggested_connections(SuggestedConnections(
                 request.total_keys() * (ElementSize((*started)->key_type()))));
             response.set_idle_timeout_ms(absl::ToInt64Milliseconds(limits.idle_timeout));
+            response.set_direct_target(limits.direct_target);
           }
           return started.status();
         });

@@ -44,8 +44,12 @@ struct SessionLimits {
   uint64_t max_part_bytes = uint64_t{60} << 20;
   // Default body of a downloaded part.
   uint64_t download_part_bytes = uint64_t{4} << 20;
-  // Whether transfer_only sessions are allowed (--enable_diagnostics).
+  // Whether transfer_only sessions are allowed (--diagnostics).
   bool allow_transfer_only = false;
+  // --advertise_address: a gRPC target reaching this server itself, sent to
+  // clients so that every connection of a session lands here (empty: they
+  // use the address that answered).
+  std::string direct_target;
 };
 
 // A contiguous host array of one element width, uninitialized on creation
