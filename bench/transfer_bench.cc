@@ -55,11 +55,12 @@ double PeakRssMiB() {
 struct Point {
   std::vector<double> seconds;
   void Report(const char* mode, size_t bytes, int connections, size_t moved) {
+    const double first = seconds.front();  // a cold run (e.g. pinned memory not yet cached)
     std::sort(seconds.begin(), seconds.end());
     const double best = seconds.front();
     const double median = seconds[seconds.size() / 2];
-    std::printf("cpp\t%s\t%zu\t%d\t%.4f\t%.4f\t%.2f\t%.0f\n", mode, bytes, connections, best,
-                median, moved / best / 1e9, PeakRssMiB());
+    std::printf("cpp\t%s\t%zu\t%d\t%.4f\t%.4f\t%.4f\t%.2f\t%.0f\n", mode, bytes, connections,
+                best, median, first, moved / best / 1e9, PeakRssMiB());
     std::fflush(stdout);
   }
 };
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
   auto chunked_client =
       sortd::client::SortClient::Connect(absl::GetFlag(FLAGS_target), chunked_options);
 
-  std::printf("client\tmode\tbytes\tconnections\tbest_s\tmedian_s\tGB/s(up+down)\tclient_peak_rss_MiB\n");
+  std::printf(
+      "client\tmode\tbytes\tconnections\tbest_s\tmedian_s\tfirst_s\tGB/s(up+down)\tclient_peak_rss_MiB\n");
   int failures = 0;
   for (int mib : sizes) {
     const size_t n = (size_t{static_cast<size_t>(mib)} << 20) / 4;

@@ -38,10 +38,11 @@ def is_sorted_permutation(out, keys, key_sum):
 
 
 def report(mode, nbytes, connections, seconds, moved):
+    first = seconds[0]
     seconds = sorted(seconds)
     best, median = seconds[0], seconds[len(seconds) // 2]
-    print("py\t%s\t%d\t%d\t%.4f\t%.4f\t%.2f\t%.0f" % (
-        mode, nbytes, connections, best, median, moved / best / 1e9, peak_rss_mib()))
+    print("py\t%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.2f\t%.0f" % (
+        mode, nbytes, connections, best, median, first, moved / best / 1e9, peak_rss_mib()))
     sys.stdout.flush()
 
 
@@ -56,7 +57,8 @@ def main():
     args = parser.parse_args()
     modes = set(args.modes.split(","))
     if args.header:
-        print("client\tmode\tbytes\tconnections\tbest_s\tmedian_s\tGB/s(up+down)\tclient_peak_rss_MiB")
+        print("client\tmode\tbytes\tconnections\tbest_s\tmedian_s\tfirst_s\tGB/s(up+down)"
+              "\tclient_peak_rss_MiB")
     failures = 0
     with sortd_client.Client(args.target) as client:
         for mib in [int(x) for x in args.sizes_mib.split(",") if x]:

@@ -4,6 +4,7 @@
 // gRPC's receive buffers); every connection carries a contiguous range of
 // every array.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <thread>
 
@@ -189,6 +190,26 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   connections = static_cast<int>(std::clamp<uint64_t>(connections, 1, std::max<uint64_t>(n, 1)));
   connections = std::min(connections, 64);
   const std::vector<std::shared_ptr<grpc::Channel>> channels = TransferChannels(target, connections);
+  {
+    // Connected before the first part: a connection attempt that fails once
+    // (loopback under load does) is retried by gRPC within the wait, instead
+    // of failing the part that found it down.
+    for (const auto& channel : channels) channel->GetState(/*try_to_connect=*/true);
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(20);
+    for (const auto& channel : channels) {
+      if (!channel->WaitForConnected(deadline)) {
+        grpc::ClientContext ctx;
+        PrepareContext(&ctx);
+        v1::EndSortSessionRequest request;
+        request.set_session_id(started.session_id());
+        v1::EndSortSessionResponse response;
+        stub_->EndSortSession(&ctx, request, &response);  // best effort
+        return absl::UnavailableError(absl::StrCat(
+            "sort session: cannot connect to ", target,
+            " (the server holding the session; see --advertise_address)"));
+      }
+    }
+  }
   auto control = v1::SortService::NewStub(channels[0]);
   const std::string& id = started.session_id();
   // Within both ends' message limits (less room for a part's header).

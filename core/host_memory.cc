@@ -43,6 +43,13 @@ void HostBuffer::Reset() {
 }
 
 HostMemoryPool::~HostMemoryPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    to_pin_.clear();
+  }
+  pin_wake_.notify_all();
+  if (pinner_.joinable()) pinner_.join();
   for (auto& [capacity, block] : idle_) FreePinnedHost(block);
 }
 
@@ -53,37 +60,22 @@ HostBuffer HostMemoryPool::Allocate(size_t bytes) {
   // costs more than the engine's staging copies (docs/benchmarks.md).
   if (pin_ && bytes >= min_pinned_bytes_ && bytes <= keep_bytes_) {
     const size_t capacity = (bytes + kPinnedGranule - 1) / kPinnedGranule * kPinnedGranule;
-    uint8_t* block = nullptr;
-    size_t got = 0;
-    {
-      // The smallest idle block that fits, if it does not waste half of it.
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = idle_.lower_bound(capacity);
-      if (it != idle_.end() && it->first / 2 <= capacity) {
-        got = it->first;
-        block = it->second;
-        idle_.erase(it);
-        idle_bytes_ -= got;
-        in_use_bytes_ += got;
-      }
-    }
-    if (block == nullptr) {
-      block = static_cast<uint8_t*>(AllocatePinnedHost(capacity));
-      if (block != nullptr) {
-        got = capacity;
-        std::lock_guard<std::mutex> lock(mu_);
-        in_use_bytes_ += got;
-      }
-    }
-    if (block != nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The smallest idle block that fits, if it does not waste half of it.
+    auto it = idle_.lower_bound(capacity);
+    if (it != idle_.end() && it->first / 2 <= capacity) {
       buffer.pool_ = this;
-      buffer.data_ = block;
-      buffer.capacity_ = got;
+      buffer.data_ = it->second;
+      buffer.capacity_ = it->first;
       buffer.pinned_ = true;
+      idle_bytes_ -= it->first;
+      in_use_bytes_ += it->first;
+      idle_.erase(it);
       return buffer;
     }
-    // Pinning failed (locked-memory limits): heap memory still works,
-    // through the engine's staging copies.
+    // None: heap memory now (through the engine's staging), and a block of
+    // this size pinned meanwhile for the next request.
+    PinInBackgroundLocked(capacity);
   }
   // new[] without (): uninitialized, no pass over the memory.
   buffer.data_ = new uint8_t[bytes];
@@ -91,25 +83,66 @@ HostBuffer HostMemoryPool::Allocate(size_t bytes) {
   return buffer;
 }
 
+void HostMemoryPool::PinInBackgroundLocked(size_t capacity) {
+  for (size_t queued : to_pin_) {
+    if (queued == capacity) return;  // one already on its way
+  }
+  to_pin_.push_back(capacity);
+  if (!pinner_.joinable()) pinner_ = std::thread([this] { PinLoop(); });
+  pin_wake_.notify_one();
+}
+
+void HostMemoryPool::PinLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    pin_wake_.wait(lock, [this] { return stopping_ || !to_pin_.empty(); });
+    if (stopping_) break;
+    const size_t capacity = to_pin_.front();
+    to_pin_.pop_front();
+    pinning_ = true;
+    lock.unlock();
+    auto* block = static_cast<uint8_t*>(AllocatePinnedHost(capacity));
+    lock.lock();
+    pinning_ = false;
+    std::vector<uint8_t*> to_free;
+    if (block != nullptr) to_free = KeepIdleLocked(block, capacity);
+    if (to_pin_.empty()) pin_idle_.notify_all();
+    if (!to_free.empty()) {
+      lock.unlock();
+      for (uint8_t* b : to_free) FreePinnedHost(b);
+      lock.lock();
+    }
+  }
+  pinning_ = false;
+  pin_idle_.notify_all();
+}
+
+void HostMemoryPool::WaitForPinning() {
+  std::unique_lock<std::mutex> lock(mu_);
+  pin_idle_.wait(lock, [this] { return stopping_ || (to_pin_.empty() && !pinning_); });
+}
+
+std::vector<uint8_t*> HostMemoryPool::KeepIdleLocked(uint8_t* data, size_t capacity) {
+  // The newest block is kept (the next request is likely of a similar
+  // size); older idle blocks make room for it, largest first.
+  std::vector<uint8_t*> to_free;
+  while (idle_bytes_ + capacity > keep_bytes_ && !idle_.empty()) {
+    auto largest = std::prev(idle_.end());
+    idle_bytes_ -= largest->first;
+    to_free.push_back(largest->second);
+    idle_.erase(largest);
+  }
+  idle_.emplace(capacity, data);
+  idle_bytes_ += capacity;
+  return to_free;
+}
+
 void HostMemoryPool::Release(uint8_t* data, size_t capacity) {
-  // The block just released is kept (the next session is likely of a
-  // similar size); older idle blocks make room for it, largest first.
   std::vector<uint8_t*> to_free;
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_use_bytes_ -= capacity;
-    if (capacity > keep_bytes_) {
-      to_free.push_back(data);
-    } else {
-      while (idle_bytes_ + capacity > keep_bytes_ && !idle_.empty()) {
-        auto largest = std::prev(idle_.end());
-        idle_bytes_ -= largest->first;
-        to_free.push_back(largest->second);
-        idle_.erase(largest);
-      }
-      idle_.emplace(capacity, data);
-      idle_bytes_ += capacity;
-    }
+    to_free = KeepIdleLocked(data, capacity);
   }
   for (uint8_t* block : to_free) FreePinnedHost(block);
 }

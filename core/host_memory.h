@@ -1,17 +1,24 @@
 // Host buffers for large arrays that the GPU engine moves by DMA. Where a GPU
 // serves, buffers are page-locked (pinned) memory: the engine copies them
 // to and from the device directly, without its staging copies (core/cuda/
-// gpu_worker.cu checks). Pinning is slow (the driver locks every page), so
-// released pinned buffers are kept for reuse, up to a cap; everywhere else,
-// and past what pinning allows, buffers are ordinary heap memory.
+// gpu_worker.cu checks). Pinning is slow (the driver locks every page: about
+// a second per GiB, more than the staging copies it saves), so a request
+// that finds no idle pinned block gets heap memory at once while a block of
+// its size is pinned in the background for the next one; released pinned
+// blocks are kept for reuse, up to a cap. Everywhere else, and past what
+// pinning allows, buffers are ordinary heap memory.
 #ifndef SORTD_CORE_HOST_MEMORY_H_
 #define SORTD_CORE_HOST_MEMORY_H_
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <deque>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 namespace sortd {
 
@@ -46,7 +53,7 @@ class HostMemoryPool {
   // recently released first).
   HostMemoryPool(bool pin, size_t min_pinned_bytes, size_t keep_bytes)
       : pin_(pin), min_pinned_bytes_(min_pinned_bytes), keep_bytes_(keep_bytes) {}
-  ~HostMemoryPool();
+  ~HostMemoryPool();  // waits for background pinning, frees idle blocks
   HostMemoryPool(const HostMemoryPool&) = delete;
   HostMemoryPool& operator=(const HostMemoryPool&) = delete;
 
@@ -56,10 +63,17 @@ class HostMemoryPool {
   // Pinned bytes held: in use, and kept idle for reuse.
   size_t pinned_in_use() const;
   size_t pinned_idle() const;
+  // Blocks until no background pinning is queued or running.
+  void WaitForPinning();
 
  private:
   friend class HostBuffer;
   void Release(uint8_t* data, size_t capacity);
+  // Keeps an idle block, freeing older ones (largest first) to stay within
+  // keep_bytes_; returns the blocks to free (outside the lock).
+  std::vector<uint8_t*> KeepIdleLocked(uint8_t* data, size_t capacity);
+  void PinInBackgroundLocked(size_t capacity);
+  void PinLoop();
 
   const bool pin_;
   const size_t min_pinned_bytes_;
@@ -68,6 +82,12 @@ class HostMemoryPool {
   std::multimap<size_t, uint8_t*> idle_;  // capacity -> block
   size_t idle_bytes_ = 0;
   size_t in_use_bytes_ = 0;
+  std::deque<size_t> to_pin_;     // capacities queued for background pinning
+  bool pinning_ = false;          // the thread is pinning one now
+  bool stopping_ = false;
+  std::condition_variable pin_wake_;
+  std::condition_variable pin_idle_;
+  std::thread pinner_;            // started on first use
 };
 
 }  // namespace sortd

@@ -10,7 +10,9 @@
 #   4. peak RSS of a fresh server and client around one 1 GiB sort;
 #   5. small requests (1024 keys, unary and SortStream) against echo.
 # Carry .device/xfer.tar.xz holding xfer/{bin/{sortd,sortctl,sortd_transfer_bench},lib}.
-# SIZES, CONNS, REPEAT, PY override the defaults.
+# SIZES, CONNS, REPEAT, PY override the defaults. Columns: best and median
+# of REPEAT runs, and the first run (cold: the server pins a block of that
+# size in the background during it, docs/architecture.md).
 set -euo pipefail
 [ -d .device/xfer ] || tar -xJf .device/xfer.tar.xz -C .device
 B=$PWD/.device/xfer/bin
@@ -56,11 +58,15 @@ timeout 60 "$B/sortctl" bench --target="$T" --with_echo --method=stream --keys=1
   2>&1 | grep -E "ratio|requests/s" | tail -3
 stop
 
-echo "== peak RSS, fresh server, one 1 GiB u32 sort (8 connections)"
+echo "== peak RSS, fresh server: one 1 GiB u32 sort (cold: no pinned block yet), then 2 more"
 start
+echo "server VmRSS idle: $(awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$PID/status") MiB"
 "$B/sortd_transfer_bench" --target=127.0.0.1:$PORT --sizes_mib=1024 --connections=8 --repeat=1 \
   --transfer=false | tail -n +2 | tee "$OUT/rss_cpp.tsv"
-echo "server VmHWM after C++ 1 GiB: $(hwm "$PID") MiB"
+echo "server VmHWM after the first (cold) C++ 1 GiB: $(hwm "$PID") MiB"
+"$B/sortd_transfer_bench" --target=127.0.0.1:$PORT --sizes_mib=1024 --connections=8 --repeat=2 \
+  --transfer=false | tail -n +2 | tee -a "$OUT/rss_cpp.tsv"
+echo "server VmHWM after two more: $(hwm "$PID") MiB"
 stop
 start
 PYTHONPATH=client/python "$PY" bench/transfer_bench.py --target 127.0.0.1:$PORT --sizes_mib=1024 \

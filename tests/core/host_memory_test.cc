@@ -24,33 +24,45 @@ TEST(HostMemoryPool, WithoutPinningBuffersAreWritableHeapMemory) {
   EXPECT_EQ(pool.Allocate(0).data(), nullptr);
 }
 
-TEST(HostMemoryPool, PinnedBuffersAreReusedAndTheCacheStaysWithinItsCap) {
+TEST(HostMemoryPool, AMissGetsHeapMemoryAndPinsABlockForTheNextRequest) {
   HostMemoryPool pool(/*pin=*/true, kMiB, 8 * kMiB);
   HostBuffer small = pool.Allocate(kMiB / 2);  // under min_pinned_bytes
   EXPECT_FALSE(small.pinned());
   HostBuffer huge = pool.Allocate(16 * kMiB);  // over the cache: never pinned
   EXPECT_FALSE(huge.pinned());
+  // Nothing idle yet: heap memory at once, a 4 MiB block pinned meanwhile.
   HostBuffer first = pool.Allocate(3 * kMiB);
   ASSERT_NE(first.data(), nullptr);
-  if (!first.pinned()) {
-    // No GPU (or no driver): pinning fails and the pool falls back to heap.
+  EXPECT_FALSE(first.pinned());
+  std::memset(first.data(), 1, 3 * kMiB);
+  pool.WaitForPinning();
+  if (pool.pinned_idle() == 0) {
+    // No GPU (or no driver): pinning fails and the pool stays on the heap.
     EXPECT_TRUE(ListGpus().empty());
-    EXPECT_EQ(pool.pinned_in_use(), 0u);
+    EXPECT_FALSE(pool.Allocate(3 * kMiB).pinned());
     return;
   }
-  EXPECT_EQ(pool.pinned_in_use(), 4 * kMiB);  // rounded up to 2 MiB granules
-  uint8_t* const block = first.data();
-  first.Reset();
-  EXPECT_EQ(pool.pinned_in_use(), 0u);
+  EXPECT_EQ(pool.pinned_idle(), 4 * kMiB);  // rounded up to 2 MiB granules
+  HostBuffer second = pool.Allocate(4 * kMiB);
+  ASSERT_TRUE(second.pinned());
+  EXPECT_EQ(pool.pinned_in_use(), 4 * kMiB);
+  EXPECT_EQ(pool.pinned_idle(), 0u);
+  std::memset(second.data(), 2, 4 * kMiB);
+  uint8_t* const block = second.data();
+  second.Reset();
   EXPECT_EQ(pool.pinned_idle(), 4 * kMiB);
   HostBuffer again = pool.Allocate(4 * kMiB);
   EXPECT_TRUE(again.pinned());
   EXPECT_EQ(again.data(), block);  // reused, not pinned afresh
-  HostBuffer other = pool.Allocate(6 * kMiB);
-  ASSERT_TRUE(other.pinned());
-  again.Reset();  // idle: 4 MiB
-  other.Reset();  // 4 + 6 > 8: the older block is freed for the newer
+  // A 6 MiB miss pins a 6 MiB block; with the 4 MiB one released, 4 + 6 > 8:
+  // the older block is freed for the newer.
+  HostBuffer big = pool.Allocate(6 * kMiB);
+  EXPECT_FALSE(big.pinned());
+  pool.WaitForPinning();
   EXPECT_EQ(pool.pinned_idle(), 6 * kMiB);
+  again.Reset();
+  EXPECT_EQ(pool.pinned_idle(), 4 * kMiB);  // the newest (4) kept, 6 freed
+  EXPECT_EQ(pool.pinned_in_use(), 0u);
 }
 
 }  // namespace

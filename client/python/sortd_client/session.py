@@ -17,7 +17,7 @@ import numpy as np
 from sortd.v1 import sort_pb2
 
 from . import wire
-from .errors import ProtocolError
+from .errors import ProtocolError, SortdError
 
 _PATH = "/sortd.v1.SortService/"
 _BODY_FIELD = 15
@@ -159,6 +159,16 @@ class SessionTransport:
         sid = started.session_id
         channels = [self.channel(target, c) for c in range(count)]
         control = channels[0]
+        # Connected before the first part: a connection attempt that fails
+        # once is retried by gRPC within the wait instead of failing a part.
+        try:
+            for ch in channels:
+                grpc.channel_ready_future(ch).result(timeout=20)
+        except grpc.FutureTimeoutError:
+            # The session expires on the server (--session_idle_timeout).
+            raise SortdError(grpc.StatusCode.UNAVAILABLE,
+                             "sort session: cannot connect to %s (the server holding the "
+                             "session; see --advertise_address)" % target) from None
 
         def end():
             try:
