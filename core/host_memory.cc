@@ -20,10 +20,12 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
     data_ = other.data_;
     capacity_ = other.capacity_;
     pinned_ = other.pinned_;
+    pin_after_ = other.pin_after_;
     other.pool_ = nullptr;
     other.data_ = nullptr;
     other.capacity_ = 0;
     other.pinned_ = false;
+    other.pin_after_ = 0;
   }
   return *this;
 }
@@ -34,12 +36,17 @@ void HostBuffer::Reset() {
       pool_->Release(data_, capacity_);
     } else {
       delete[] data_;
+      if (pin_after_ > 0 && pool_ != nullptr) {
+        std::lock_guard<std::mutex> lock(pool_->mu_);
+        pool_->PinInBackgroundLocked(pin_after_);
+      }
     }
   }
   pool_ = nullptr;
   data_ = nullptr;
   capacity_ = 0;
   pinned_ = false;
+  pin_after_ = 0;
 }
 
 HostMemoryPool::~HostMemoryPool() {
@@ -73,9 +80,10 @@ HostBuffer HostMemoryPool::Allocate(size_t bytes) {
       idle_.erase(it);
       return buffer;
     }
-    // None: heap memory now (through the engine's staging), and a block of
-    // this size pinned meanwhile for the next request.
-    PinInBackgroundLocked(capacity);
+    // None: heap memory now (through the engine's staging); a block of
+    // this size is pinned for the next request once this one is released.
+    buffer.pool_ = this;
+    buffer.pin_after_ = capacity;
   }
   // new[] without (): uninitialized, no pass over the memory.
   buffer.data_ = new uint8_t[bytes];
@@ -84,6 +92,7 @@ HostBuffer HostMemoryPool::Allocate(size_t bytes) {
 }
 
 void HostMemoryPool::PinInBackgroundLocked(size_t capacity) {
+  if (stopping_) return;
   for (size_t queued : to_pin_) {
     if (queued == capacity) return;  // one already on its way
   }

@@ -1,12 +1,14 @@
 // Host buffers for large arrays that the GPU engine moves by DMA. Where a GPU
 // serves, buffers are page-locked (pinned) memory: the engine copies them
 // to and from the device directly, without its staging copies (core/cuda/
-// gpu_worker.cu checks). Pinning is slow (the driver locks every page: about
-// a second per GiB, more than the staging copies it saves), so a request
-// that finds no idle pinned block gets heap memory at once while a block of
-// its size is pinned in the background for the next one; released pinned
-// blocks are kept for reuse, up to a cap. Everywhere else, and past what
-// pinning allows, buffers are ordinary heap memory.
+// gpu_worker.cu checks). Pinning is slow (the driver locks every page: 0.5-1.3
+// s per GiB on the H100 host, more than the staging copies it saves), so a
+// request that finds no idle pinned block gets heap memory at once, and once
+// that buffer is released a block of its size is pinned in the background
+// for the next request (not during the sort: both would fault pages in at
+// once, and the process would hold the array twice). Released pinned blocks
+// are kept for reuse, up to a cap. Everywhere else, and past what pinning
+// allows, buffers are ordinary heap memory.
 #ifndef SORTD_CORE_HOST_MEMORY_H_
 #define SORTD_CORE_HOST_MEMORY_H_
 
@@ -40,10 +42,11 @@ class HostBuffer {
 
  private:
   friend class HostMemoryPool;
-  HostMemoryPool* pool_ = nullptr;  // null: heap memory (new[])
+  HostMemoryPool* pool_ = nullptr;  // null: heap memory (new[]) nobody waits for
   uint8_t* data_ = nullptr;
   size_t capacity_ = 0;
   bool pinned_ = false;
+  size_t pin_after_ = 0;  // heap buffer of a miss: pin this much once released
 };
 
 class HostMemoryPool {

@@ -24,17 +24,21 @@ TEST(HostMemoryPool, WithoutPinningBuffersAreWritableHeapMemory) {
   EXPECT_EQ(pool.Allocate(0).data(), nullptr);
 }
 
-TEST(HostMemoryPool, AMissGetsHeapMemoryAndPinsABlockForTheNextRequest) {
+TEST(HostMemoryPool, AMissGetsHeapMemoryAndPinsABlockForTheNextRequestOnceReleased) {
   HostMemoryPool pool(/*pin=*/true, kMiB, 8 * kMiB);
   HostBuffer small = pool.Allocate(kMiB / 2);  // under min_pinned_bytes
   EXPECT_FALSE(small.pinned());
   HostBuffer huge = pool.Allocate(16 * kMiB);  // over the cache: never pinned
   EXPECT_FALSE(huge.pinned());
-  // Nothing idle yet: heap memory at once, a 4 MiB block pinned meanwhile.
+  // Nothing idle yet: heap memory at once; a 4 MiB block is pinned once it
+  // is released (not while it is in use).
   HostBuffer first = pool.Allocate(3 * kMiB);
   ASSERT_NE(first.data(), nullptr);
   EXPECT_FALSE(first.pinned());
   std::memset(first.data(), 1, 3 * kMiB);
+  pool.WaitForPinning();
+  EXPECT_EQ(pool.pinned_idle(), 0u);
+  first.Reset();
   pool.WaitForPinning();
   if (pool.pinned_idle() == 0) {
     // No GPU (or no driver): pinning fails and the pool stays on the heap.
@@ -58,6 +62,7 @@ TEST(HostMemoryPool, AMissGetsHeapMemoryAndPinsABlockForTheNextRequest) {
   // the older block is freed for the newer.
   HostBuffer big = pool.Allocate(6 * kMiB);
   EXPECT_FALSE(big.pinned());
+  big.Reset();
   pool.WaitForPinning();
   EXPECT_EQ(pool.pinned_idle(), 6 * kMiB);
   again.Reset();
