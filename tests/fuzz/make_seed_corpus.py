@@ -138,9 +138,44 @@ def cpu_seeds():
             write("cpu_engine", bytes([type_index, flags, 3]) + bytes([5, 9, 0]) + body)
 
 
+def session_record(array, offset, body, slices=0):
+    """A built part (flag bit 0 clear): array, offset, then the body."""
+    data = bytes([array, offset]) + body
+    return bytes([slices << 1, len(data) & 0xFF, len(data) >> 8]) + data
+
+
+def raw_record(data, slices=0):
+    return bytes([1 | (slices << 1), len(data) & 0xFF, len(data) >> 8]) + data
+
+
+def session_seeds():
+    widths = [4, 4, 4, 8, 8, 8]
+    for key_index in range(6):
+        for value_pick in (6, 0, 3):  # no values, 4-byte, 8-byte values
+            n = 6
+            kw = widths[key_index]
+            keys = bytes(range(1, 1 + n * kw))[::-1]
+            for order_bits in (0, 64, 128, 192):
+                head = bytes([key_index + 6 * value_pick, n | order_bits])
+                records = session_record(1, 3, keys[3 * kw:], slices=order_bits >> 6 & 3)
+                records += session_record(1, 0, keys[:3 * kw])
+                if value_pick != 6:
+                    vw = widths[value_pick]
+                    records += session_record(2, 0, bytes(range(n * vw)))
+                write("session", head + records)
+    # Overlaps, a gap, partial elements, past the end, bytes that are no part.
+    head = bytes([0 + 6 * 6, 8])
+    write("session", head + session_record(1, 0, b"\x01" * 16) + session_record(1, 2, b"\x02" * 8))
+    write("session", head + session_record(1, 0, b"\x01" * 12) + session_record(1, 5, b"\x02" * 12))
+    write("session", head + session_record(1, 0, b"\x01" * 7) + session_record(1, 7, b"\x02" * 8))
+    write("session", head + raw_record(b"\x0a\x01x\x10\x01\x7a\x04abcd", 2) + raw_record(b"\xff\xff"))
+    write("session", head + raw_record(b"\x10\x01\x18\x02\x7a\x04abcd\x08\x01"))
+
+
 if __name__ == "__main__":
     request_seeds()
     chunked_seeds()
     cpu_seeds()
-    for fuzzer in ("request", "chunked", "cpu_engine"):
+    session_seeds()
+    for fuzzer in ("request", "chunked", "cpu_engine", "session"):
         print(fuzzer, len(os.listdir(os.path.join(HERE, "corpus", fuzzer))), "seeds")

@@ -1,0 +1,226 @@
+// Fuzzer of sort-session uploads: arbitrary UploadParts messages (raw bytes,
+// split over several gRPC slices, or well-formed parts with arbitrary
+// fields) into one session, then finish, sort and download. Every part is
+// accepted or refused with INVALID_ARGUMENT / ALREADY_EXISTS naming the
+// field; a part is refused ALREADY_EXISTS exactly when it overlaps elements
+// accepted before; accepted parts land where they say (a shadow copy holds
+// the same bytes); finish succeeds exactly when every element arrived; the
+// sorted keys (and values, indices) match the reference sort of the shadow;
+// and admission is back to zero once the session is gone.
+//
+// Input: byte 0 picks the key and value types, byte 1 the key count (0-63)
+// and order and whether indices are wanted; then records: a flag byte
+// (bit 0: raw bytes, else a built part; bits 1-2: slices), a 2-byte
+// little-endian length, and that many bytes.
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dispatcher.h"
+#include "server/runtime/admission.h"
+#include "server/service/sort_session.h"
+#include "sortd/v1/session_part_codec.h"
+#include "tests/fuzz/fuzz_oracle.h"
+
+namespace sortd::fuzz {
+namespace {
+
+namespace part = v1::session_part;
+
+constexpr v1::ElementType kKeyTypes[] = {v1::ELEMENT_TYPE_UINT32, v1::ELEMENT_TYPE_INT32,
+                                         v1::ELEMENT_TYPE_FLOAT32, v1::ELEMENT_TYPE_UINT64,
+                                         v1::ELEMENT_TYPE_INT64, v1::ELEMENT_TYPE_FLOAT64};
+
+Dispatcher& CpuDispatcher() {
+  static Dispatcher* dispatcher = [] {
+    DispatcherOptions options;
+    options.engine = EngineChoice::kCpu;
+    auto created = Dispatcher::Create(options);
+    if (!created.ok()) Finding("Dispatcher::Create: " + created.status().ToString());
+    return created->release();
+  }();
+  return *dispatcher;
+}
+
+// The message as gRPC might hand it over: cut into up to 3 slices.
+grpc::ByteBuffer Sliced(const uint8_t* data, size_t size, int slices) {
+  std::vector<grpc::Slice> parts;
+  size_t at = 0;
+  for (int i = 0; i < slices; ++i) {
+    const size_t end = i + 1 == slices ? size : std::min(size, at + size / slices);
+    parts.emplace_back(data + at, end - at);
+    at = end;
+  }
+  return grpc::ByteBuffer(parts.data(), parts.size());
+}
+
+// Elements received so far per array, and the bytes they hold.
+struct Shadow {
+  std::vector<uint8_t> bytes;
+  std::vector<bool> got;
+  bool Overlaps(uint64_t begin, uint64_t end) const {
+    for (uint64_t i = begin; i < end; ++i) {
+      if (got[i]) return true;
+    }
+    return false;
+  }
+};
+
+template <typename T>
+void CheckSorted(const Shadow& keys, const Shadow* values, size_t value_width, size_t n,
+                 SortOrder order, const SortSession& session, bool with_indices) {
+  std::vector<T> input(n);
+  if (n > 0) std::memcpy(input.data(), keys.bytes.data(), n * sizeof(T));
+  const std::vector<uint64_t> perm = ReferencePermutation(input, order);
+  auto keys_out = session.DownloadRange(v1::SESSION_ARRAY_KEYS, 0, 0);
+  Check(keys_out.ok(), "DownloadRange(keys): " + keys_out.status().ToString());
+  for (size_t i = 0; i < n; ++i) {
+    Check(std::memcmp(keys_out->data + i * sizeof(T), &input[perm[i]], sizeof(T)) == 0,
+          "sorted keys differ from the reference");
+  }
+  if (values != nullptr) {
+    auto values_out = session.DownloadRange(v1::SESSION_ARRAY_VALUES, 0, 0);
+    Check(values_out.ok(), "DownloadRange(values): " + values_out.status().ToString());
+    for (size_t i = 0; i < n; ++i) {
+      Check(std::memcmp(values_out->data + i * value_width,
+                        values->bytes.data() + perm[i] * value_width, value_width) == 0,
+            "a value did not follow its key");
+    }
+  }
+  if (with_indices) {
+    auto indices = session.DownloadRange(v1::SESSION_ARRAY_INDICES, 0, 0);
+    Check(indices.ok(), "DownloadRange(indices): " + indices.status().ToString());
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t index = 0;
+      std::memcpy(&index, indices->data + i * 8, 8);
+      Check(index == perm[i], "indices differ from the reference permutation");
+    }
+  }
+}
+
+void Run(const uint8_t* data, size_t size) {
+  if (size < 2) return;
+  const v1::ElementType key_type = kKeyTypes[data[0] % 6];
+  const int value_pick = (data[0] / 6) % 7;  // 6: no values
+  const v1::ElementType value_type =
+      value_pick == 6 ? v1::ELEMENT_TYPE_UNSPECIFIED : kKeyTypes[value_pick];
+  const size_t n = data[1] % 64;
+  const bool descending = data[1] & 64;
+  const bool with_indices = data[1] & 128;
+  data += 2;
+  size -= 2;
+
+  AdmissionControl admission(uint64_t{1} << 20, 16);
+  {
+    SessionLimits limits;
+    limits.max_part_bytes = 256;
+    SessionStore store(limits, &admission, nullptr);
+    v1::StartSortSessionRequest start;
+    start.set_key_type(key_type);
+    start.set_value_type(value_type);
+    start.set_total_keys(n);
+    start.set_order(descending ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
+    start.set_return_indices(with_indices);
+    auto started = store.Start(start);
+    Check(started.ok(), "Start: " + started.status().ToString());
+    SortSession& session = **started;
+    const size_t key_width = ElementSize(session.key_type());
+    const size_t value_width =
+        value_type == v1::ELEMENT_TYPE_UNSPECIFIED ? 0 : (value_pick < 3 ? 4 : 8);
+    Shadow shadows[2];
+    shadows[0] = {std::vector<uint8_t>(n * key_width), std::vector<bool>(n)};
+    shadows[1] = {std::vector<uint8_t>(n * value_width), std::vector<bool>(n)};
+
+    while (size >= 3) {
+      const uint8_t flags = data[0];
+      const size_t length = std::min<size_t>(data[1] | (size_t{data[2]} << 8), size - 3);
+      const uint8_t* record = data + 3;
+      data += 3 + length;
+      size -= 3 + length;
+      std::string built;
+      grpc::ByteBuffer message;
+      const int slices = 1 + (flags >> 1) % 3;
+      if (flags & 1) {
+        message = Sliced(record, length, slices);
+      } else {
+        // A well-formed part: array, offset, then the rest as the body.
+        if (length < 2) continue;
+        part::Header header;
+        header.array = record[0] % 4;
+        header.offset = record[1] % 72;
+        message = part::Encode(header, record + 2, length - 2, [](void*) {}, nullptr);
+        grpc::Slice whole;
+        message.DumpToSingleSlice(&whole);
+        built.assign(reinterpret_cast<const char*>(whole.begin()), whole.size());
+        message = Sliced(reinterpret_cast<const uint8_t*>(built.data()), built.size(), slices);
+      }
+      const uint64_t message_bytes = message.Length();
+      // The message's bytes, for the oracle (before the reader consumes it).
+      grpc::Slice copy;
+      message.DumpToSingleSlice(&copy);
+      part::Reader reader(&message);
+      part::Header header;
+      if (!reader.Start(&header)) continue;  // the reactor refuses it, naming the message
+      const uint64_t body = reader.body_bytes();
+      const uint8_t* body_bytes = copy.begin() + (copy.size() - std::min<uint64_t>(copy.size(), body));
+      const absl::Status accepted =
+          session.AcceptPart(reader, header, message_bytes, limits.max_part_bytes);
+      const int which = header.array == v1::SESSION_ARRAY_KEYS ? 0 : 1;
+      const size_t width = which == 0 ? key_width : value_width;
+      if (!accepted.ok()) {
+        CheckRefusal(accepted, "AcceptPart",
+                     {absl::StatusCode::kInvalidArgument, absl::StatusCode::kAlreadyExists});
+        if (accepted.code() == absl::StatusCode::kAlreadyExists) {
+          Check(width > 0 && body % width == 0 && header.offset + body / width <= n &&
+                    shadows[which].Overlaps(header.offset, header.offset + body / width),
+                "ALREADY_EXISTS for a part that overlaps nothing received");
+        }
+        continue;
+      }
+      Check(header.array == v1::SESSION_ARRAY_KEYS ||
+                (header.array == v1::SESSION_ARRAY_VALUES && value_width > 0),
+            "accepted a part of an array the session does not upload");
+      Check(width > 0 && body > 0 && body % width == 0, "accepted a part of partial elements");
+      const uint64_t count = body / width;
+      Check(header.offset + count <= n, "accepted a part past total_keys");
+      Check(!shadows[which].Overlaps(header.offset, header.offset + count),
+            "accepted a part overlapping elements already received");
+      std::memcpy(shadows[which].bytes.data() + header.offset * width, body_bytes, body);
+      for (uint64_t i = header.offset; i < header.offset + count; ++i) shadows[which].got[i] = true;
+    }
+
+    bool complete = true;
+    for (size_t i = 0; i < n; ++i) {
+      complete = complete && shadows[0].got[i] && (value_width == 0 || shadows[1].got[i]);
+    }
+    const absl::StatusOr<bool> begun = session.BeginSort();
+    Check(begun.ok() == complete, "BeginSort: " + begun.status().ToString() +
+                                      (complete ? " with every element received"
+                                                : " accepted with elements missing"));
+    if (begun.ok()) {
+      const absl::Status sorted = session.RunSort(CpuDispatcher());
+      Check(sorted.ok(), "RunSort: " + sorted.ToString());
+      const SortOrder order = descending ? SortOrder::kDescending : SortOrder::kAscending;
+      const Shadow* values = value_width > 0 ? &shadows[1] : nullptr;
+      VisitNumeric(session.key_type(), [&](auto zero) {
+        using T = decltype(zero);
+        CheckSorted<T>(shadows[0], values, value_width, n, order, session, with_indices);
+      });
+    }
+    Check(store.End(session.id()).ok(), "End of an open session failed");
+  }
+  Check(admission.inflight_bytes() == 0 && admission.inflight_requests() == 0,
+        "admission not back to zero after the session ended");
+}
+
+}  // namespace
+}  // namespace sortd::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  sortd::fuzz::Run(data, size);
+  return 0;
+}
