@@ -117,8 +117,9 @@ class SortClient {
                                       absl::Span<uint64_t> indices = {});
 
   // One sort session, type-erased (SortInto and Sort/SortPairs use it above
-  // session_min_bytes; benchmarks call it directly). Outputs may alias
-  // their inputs.
+  // session_min_bytes, and fall back to SortChunked when a server answers
+  // UNIMPLEMENTED: one older than sessions; benchmarks call it directly).
+  // Outputs may alias their inputs.
   struct SessionSort {
     v1::ElementType key_type = v1::ELEMENT_TYPE_UNSPECIFIED;
     size_t count = 0;

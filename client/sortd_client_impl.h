@@ -26,9 +26,13 @@ absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
       sort.indices_out = return_indices ? result.indices.data() : nullptr;
       sort.order = order;
       absl::StatusOr<v1::Engine> engine = SortInSession(sort);
-      if (!engine.ok()) return engine.status();
-      result.engine = *engine;
-      return result;
+      if (engine.ok()) {
+        result.engine = *engine;
+        return result;
+      }
+      // A server without sort sessions (older than them): SortChunked.
+      if (!absl::IsUnimplemented(engine.status())) return engine.status();
+      result = SortResult<T>();
     }
   }
   // The response carries the keys back plus 8 bytes per index.
@@ -74,7 +78,9 @@ absl::StatusOr<v1::Engine> SortClient::SortInto(absl::Span<const T> keys, absl::
     sort.keys_out = out.data();
     sort.indices_out = indices.empty() ? nullptr : indices.data();
     sort.order = order;
-    return SortInSession(sort);
+    absl::StatusOr<v1::Engine> engine = SortInSession(sort);
+    // A server without sort sessions (older than them): SortChunked below.
+    if (!absl::IsUnimplemented(engine.status())) return engine;
   }
   absl::StatusOr<SortResult<T>> result = Sort(keys, order, !indices.empty());
   if (!result.ok()) return result.status();
@@ -105,9 +111,12 @@ absl::StatusOr<PairsResult<K, V>> SortClient::SortPairs(absl::Span<const K> keys
       sort.values_out = result.values.data();
       sort.order = order;
       absl::StatusOr<v1::Engine> engine = SortInSession(sort);
-      if (!engine.ok()) return engine.status();
-      result.engine = *engine;
-      return result;
+      if (engine.ok()) {
+        result.engine = *engine;
+        return result;
+      }
+      if (!absl::IsUnimplemented(engine.status())) return engine.status();
+      result = PairsResult<K, V>();  // a server without sessions: SortChunked
     }
   }
   if (NeedsChunking(PayloadBytes(keys) + PayloadBytes(values))) {

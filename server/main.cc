@@ -289,6 +289,9 @@ int main(int argc, char** argv) {
   options.request_log.slow_seconds = absl::GetFlag(FLAGS_slow_request_seconds);
   options.request_log.lines_per_second = absl::GetFlag(FLAGS_log_lines_per_second);
 
+  // SERVING once the port files are written (below): a server that is
+  // about to exit because one cannot be written never reports ready.
+  options.serving_at_start = false;
   absl::StatusOr<std::unique_ptr<sortd::SortdServer>> server =
       sortd::SortdServer::Start(options);
   if (!server.ok()) {
@@ -323,6 +326,7 @@ int main(int argc, char** argv) {
     server->reset();
     return 1;
   }
+  (*server)->MarkServing();
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

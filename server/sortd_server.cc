@@ -251,9 +251,14 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                          : " (address in use or not local, or tls_key is not the key of "
                            "tls_cert?)"));
   }
-  s->server_->GetHealthCheckService()->SetServingStatus(true);
-  s->server_->GetHealthCheckService()->SetServingStatus("sortd.v1.SortService", true);
+  if (options.serving_at_start) s->MarkServing();
   return s;
+}
+
+void SortdServer::MarkServing() {
+  if (server_ == nullptr || context_->draining.load()) return;
+  server_->GetHealthCheckService()->SetServingStatus(true);
+  server_->GetHealthCheckService()->SetServingStatus("sortd.v1.SortService", true);
 }
 
 const std::string& SortdServer::engine_description() const {

@@ -94,6 +94,10 @@ struct ServerOptions {
   // staging copies); this much of it is kept for reuse after sessions end.
   // Resolved to at most an eighth of usable memory.
   uint64_t pinned_cache_bytes = uint64_t{8} << 30;
+  // Whether health reports SERVING as soon as Start returns; false leaves
+  // it NOT_SERVING until MarkServing() (sortd's main: once its port files
+  // are written, so that nobody sees a server that is about to exit).
+  bool serving_at_start = true;
   // Tests only: ServiceContext::test_site_hook.
   std::function<bool(absl::string_view site)> test_site_hook;
 };
@@ -111,6 +115,8 @@ class SortdServer {
   ServiceMetrics& metrics() { return *metrics_; }
   const std::string& engine_description() const;
 
+  // Health goes SERVING (with ServerOptions::serving_at_start false).
+  void MarkServing();
   // Drains: health goes NOT_SERVING, new work is refused with UNAVAILABLE,
   // in-flight work completes (up to drain_timeout), then the server stops.
   void Shutdown();

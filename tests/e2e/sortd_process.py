@@ -14,6 +14,27 @@ def metric(url, name):
     return None
 
 
+def scrape(url):
+    """Every sample on a /metrics page as {(name, frozenset(labels)): value}."""
+    out = {}
+    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, value = line.rsplit(" ", 1)
+        name, labels = key, frozenset()
+        if "{" in key:
+            name, rest = key.split("{", 1)
+            labels = frozenset(tuple(item.split("=", 1)) for item in rest.rstrip("}").split(","))
+        out[(name, labels)] = float(value)
+    return out
+
+
+def total(samples, name, **labels):
+    """Sum of the samples of `name` whose labels include `labels`."""
+    want = {(k, '"%s"' % v) for k, v in labels.items()}
+    return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
+
+
 def wait_until(predicate, timeout, step=0.01):
     """Polls `predicate` until it holds or `timeout` seconds pass; whether it held."""
     deadline = time.time() + timeout

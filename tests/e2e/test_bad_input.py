@@ -18,13 +18,12 @@ import struct
 import threading
 import time
 import unittest
-import urllib.request
 
 import grpc
 import numpy as np
 
 from sortd.v1 import sort_pb2
-from sortd_process import SortdProcess, metric, wait_until
+from sortd_process import SortdProcess, metric, scrape, total, wait_until
 
 SORTD = os.environ["SORTD_BIN"]
 SERVICE = "/sortd.v1.SortService/"
@@ -102,28 +101,6 @@ def chunk(keys=None, values=None, kind="uint32", value_kind="uint32"):
 def large_chunks(keys, per_message=250000):
     """The header-less chunk messages of a uint32 upload, each under the limit."""
     return [chunk(keys[i:i + per_message]) for i in range(0, len(keys), per_message)]
-
-
-# --- /metrics -----------------------------------------------------------
-def scrape(url):
-    """Every sample on a /metrics page as {(name, frozenset(labels)): value}."""
-    out = {}
-    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
-        if not line or line.startswith("#"):
-            continue
-        key, value = line.rsplit(" ", 1)
-        name, labels = key, frozenset()
-        if "{" in key:
-            name, rest = key.split("{", 1)
-            labels = frozenset(tuple(item.split("=", 1)) for item in rest.rstrip("}").split(","))
-        out[(name, labels)] = float(value)
-    return out
-
-
-def total(samples, name, **labels):
-    """Sum of the samples of `name` whose labels include `labels`."""
-    want = {(k, '"%s"' % v) for k, v in labels.items()}
-    return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
 
 
 # --- a call that arrives with its deadline already passed ----------------

@@ -19,7 +19,6 @@ tests/e2e.
 import os
 import threading
 import unittest
-import urllib.request
 
 import grpc
 import numpy as np
@@ -27,7 +26,7 @@ import numpy as np
 from sortd.v1 import sort_pb2
 from sortd_client.client import Client
 from sortd_client.session import parse_part, part_message
-from sortd_process import SortdProcess, metric, wait_until
+from sortd_process import SortdProcess, metric, scrape, total, wait_until
 
 SORTD = os.environ["SORTD_BIN"]
 SERVICE = "/sortd.v1.SortService/"
@@ -41,28 +40,6 @@ KEYS = sort_pb2.SESSION_ARRAY_KEYS
 VALUES = sort_pb2.SESSION_ARRAY_VALUES
 INDICES = sort_pb2.SESSION_ARRAY_INDICES
 WAIT = 30  # seconds any polled condition may take on a loaded 2-core VM
-
-
-# --- /metrics -----------------------------------------------------------
-def scrape(url):
-    """Every sample on a /metrics page as {(name, frozenset(labels)): value}."""
-    out = {}
-    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
-        if not line or line.startswith("#"):
-            continue
-        key, value = line.rsplit(" ", 1)
-        name, labels = key, frozenset()
-        if "{" in key:
-            name, rest = key.split("{", 1)
-            labels = frozenset(tuple(item.split("=", 1)) for item in rest.rstrip("}").split(","))
-        out[(name, labels)] = float(value)
-    return out
-
-
-def total(samples, name, **labels):
-    """Sum of the samples of `name` whose labels include `labels`."""
-    want = {(k, '"%s"' % v) for k, v in labels.items()}
-    return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)
 
 
 def session_requests(url, code="OK", key_type=None):

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "core/dispatcher.h"
 #include "core/types.h"
 #include "tests/core/sort_test_util.h"
 
@@ -43,6 +44,18 @@ inline void CheckRefusal(const absl::Status& status, absl::string_view step,
         std::string(step) + " gave " + status.ToString());
   Check(status.message().find(':') != absl::string_view::npos,
         std::string(step) + " message names no field: " + status.ToString());
+}
+
+// The CPU engine's dispatcher, made once per fuzzing process.
+inline Dispatcher& CpuDispatcher() {
+  static Dispatcher* dispatcher = [] {
+    DispatcherOptions options;
+    options.engine = EngineChoice::kCpu;
+    auto created = Dispatcher::Create(options);
+    if (!created.ok()) Finding("Dispatcher::Create: " + created.status().ToString());
+    return created->release();
+  }();
+  return *dispatcher;
 }
 
 // The stable permutation that sorts `keys` in `order` (reference order).

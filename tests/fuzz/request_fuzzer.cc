@@ -26,17 +26,6 @@ namespace {
 constexpr size_t kMaxKeysSorted = size_t{1} << 14;
 constexpr uint64_t kMaxResponseBytes = uint64_t{1} << 20;
 
-Dispatcher& CpuDispatcher() {
-  static Dispatcher* dispatcher = [] {
-    DispatcherOptions options;
-    options.engine = EngineChoice::kCpu;
-    auto created = Dispatcher::Create(options);
-    if (!created.ok()) Finding("Dispatcher::Create: " + created.status().ToString());
-    return created->release();
-  }();
-  return *dispatcher;
-}
-
 std::vector<std::string> Strings(const v1::TypedArray& a) {
   return {a.bytes().values().begin(), a.bytes().values().end()};
 }

@@ -35,17 +35,6 @@ constexpr v1::ElementType kKeyTypes[] = {v1::ELEMENT_TYPE_UINT32, v1::ELEMENT_TY
                                          v1::ELEMENT_TYPE_FLOAT32, v1::ELEMENT_TYPE_UINT64,
                                          v1::ELEMENT_TYPE_INT64, v1::ELEMENT_TYPE_FLOAT64};
 
-Dispatcher& CpuDispatcher() {
-  static Dispatcher* dispatcher = [] {
-    DispatcherOptions options;
-    options.engine = EngineChoice::kCpu;
-    auto created = Dispatcher::Create(options);
-    if (!created.ok()) Finding("Dispatcher::Create: " + created.status().ToString());
-    return created->release();
-  }();
-  return *dispatcher;
-}
-
 // The message as gRPC might hand it over: cut into up to 3 slices.
 grpc::ByteBuffer Sliced(const uint8_t* data, size_t size, int slices) {
   std::vector<grpc::Slice> parts;

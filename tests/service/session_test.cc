@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
 
 #include "sortd/v1/session_part_codec.h"
@@ -167,6 +168,52 @@ TEST(SessionTest, ProgressReportsEveryPhaseUpToItsTotal) {
   EXPECT_EQ(up, 40000u);
   EXPECT_EQ(down, 40000u + 80000u);  // keys and indices
   EXPECT_TRUE(sorted);
+}
+
+// A server older than sort sessions: only unary Sort (UNIMPLEMENTED for the
+// session RPCs, as gRPC answers for methods a service lacks).
+class SortOnlyService final : public v1::SortService::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Sort(grpc::CallbackServerContext* ctx, const v1::SortRequest* request,
+                                 v1::SortResponse* response) override {
+    std::vector<uint32_t> keys(request->keys().uint32().values().begin(),
+                               request->keys().uint32().values().end());
+    std::sort(keys.begin(), keys.end());
+    response->mutable_keys()->mutable_uint32()->mutable_values()->Add(keys.begin(), keys.end());
+    response->set_engine(v1::ENGINE_CPU);
+    sorts.fetch_add(1);
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  std::atomic<int> sorts{0};
+};
+
+TEST(SessionTest, AServerWithoutSessionsIsSortedTheOldWay) {
+  SortOnlyService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  client::ClientOptions options = SessionOptions(2);
+  options.service_config_json.clear();  // the fake serves no health checks
+  auto c = client::SortClient::Connect("127.0.0.1:" + std::to_string(port), options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<uint32_t> keys = RandomKeys<uint32_t>(5000, 4);
+  auto result = (*c)->Sort<uint32_t>(keys);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<uint32_t> expected = keys;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(result->keys, expected);
+  EXPECT_EQ(service.sorts.load(), 1);  // after StartSortSession came back UNIMPLEMENTED
+  std::vector<uint32_t> out(keys.size());
+  auto into = (*c)->SortInto<uint32_t>(keys, absl::MakeSpan(out));
+  ASSERT_TRUE(into.ok()) << into.status();
+  EXPECT_EQ(out, expected);
+  EXPECT_EQ(service.sorts.load(), 2);
+  server->Shutdown();
 }
 
 // --- The protocol, part by part ---------------------------------------------

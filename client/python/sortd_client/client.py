@@ -200,9 +200,13 @@ class Client:
                 keys_out, values_out, indices, engine = self._sessions.sort(
                     self._start_session, k, v, order, return_indices, request_id,
                     self._deadline(timeout), connections=connections, progress=progress)
+                return SortResult(keys_out, values_out, indices, request_id,
+                                  _engine_name(engine))
             except grpc.RpcError as err:
-                raise SortdError.from_rpc_error(err) from None
-            return SortResult(keys_out, values_out, indices, request_id, _engine_name(engine))
+                # A server without sort sessions (older than them): SortChunked.
+                if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise SortdError.from_rpc_error(err) from None
+                chunked = True
         if v is not None:
             if return_indices and not chunked:
                 raise ValueError("return_indices with values needs chunked=True "

@@ -540,6 +540,17 @@ class ChunkedTest(FakeServerTest):
                         self.assertEqual((res.request_id, res.engine), ("big", "ENGINE_GPU_MERGE"))
         self.assert_chunked(min_chunks=12 * 2)
 
+    def test_a_server_without_sessions_gets_sortchunked(self):
+        # The fake has no sort sessions (UNIMPLEMENTED), as servers older than
+        # them: a sort above session_min_bytes falls back to SortChunked.
+        with self.small_client(session_min_bytes=1024) as c:
+            a = random_array("uint32", 40000, dups=True)  # several chunks
+            res = c.sort_full(a, return_indices=True)
+            perm = reference(a, False)
+            np.testing.assert_array_equal(res.indices, perm)
+            np.testing.assert_array_equal(res.keys, a[perm])
+        self.assert_chunked()
+
     def test_threshold(self):
         with self.small_client() as c:
             fits = (self.LIMIT - sortd_client.HEADROOM - 64) // 4
