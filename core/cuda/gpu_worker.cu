@@ -1,6 +1,7 @@
 // GPU worker: slots (stream + device buffers + pinned staging), pooled
-// device memory grown on demand up to a cap, chunked host<->device
-// pipelines, and error classification (out of memory and errors before any
+// device memory grown on demand up to a cap, the job kinds (plan, lease,
+// upload, sort, download; the transfers themselves are
+// core/cuda/host_transfer.cuh), and error classification (out of memory and errors before any
 // output leave the host arrays intact, so the caller can fall back).
 #include "core/cuda/gpu_worker.h"
 
@@ -13,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/cuda/host_transfer.cuh"
 #include "core/cuda/merge_sort.cuh"
 #include "core/cuda/radix_kernels.cuh"
 #include "core/cuda/segmented_sort.cuh"
@@ -122,76 +124,6 @@ struct GpuWorker::State {
     return err;
   }
 };
-
-namespace {
-
-// Whether `host` is page-locked memory (cudaHostAlloc'ed or registered), which
-// the device reads and writes by DMA directly: no staging copies.
-bool IsPinnedHost(const void* host) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
-    cudaGetLastError();  // not sticky: plain host memory on old runtimes
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeHost;
-}
-
-// Host -> device through the two pinned chunks: fill(staging, offset, len)
-// puts bytes [offset, offset + len) of the upload into a chunk, and that
-// host copy overlaps the DMA of the other chunk.
-template <typename Fill>
-cudaError_t Upload(Slot& s, size_t chunk, void* dev, size_t bytes, Fill fill) {
-  char* dst = static_cast<char*>(dev);
-  for (size_t c = 0, off = 0; off < bytes; ++c, off += chunk) {
-    const int b = static_cast<int>(c & 1);
-    const size_t len = std::min(chunk, bytes - off);
-    // The chunk's previous transfer (this upload's, or an earlier copy of
-    // the job's) must be done before its bytes are overwritten.
-    cudaError_t err = cudaEventSynchronize(s.chunk_done[b]);
-    if (err != cudaSuccess) return err;
-    fill(static_cast<char*>(s.staging[b]), off, len);
-    err = cudaMemcpyAsync(dst + off, s.staging[b], len, cudaMemcpyHostToDevice, s.stream);
-    if (err == cudaSuccess) err = cudaEventRecord(s.chunk_done[b], s.stream);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
-}
-
-// Device -> host through the two pinned chunks; consume(staged, offset, len)
-// copies each chunk out while the next one transfers. `*last` becomes the
-// event recorded after the last chunk's copy.
-template <typename Consume>
-cudaError_t Download(Slot& s, size_t chunk, const void* dev, size_t bytes, Consume consume,
-                     cudaEvent_t* last) {
-  const char* src = static_cast<const char*>(dev);
-  const size_t chunks = (bytes + chunk - 1) / chunk;
-  auto enqueue = [&](size_t c) {
-    const int b = static_cast<int>(c & 1);
-    const size_t off = c * chunk;
-    cudaError_t err = cudaMemcpyAsync(s.staging[b], src + off, std::min(chunk, bytes - off),
-                                      cudaMemcpyDeviceToHost, s.stream);
-    *last = s.chunk_done[b];
-    return err == cudaSuccess ? cudaEventRecord(s.chunk_done[b], s.stream) : err;
-  };
-  for (size_t c = 0; c < std::min<size_t>(chunks, 2); ++c) {
-    cudaError_t err = enqueue(c);
-    if (err != cudaSuccess) return err;
-  }
-  for (size_t c = 0; c < chunks; ++c) {
-    const int b = static_cast<int>(c & 1);
-    cudaError_t err = cudaEventSynchronize(s.chunk_done[b]);
-    if (err != cudaSuccess) return err;
-    const size_t off = c * chunk;
-    consume(s.staging[b], off, std::min(chunk, bytes - off));
-    if (c + 2 < chunks) {
-      err = enqueue(c + 2);
-      if (err != cudaSuccess) return err;
-    }
-  }
-  return cudaSuccess;
-}
-
-}  // namespace
 
 std::unique_ptr<GpuWorker> GpuWorker::Create(const GpuWorkerOptions& options, std::string* error) {
   auto fail = [&](const char* what, cudaError_t err) -> std::unique_ptr<GpuWorker> {
@@ -549,9 +481,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   if (index_bytes == 4) {
     err = run.DownloadOutput(base + l.index_out, n * 4,
                              [&](const void* staged, size_t off, size_t len) {
-                               const uint32_t* src = static_cast<const uint32_t*>(staged);
-                               uint64_t* dst = job.indices + off / 4;
-                               for (size_t i = 0; i < len / 4; ++i) dst[i] = src[i];
+                               WidenPositions(staged, len / 4, job.indices + off / 4);
                              });
   } else if (index_bytes == 8) {
     err = IsPinnedHost(job.indices)
@@ -566,67 +496,6 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   run.RecordTimes();
   return run.report();
 }
-
-namespace {
-
-// Walks the concatenation of `count` host pieces in order (piece i is
-// bytes_of(i) bytes): Next(len, fn) calls fn(piece, byte offset in that
-// piece, byte offset in this step, bytes) for the next `len` bytes.
-template <typename BytesOf>
-class ConcatWalker {
- public:
-  ConcatWalker(size_t count, BytesOf bytes_of) : count_(count), bytes_of_(bytes_of) {}
-  template <typename Fn>
-  void Next(size_t len, Fn fn) {
-    size_t done = 0;
-    while (done < len && piece_ < count_) {
-      const size_t piece_bytes = bytes_of_(piece_);
-      if (within_ == piece_bytes) {
-        ++piece_;
-        within_ = 0;
-        continue;
-      }
-      const size_t take = std::min(len - done, piece_bytes - within_);
-      fn(piece_, within_, done, take);
-      within_ += take;
-      done += take;
-    }
-  }
-
- private:
-  size_t count_;
-  BytesOf bytes_of_;
-  size_t piece_ = 0;
-  size_t within_ = 0;
-};
-
-template <typename BytesOf>
-ConcatWalker<BytesOf> Concat(size_t count, BytesOf bytes_of) {
-  return ConcatWalker<BytesOf>(count, bytes_of);
-}
-
-// One upload of a header (header_bytes, padded to header_span; the gap is
-// never read) followed by payload_bytes that fill_payload(staged, len)
-// writes in order.
-template <typename FillPayload>
-cudaError_t UploadAfterHeader(Slot& s, size_t chunk, void* dev, const void* header,
-                              size_t header_bytes, size_t header_span, size_t payload_bytes,
-                              FillPayload fill_payload) {
-  const char* h = static_cast<const char*>(header);
-  return Upload(s, chunk, dev, header_span + payload_bytes,
-                [&](char* staged, size_t off, size_t len) {
-                  if (off < header_span) {
-                    const size_t head = std::min(len, header_span - off);
-                    const size_t real = off < header_bytes ? std::min(head, header_bytes - off) : 0;
-                    std::memcpy(staged, h + off, real);
-                    staged += head;
-                    len -= head;
-                  }
-                  fill_payload(staged, len);
-                });
-}
-
-}  // namespace
 
 GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
   State& st = *state_;
@@ -714,10 +583,8 @@ GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {
                                widen.Next(len, [&](size_t i, size_t within, size_t at, size_t bytes) {
                                  const GpuBatchSegment& seg = job.segments[i];
                                  if (seg.indices == nullptr) return;
-                                 const uint32_t* src = reinterpret_cast<const uint32_t*>(
-                                     static_cast<const char*>(staged) + at);
-                                 uint64_t* dst = seg.indices + within / 4;
-                                 for (size_t i = 0; i < bytes / 4; ++i) dst[i] = src[i];
+                                 WidenPositions(static_cast<const char*>(staged) + at, bytes / 4,
+                                                seg.indices + within / 4);
                                });
                              });
     if (err != cudaSuccess) return run.Fail(err, "device to host copy");
@@ -970,9 +837,7 @@ GpuSortReport GpuWorker::ArgsortBytes(const GpuBytesJob& job) {
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   err = run.DownloadOutput(base + indices_at, n * 4,
                            [&](const void* staged, size_t off, size_t len) {
-                             const uint32_t* src = static_cast<const uint32_t*>(staged);
-                             uint64_t* dst = job.indices + off / 4;
-                             for (size_t i = 0; i < len / 4; ++i) dst[i] = src[i];
+                             WidenPositions(staged, len / 4, job.indices + off / 4);
                            });
   if (err != cudaSuccess) return run.Fail(err, "string sort or device to host copy");
   run.RecordTimes();
