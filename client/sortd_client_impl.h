@@ -9,6 +9,20 @@
 
 namespace sortd::client {
 
+// A sort session for numeric `keys` into `out` (indices: null or as many).
+template <typename T>
+SortClient::SessionSort KeysSession(absl::Span<const T> keys, T* out, uint64_t* indices,
+                                    v1::SortOrder order) {
+  SortClient::SessionSort sort;
+  sort.key_type = ElementTypeOf<T>();
+  sort.count = keys.size();
+  sort.keys = keys.data();
+  sort.keys_out = out;
+  sort.indices_out = indices;
+  sort.order = order;
+  return sort;
+}
+
 template <typename T>
 absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
                                                v1::SortOrder order,
@@ -18,14 +32,8 @@ absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
     if (UsesSession(PayloadBytes(keys))) {
       result.keys.resize(keys.size());
       if (return_indices) result.indices.resize(keys.size());
-      SessionSort sort;
-      sort.key_type = ElementTypeOf<T>();
-      sort.count = keys.size();
-      sort.keys = keys.data();
-      sort.keys_out = result.keys.data();
-      sort.indices_out = return_indices ? result.indices.data() : nullptr;
-      sort.order = order;
-      absl::StatusOr<v1::Engine> engine = SortInSession(sort);
+      absl::StatusOr<v1::Engine> engine = SortInSession(KeysSession<T>(
+          keys, result.keys.data(), return_indices ? result.indices.data() : nullptr, order));
       if (engine.ok()) {
         result.engine = *engine;
         return result;
@@ -71,14 +79,8 @@ absl::StatusOr<v1::Engine> SortClient::SortInto(absl::Span<const T> keys, absl::
     return absl::InvalidArgumentError("indices: length does not match keys");
   }
   if (UsesSession(PayloadBytes(keys))) {
-    SessionSort sort;
-    sort.key_type = ElementTypeOf<T>();
-    sort.count = keys.size();
-    sort.keys = keys.data();
-    sort.keys_out = out.data();
-    sort.indices_out = indices.empty() ? nullptr : indices.data();
-    sort.order = order;
-    absl::StatusOr<v1::Engine> engine = SortInSession(sort);
+    absl::StatusOr<v1::Engine> engine = SortInSession(
+        KeysSession<T>(keys, out.data(), indices.empty() ? nullptr : indices.data(), order));
     // A server without sort sessions (older than them): SortChunked below.
     if (!absl::IsUnimplemented(engine.status())) return engine;
   }
@@ -101,15 +103,10 @@ absl::StatusOr<PairsResult<K, V>> SortClient::SortPairs(absl::Span<const K> keys
     if (UsesSession(PayloadBytes(keys) + PayloadBytes(values))) {
       result.keys.resize(keys.size());
       result.values.resize(values.size());
-      SessionSort sort;
-      sort.key_type = ElementTypeOf<K>();
-      sort.count = keys.size();
-      sort.keys = keys.data();
-      sort.keys_out = result.keys.data();
+      SessionSort sort = KeysSession<K>(keys, result.keys.data(), nullptr, order);
       sort.value_type = ElementTypeOf<V>();
       sort.values = values.data();
       sort.values_out = result.values.data();
-      sort.order = order;
       absl::StatusOr<v1::Engine> engine = SortInSession(sort);
       if (engine.ok()) {
         result.engine = *engine;
