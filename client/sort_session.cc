@@ -242,7 +242,9 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   LentSlices lent;
   Progress up(options_, TransferProgress::Phase::kUpload, n * (key_width + value_width));
   absl::Status status = RunParallel(connections, [&](int c) -> absl::Status {
-    const auto [begin, end] = range_of(c);
+    // Plain variables: C++17 lambdas cannot capture structured bindings.
+    const std::pair<uint64_t, uint64_t> range = range_of(c);
+    const uint64_t begin = range.first, end = range.second;
     if (begin == end) return absl::OkStatus();
     grpc::ClientContext ctx;
     PrepareContext(&ctx);
@@ -311,7 +313,9 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   for (const ArrayPlan& plan : downloads) download_total += n * plan.width;
   Progress down(options_, TransferProgress::Phase::kDownload, download_total);
   status = RunParallel(connections, [&](int c) -> absl::Status {
-    const auto [begin, end] = range_of(c);
+    // Plain variables: C++17 lambdas cannot capture structured bindings.
+    const std::pair<uint64_t, uint64_t> range = range_of(c);
+    const uint64_t begin = range.first, end = range.second;
     if (begin == end) return absl::OkStatus();
     for (const ArrayPlan& plan : downloads) {
       grpc::ClientContext ctx;
