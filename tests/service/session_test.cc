@@ -73,9 +73,12 @@ void ExpectSortedThroughSession(size_t n, v1::SortOrder order, bool with_indices
     ASSERT_EQ(out[i], keys[perm[i]]) << "position " << i;
     if (with_indices) ASSERT_EQ(indices[i], perm[i]) << "position " << i;
   }
+  // Ended, and its memory given back (once gRPC lets go of the last part
+  // it sent, which can be a moment after EndSortSession answered).
   const std::string text = ScrapeUntil(*server, [](const std::string& t) {
-    return Sample(t, "sortd_sort_sessions") == 0;
+    return Sample(t, "sortd_sort_sessions") == 0 && Sample(t, "sortd_inflight_bytes") == 0;
   });
+  EXPECT_EQ(Sample(text, "sortd_sort_sessions"), 0);
   EXPECT_EQ(Sample(text, "sortd_inflight_bytes"), 0);
 }
 
