@@ -458,14 +458,18 @@ TEST_F(SessionProtocolTest, AnAbandonedSessionIsFreedAfterTheIdleTimeout) {
   ASSERT_TRUE(Upload({Part(id, v1::SESSION_ARRAY_KEYS, 0, std::vector<uint32_t>(500, 1))}).ok());
   EXPECT_EQ(Gauge("sortd_sort_sessions"), 1);
   EXPECT_GT(Gauge("sortd_inflight_bytes"), 0);
-  const std::string text = ScrapeUntil(*server_, [](const std::string& t) {
-    return Sample(t, "sortd_sort_sessions_expired_total") == 1;
+  // A scrape reads the registry before the gauges (test_server.h): a page
+  // showing the expiry counted may predate the request's record, so both
+  // are waited for.
+  const char* const kExpiredRequest =
+      R"(sortd_requests_total{code="DEADLINE_EXCEEDED",key_type="uint32",method="SortSession"})";
+  const std::string text = ScrapeUntil(*server_, [&](const std::string& t) {
+    return Sample(t, "sortd_sort_sessions_expired_total") == 1 && Sample(t, kExpiredRequest) == 1;
   });
+  EXPECT_EQ(Sample(text, "sortd_sort_sessions_expired_total"), 1);
   EXPECT_EQ(Sample(text, "sortd_sort_sessions"), 0);
   EXPECT_EQ(Sample(text, "sortd_inflight_bytes"), 0);
-  EXPECT_EQ(
-      Sample(text, R"(sortd_requests_total{code="DEADLINE_EXCEEDED",key_type="uint32",method="SortSession"})"),
-      1);
+  EXPECT_EQ(Sample(text, kExpiredRequest), 1);
   EXPECT_EQ(Finish(id).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
