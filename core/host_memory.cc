@@ -30,6 +30,15 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
   return *this;
 }
 
+HostBuffer HostBuffer::Heap(size_t bytes) {
+  HostBuffer buffer;
+  if (bytes == 0) return buffer;
+  // new[] without (): uninitialized, no pass over the memory.
+  buffer.data_ = new uint8_t[bytes];
+  buffer.capacity_ = bytes;
+  return buffer;
+}
+
 void HostBuffer::Reset() {
   if (data_ != nullptr) {
     if (pinned_) {
@@ -82,13 +91,12 @@ HostBuffer HostMemoryPool::Allocate(size_t bytes) {
     }
     // None: heap memory now (through the engine's staging); a block of
     // this size is pinned for the next request once this one is released.
+    buffer = HostBuffer::Heap(bytes);
     buffer.pool_ = this;
     buffer.pin_after_ = capacity;
+    return buffer;
   }
-  // new[] without (): uninitialized, no pass over the memory.
-  buffer.data_ = new uint8_t[bytes];
-  buffer.capacity_ = bytes;
-  return buffer;
+  return HostBuffer::Heap(bytes);
 }
 
 void HostMemoryPool::PinInBackgroundLocked(size_t capacity) {

@@ -36,6 +36,9 @@ class HostBuffer {
   HostBuffer& operator=(const HostBuffer&) = delete;
   ~HostBuffer() { Reset(); }
 
+  // Uninitialized heap memory of `bytes` (new[]; no pool involved).
+  static HostBuffer Heap(size_t bytes);
+
   uint8_t* data() const { return data_; }
   bool pinned() const { return pinned_; }
   void Reset();

@@ -1,8 +1,9 @@
 // GPU worker: slots (stream + device buffers + pinned staging), pooled
 // device memory grown on demand up to a cap, the job kinds (plan, lease,
-// upload, sort, download; the transfers themselves are
-// core/cuda/host_transfer.cuh), and error classification (out of memory and errors before any
-// output leave the host arrays intact, so the caller can fall back).
+// upload, sort, download; the transfers themselves are in
+// core/cuda/host_transfer.cuh), and error classification (out of memory
+// and errors before any output leave the host arrays intact, so the caller
+// can fall back).
 #include "core/cuda/gpu_worker.h"
 
 #include <algorithm>
@@ -340,14 +341,16 @@ struct SortPlan {
   Layout layout{};
 };
 
-cudaError_t PlanSort(const GpuSortJob& job, size_t n, SortPlan& plan) {
+// `indices_pinned`: job.indices is pinned host memory (IsPinnedHost, asked
+// once per job by the caller).
+cudaError_t PlanSort(const GpuSortJob& job, size_t n, bool indices_pinned, SortPlan& plan) {
   const size_t key_bytes = RadixKeyBytes(job.key_type);
   plan.merge = job.prefer_merge && job.indices != nullptr && n < (size_t{1} << 32);
   // 4-byte positions are widened to the caller's uint64 on the host, in the
   // staging copy; pinned destinations (sort sessions) take 8-byte ones by
   // DMA instead, which costs less than a host pass for large arrays.
   plan.index_bytes = job.indices == nullptr                                        ? 0
-                     : (n < (size_t{1} << 32) && (plan.merge || !IsPinnedHost(job.indices))) ? 4
+                     : (n < (size_t{1} << 32) && (plan.merge || !indices_pinned)) ? 4
                                                                                              : 8;
   Layout& l = plan.layout;
   l.keys_in = 0;
@@ -395,8 +398,11 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   State& st = *state_;
   const size_t n = job.num_items;
   SortPlan plan;
+  // Pinned host arrays (sort sessions' buffers) move by DMA alone.
+  const bool keys_pinned = n > 0 && IsPinnedHost(job.keys);
+  const bool indices_pinned = n > 0 && job.indices != nullptr && IsPinnedHost(job.indices);
   if (n > 0) {
-    const cudaError_t err = PlanSort(job, n, plan);
+    const cudaError_t err = PlanSort(job, n, indices_pinned, plan);
     if (err != cudaSuccess) {
       Job run(st);
       return run.Fail(err, "sizing the sort");
@@ -411,7 +417,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
         SortPlan chunk_plan;
         GpuSortJob chunk_job = job;
         chunk_job.prefer_merge = false;
-        if (PlanSort(chunk_job, chunk, chunk_plan) != cudaSuccess) break;
+        if (PlanSort(chunk_job, chunk, indices_pinned, chunk_plan) != cudaSuccess) break;
         if (chunk_plan.layout.total <= st.max_pool_bytes / 2 &&
             MergeBlockBytes(chunk, key_bytes, job.indices != nullptr) <= st.max_pool_bytes / 2) {
           return SortInChunks(job, chunk);
@@ -451,9 +457,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   if ((err = cudaGetLastError()) != cudaSuccess) return run.Fail(err, "iota");
   if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   const char* keys_in = static_cast<const char*>(job.keys);
-  // Pinned keys (sort sessions' buffers) move by DMA alone.
-  const bool pinned = IsPinnedHost(job.keys);
-  if (pinned) {
+  if (keys_pinned) {
     err = cudaMemcpyAsync(base + l.keys_in, keys_in, n * key_bytes, cudaMemcpyHostToDevice,
                           s.stream);
   } else {
@@ -471,7 +475,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   char* keys_out = static_cast<char*>(job.keys);
-  err = pinned ? run.DownloadDirect(base + l.keys_out, keys_out, n * key_bytes)
+  err = keys_pinned ? run.DownloadDirect(base + l.keys_out, keys_out, n * key_bytes)
                : run.DownloadOutput(base + l.keys_out, n * key_bytes,
                                     [&](const void* staged, size_t off, size_t len) {
                                       std::memcpy(keys_out + off, staged, len);
@@ -484,7 +488,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
                                WidenPositions(staged, len / 4, job.indices + off / 4);
                              });
   } else if (index_bytes == 8) {
-    err = IsPinnedHost(job.indices)
+    err = indices_pinned
               ? run.DownloadDirect(base + l.index_out, job.indices, n * 8)
               : run.DownloadOutput(base + l.index_out, n * 8,
                                    [&](const void* staged, size_t off, size_t len) {

@@ -54,7 +54,7 @@ struct ServiceContext {
   AdmissionControl* admission = nullptr;
   // Small numeric requests go here instead of a pool (null: batching off).
   Batcher* batcher = nullptr;
-  // Open sort sessions (null: the session RPCs answer UNIMPLEMENTED).
+  // Open sort sessions (SortdServer always sets it).
   SessionStore* sessions = nullptr;
   ServiceMetrics* metrics = nullptr;      // optional
   RequestLog* request_log = nullptr;      // optional

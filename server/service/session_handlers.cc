@@ -54,7 +54,6 @@ class SessionUse {
 };
 
 absl::StatusOr<SessionUse> UseSession(const ServiceContext* context, const std::string& id) {
-  if (context->sessions == nullptr) return absl::UnimplementedError("sort sessions are not enabled");
   absl::StatusOr<std::shared_ptr<SortSession>> found = context->sessions->Find(id);
   if (!found.ok()) return found.status();
   return SessionUse(*std::move(found));
@@ -86,10 +85,6 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   UploadReactor(ServiceContext* context, grpc::CallbackServerContext* ctx,
                 grpc::ByteBuffer* response)
       : context_(context), ctx_(ctx), response_(response) {
-    if (context_->sessions == nullptr) {
-      Finish(ToGrpcStatus(absl::UnimplementedError("sort sessions are not enabled")));
-      return;
-    }
     StartRead(&read_);
   }
 
@@ -140,24 +135,15 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           "session_id: one UploadParts stream carries parts of one session");
     }
     context_->AtTestSite("session.part");
-    const uint64_t body = reader.body_bytes();
-    absl::Status accepted = session_.get()->AcceptPart(reader, header, message_bytes,
-                                                       context_->sessions->limits().max_part_bytes);
+    absl::StatusOr<uint64_t> accepted = session_.get()->AcceptPart(
+        reader, header, message_bytes, context_->sessions->limits().max_part_bytes);
     if (!accepted.ok()) {
-      return absl::Status(accepted.code(),
-                          absl::StrCat("UploadParts message ", parts_, ": ", accepted.message()));
+      return absl::Status(accepted.status().code(), absl::StrCat("UploadParts message ", parts_,
+                                                                 ": ", accepted.status().message()));
     }
-    elements_ += body / ElementSizeOfArray(header.array);
+    elements_ += *accepted;
     read_.Clear();
     return absl::OkStatus();
-  }
-
-  size_t ElementSizeOfArray(int array) const {
-    const SortSession& s = *session_.get();
-    if (array == v1::SESSION_ARRAY_KEYS) return ElementSize(s.key_type());
-    absl::StatusOr<std::optional<DataType>> type =
-        SessionElementType(s.request().value_type(), "value_type", true);
-    return type.ok() && *type ? ElementSize(**type) : 1;
   }
 
   ServiceContext* const context_;
@@ -172,10 +158,8 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 // Writes [offset, offset + count) of one array in parts of part_bytes.
 class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  DownloadReactor(ServiceContext* context, grpc::CallbackServerContext* ctx,
-                  const grpc::ByteBuffer* raw_request)
+  DownloadReactor(ServiceContext* context, const grpc::ByteBuffer* raw_request)
       : context_(context) {
-    (void)ctx;
     v1::DownloadPartsRequest request;
     absl::Status status = ParseUnary(raw_request, &request);
     if (status.ok()) {
@@ -257,9 +241,6 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
   v1::StartSortSessionRequest request;
   v1::StartSortSessionResponse response;
   absl::Status status = ParseUnary(raw_request, &request);
-  if (status.ok() && context->sessions == nullptr) {
-    status = absl::UnimplementedError("sort sessions are not enabled");
-  }
   if (status.ok()) status = context->CheckNotDraining();
   if (status.ok()) {
     status = Guarded("StartSortSession", [&]() -> absl::Status {
@@ -334,9 +315,9 @@ grpc::ServerUnaryReactor* HandleFinishSortSession(ServiceContext* context,
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* HandleDownloadParts(ServiceContext* context,
-                                                                grpc::CallbackServerContext* ctx,
+                                                                grpc::CallbackServerContext*,
                                                                 const grpc::ByteBuffer* request) {
-  return new DownloadReactor(context, ctx, request);
+  return new DownloadReactor(context, request);
 }
 
 grpc::ServerUnaryReactor* HandleEndSortSession(ServiceContext* context,
@@ -346,9 +327,6 @@ grpc::ServerUnaryReactor* HandleEndSortSession(ServiceContext* context,
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   v1::EndSortSessionRequest request;
   absl::Status status = ParseUnary(raw_request, &request);
-  if (status.ok() && context->sessions == nullptr) {
-    status = absl::UnimplementedError("sort sessions are not enabled");
-  }
   if (status.ok()) status = context->sessions->End(request.session_id());
   FinishUnary(reactor, status, v1::EndSortSessionResponse(), raw_response);
   return reactor;

@@ -85,12 +85,7 @@ absl::StatusOr<std::optional<DataType>> SessionElementType(int type, absl::strin
 SessionBuffer::SessionBuffer(size_t elements, size_t width, HostMemoryPool* pool)
     : elements_(elements), width_(width) {
   if (elements * width == 0) return;
-  if (pool != nullptr) {
-    data_ = pool->Allocate(elements * width);
-  } else {
-    HostMemoryPool heap(/*pin=*/false, 0, 0);
-    data_ = heap.Allocate(elements * width);  // heap buffers do not refer to their pool
-  }
+  data_ = pool != nullptr ? pool->Allocate(elements * width) : HostBuffer::Heap(elements * width);
 }
 
 SortSession::SortSession(std::string id, const v1::StartSortSessionRequest& request,
@@ -124,7 +119,7 @@ const SessionBuffer* SortSession::BufferFor(int array) const {
   }
 }
 
-absl::Status SortSession::AcceptPart(v1::session_part::Reader& reader,
+absl::StatusOr<uint64_t> SortSession::AcceptPart(v1::session_part::Reader& reader,
                                      const v1::session_part::Header& header,
                                      uint64_t message_bytes, uint64_t max_part_bytes) {
   const int array = header.array;
@@ -212,7 +207,7 @@ absl::Status SortSession::AcceptPart(v1::session_part::Reader& reader,
     return sort_status_;
   }
   bytes_received_.fetch_add(bytes);
-  return absl::OkStatus();
+  return count;
 }
 
 std::string SortSession::MissingLocked(int array, const SessionBuffer& buffer) const {

@@ -89,11 +89,12 @@ class SortSession {
   DataType key_type() const { return key_type_; }
   size_t total_keys() const { return keys_.elements(); }
 
-  // Copies one uploaded part into place. `reader` has read the header
-  // (`header`); `message_bytes` is the whole message's size. INVALID_ARGUMENT
-  // for a part that does not fit the session, ALREADY_EXISTS for one that
-  // overlaps elements already received, FAILED_PRECONDITION after finish.
-  absl::Status AcceptPart(v1::session_part::Reader& reader, const v1::session_part::Header& header,
+  // Copies one uploaded part into place and returns its element count.
+  // `reader` has read the header (`header`); `message_bytes` is the whole
+  // message's size. INVALID_ARGUMENT for a part that does not fit the
+  // session, ALREADY_EXISTS for one that overlaps elements already
+  // received, FAILED_PRECONDITION after finish.
+  absl::StatusOr<uint64_t> AcceptPart(v1::session_part::Reader& reader, const v1::session_part::Header& header,
                           uint64_t message_bytes, uint64_t max_part_bytes);
 
   // Moves an upload to sorting: FAILED_PRECONDITION naming what is missing

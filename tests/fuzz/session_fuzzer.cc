@@ -157,7 +157,7 @@ void Run(const uint8_t* data, size_t size) {
       const uint64_t body = reader.body_bytes();
       const uint8_t* body_bytes = copy.begin() + (copy.size() - std::min<uint64_t>(copy.size(), body));
       const absl::Status accepted =
-          session.AcceptPart(reader, header, message_bytes, limits.max_part_bytes);
+          session.AcceptPart(reader, header, message_bytes, limits.max_part_bytes).status();
       const int which = header.array == v1::SESSION_ARRAY_KEYS ? 0 : 1;
       const size_t width = which == 0 ? key_width : value_width;
       if (!accepted.ok()) {
