@@ -131,4 +131,13 @@ absl::StatusOr<EngineKind> Dispatcher::SortNumeric(NumericSpan keys, SortOrder o
   });
 }
 
+absl::StatusOr<EngineKind> Dispatcher::SortArriving(const ArrivingSort& sort) {
+  if (&ForNumeric(sort.keys.type, sort.keys.size) != gpu_.get()) {
+    return absl::UnavailableError("not routed to a GPU");
+  }
+  absl::Status status = gpu_->SortArriving(sort);
+  if (!status.ok()) return status;
+  return EngineKind::kGpuRadix;
+}
+
 }  // namespace sortd

@@ -46,6 +46,13 @@ class Dispatcher {
   // (input untouched), sorts on the CPU. Returns the engine that sorted.
   absl::StatusOr<EngineKind> SortNumeric(NumericSpan keys, SortOrder order,
                                          absl::Span<uint64_t> indices);
+  // Starts a numeric sort while its input still arrives (sort sessions)
+  // when it routes to a GPU with an arriving slot free: the input goes to
+  // the device as it lands, and this returns once it is sorted.
+  // UNAVAILABLE when not taken (a CPU-routed size, no slot, over the pool,
+  // an error before output): the arrays are untouched, so sort them with
+  // SortNumeric once complete. CANCELLED: the input was abandoned.
+  absl::StatusOr<EngineKind> SortArriving(const ArrivingSort& sort);
   // Batches of small numeric arrays (the server's batcher): on the GPU's
   // segmented kernel when a GPU serves, else on the CPU engine; a batch the
   // GPU cannot take (UNAVAILABLE, input untouched) runs on the CPU.

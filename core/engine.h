@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/arriving_input.h"
 #include "core/types.h"
 
 namespace sortd {
@@ -20,6 +21,19 @@ struct BatchItem {
   void* keys_out = nullptr;
   size_t size = 0;
   absl::Span<uint64_t> indices;
+};
+
+// A numeric sort whose arrays land in host memory while it runs (sort
+// sessions; core/arriving_input.h says how ranges are handed out).
+struct ArrivingSort {
+  NumericSpan keys;  // filling; sorted in place
+  SortOrder order = SortOrder::kAscending;
+  // Optional values of `value_width` (4 or 8) bytes, filling; permuted in
+  // place with the keys. Not together with indices.
+  void* values = nullptr;
+  size_t value_width = 0;
+  absl::Span<uint64_t> indices;  // optional: receives the permutation
+  ArrivingInput* input = nullptr;
 };
 
 class SortEngine {

@@ -67,6 +67,45 @@ class GpuRadixEngine final : public GpuEngine {
     return Outcome(*worker, worker->Sort(job));
   }
 
+  absl::Status SortArriving(const ArrivingSort& sort) override {
+    const std::optional<cuda::RadixKeyType> type = RadixTypeOf(sort.keys.type);
+    if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");
+    if (!sort.indices.empty() && sort.indices.size() != sort.keys.size) {
+      return absl::InvalidArgumentError("indices: size must match keys");
+    }
+    cuda::GpuArrivingJob job;
+    job.key_type = *type;
+    job.descending = sort.order == SortOrder::kDescending;
+    job.num_items = sort.keys.size;
+    job.keys = sort.keys.data;
+    job.values = sort.values;
+    job.value_bytes = static_cast<int>(sort.value_width);
+    job.indices = sort.indices.empty() ? nullptr : sort.indices.data();
+    job.input = sort.input;
+    // GPUs in turn, until one has an arriving slot free.
+    const size_t first = next_start_.fetch_add(1, std::memory_order_relaxed);
+    std::string busy = "no healthy GPU";
+    for (size_t tried = 0; tried < workers_.size(); ++tried) {
+      cuda::GpuWorker* worker = workers_[(first + tried) % workers_.size()].get();
+      if (!worker->healthy()) continue;
+      const cuda::GpuSortReport report = worker->SortArriving(job);
+      if (report.outcome == cuda::GpuSortOutcome::kBusy) {
+        busy = report.message;
+        continue;
+      }
+      if (report.outcome == cuda::GpuSortOutcome::kAbandoned) {
+        return absl::CancelledError(report.message);
+      }
+      // Over the pool: not a fallback yet (the sort after the upload may
+      // still run on the GPU in chunks, and counts its own outcome).
+      if (report.outcome == cuda::GpuSortOutcome::kNoMemory) {
+        return absl::UnavailableError(report.message);
+      }
+      return Outcome(*worker, report);
+    }
+    return absl::UnavailableError(busy);
+  }
+
   absl::Status SortBatch(DataType type, SortOrder order,
                          absl::Span<const BatchItem> items) override {
     const std::optional<cuda::RadixKeyType> radix_type = RadixTypeOf(type);
@@ -129,6 +168,9 @@ class GpuRadixEngine final : public GpuEngine {
                                report.d2h_seconds, report.pool_bytes);
         }
         return absl::OkStatus();
+      case cuda::GpuSortOutcome::kBusy:
+      case cuda::GpuSortOutcome::kAbandoned:
+        return absl::UnavailableError(report.message);
       case cuda::GpuSortOutcome::kNoMemory:
         if (observer_ != nullptr) observer_->OnGpuFallback(worker.device(), GpuFallbackReason::kMemory);
         return absl::UnavailableError(report.message);
@@ -178,6 +220,7 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
     cuda::GpuWorkerOptions w;
     w.device = gpu.ordinal;
     w.slots = options.slots_per_gpu;
+    w.arriving_slots = options.arriving_slots_per_gpu;
     w.max_pool_bytes = options.max_pool_bytes;
     w.staging_chunk_bytes = options.staging_chunk_bytes;
     w.blocking_wait = options.blocking_wait;
@@ -195,6 +238,10 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
   if (workers.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
   std::string description = absl::StrCat("GPUs ", absl::StrJoin(names, ", "), ", ",
                                          options.slots_per_gpu, " streams each");
+  if (options.arriving_slots_per_gpu > 0) {
+    absl::StrAppend(&description, " + ", options.arriving_slots_per_gpu,
+                    " for sort sessions' arriving parts");
+  }
   if (!errors.empty()) absl::StrAppend(&description, "; not serving: ", absl::StrJoin(errors, "; "));
   return std::unique_ptr<GpuEngine>(
       new GpuRadixEngine(std::move(workers), options, std::move(description)));

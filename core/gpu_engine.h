@@ -44,6 +44,9 @@ struct GpuEngineOptions {
   size_t merge_argsort_max_keys = size_t{1} << 16;
   // Concurrent requests per GPU (streams with their own buffers).
   int slots_per_gpu = 2;
+  // Sorts per GPU that take their input while it arrives (SortArriving;
+  // streams and buffers of their own); 0 = none.
+  int arriving_slots_per_gpu = 1;
   // Device memory cap of each GPU's buffer pool; 0 = 80% of free memory.
   size_t max_pool_bytes = 0;
   // Pinned staging chunk size (two per slot).
@@ -83,6 +86,13 @@ class GpuEngine : public SortEngine {
   // The kernel a numeric sort of `size` keys runs on (kGpuMerge for small
   // argsorts, else kGpuRadix).
   virtual EngineKind NumericKind(size_t size, bool with_indices) const = 0;
+  // Copies the input to a GPU as it arrives and sorts it there once
+  // complete (cuda::GpuWorker::SortArriving); blocks until then. UNAVAILABLE
+  // when no GPU took it (no arriving slot free, larger than the pool, an
+  // error before output): the arrays are untouched, sort them once
+  // complete. CANCELLED when the input was abandoned; INTERNAL after output
+  // started.
+  virtual absl::Status SortArriving(const ArrivingSort& sort) = 0;
 };
 
 }  // namespace sortd

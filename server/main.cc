@@ -47,6 +47,10 @@ ABSL_FLAG(uint64_t, gpu_merge_argsort_max_keys, uint64_t{1} << 16,
           "sort instead of radix (docs/benchmarks.md: crossover); 0 = never");
 ABSL_FLAG(int, gpu_streams, 2,
           "requests each GPU works on at once (streams with their own buffers)");
+ABSL_FLAG(int, gpu_arriving_streams, 1,
+          "sort sessions each GPU takes while their parts still arrive (a stream and "
+          "buffers of their own, held from the first part to the sort, so each part goes "
+          "on to the device as it lands); further sessions sort after their upload; 0 = none");
 ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
           "device memory cap of each GPU's buffer pool; 0 = 80% of free memory; "
           "larger numeric arrays are sorted in chunks and merged on the GPU, "
@@ -192,6 +196,7 @@ std::string InvalidFlagValue() {
            BelowMinimum(FLAGS_max_queued_requests, uint64_t{1}),
            BelowMinimum(FLAGS_max_chunked_bytes, uint64_t{1}),
            BelowMinimum(FLAGS_gpu_streams, 1),
+           BelowMinimum(FLAGS_gpu_arriving_streams, 0),
            BelowMinimum(FLAGS_malloc_arena_max, 0),
            BelowMinimum(FLAGS_chunk_response_bytes, uint64_t{1024}),
            BelowMinimum(FLAGS_max_batch_delay_us, int64_t{0}),
@@ -249,6 +254,7 @@ int main(int argc, char** argv) {
   options.dispatcher.gpu.min_bytes_keys = absl::GetFlag(FLAGS_gpu_min_bytes_keys);
   options.dispatcher.gpu.merge_argsort_max_keys = absl::GetFlag(FLAGS_gpu_merge_argsort_max_keys);
   options.dispatcher.gpu.slots_per_gpu = absl::GetFlag(FLAGS_gpu_streams);
+  options.dispatcher.gpu.arriving_slots_per_gpu = absl::GetFlag(FLAGS_gpu_arriving_streams);
   options.dispatcher.gpu.max_pool_bytes = absl::GetFlag(FLAGS_gpu_pool_bytes);
   options.dispatcher.gpu.staging_chunk_bytes = absl::GetFlag(FLAGS_gpu_staging_chunk_bytes);
   options.dispatcher.gpu.blocking_wait = absl::GetFlag(FLAGS_gpu_blocking_wait);

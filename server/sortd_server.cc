@@ -217,7 +217,8 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
   s->context_->sessions = s->sessions_.get();
   SessionStore* store = s->sessions_.get();
   s->metrics_->WatchSessions([store] { return store->open_sessions(); },
-                             [store] { return store->expired_total(); });
+                             [store] { return store->expired_total(); },
+                             [store] { return store->sorted_arriving_total(); });
   s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(options);

@@ -42,6 +42,7 @@ struct Slot {
   char* device = nullptr;
   size_t device_bytes = 0;
   bool busy = false;
+  bool arriving = false;  // kept for SortArriving jobs
 };
 
 // Sub-buffers of one slot's device allocation for one job.
@@ -145,7 +146,11 @@ std::unique_ptr<GpuWorker> GpuWorker::Create(const GpuWorkerOptions& options, st
   if (err != cudaSuccess) return fail("cudaMemGetInfo", err);
   state->max_pool_bytes =
       options.max_pool_bytes != 0 ? options.max_pool_bytes : free_bytes / 10 * 8;
-  state->slots.resize(state->options.slots);
+  state->options.arriving_slots = std::max(0, options.arriving_slots);
+  state->slots.resize(state->options.slots + state->options.arriving_slots);
+  for (int i = 0; i < state->options.arriving_slots; ++i) {
+    state->slots[state->options.slots + i].arriving = true;
+  }
   // Every wait of a job is on a chunk_done event (the last download's
   // also times the transfer back, so these keep timing).
   const unsigned wait_flag = options.blocking_wait ? cudaEventBlockingSync : 0u;
@@ -229,7 +234,7 @@ class GpuWorker::Job {
     std::unique_lock<std::mutex> lock(st_.mu);
     st_.slot_free.wait(lock, [&] {
       for (Slot& s : st_.slots) {
-        if (!s.busy && st_.BusyBytes(&s) + total <= st_.max_pool_bytes) {
+        if (!s.arriving && !s.busy && st_.BusyBytes(&s) + total <= st_.max_pool_bytes) {
           slot_ = &s;
           return true;
         }
@@ -240,6 +245,31 @@ class GpuWorker::Job {
     err = st_.EnsureDevice(*slot_, total);
     report_.pool_bytes = st_.pool_bytes;
     return err;
+  }
+
+  // An arriving slot with room for `total` bytes, without waiting:
+  // cudaErrorNotReady when none is free now.
+  cudaError_t AcquireArriving(size_t total) {
+    cudaError_t err = cudaSetDevice(st_.options.device);
+    if (err != cudaSuccess) return err;
+    std::lock_guard<std::mutex> lock(st_.mu);
+    for (Slot& s : st_.slots) {
+      if (s.arriving && !s.busy && st_.BusyBytes(&s) + total <= st_.max_pool_bytes) {
+        slot_ = &s;
+        break;
+      }
+    }
+    if (slot_ == nullptr) return cudaErrorNotReady;
+    slot_->busy = true;
+    err = st_.EnsureDevice(*slot_, total);
+    report_.pool_bytes = st_.pool_bytes;
+    return err;
+  }
+
+  GpuSortReport Finished(GpuSortOutcome outcome, const char* why) {
+    report_.outcome = outcome;
+    report_.message = where() + why;
+    return report_;
   }
 
   // Acquire() for `total` device bytes, or the report to return: out of
@@ -342,16 +372,19 @@ struct SortPlan {
 };
 
 // `indices_pinned`: job.indices is pinned host memory (IsPinnedHost, asked
-// once per job by the caller).
-cudaError_t PlanSort(const GpuSortJob& job, size_t n, bool indices_pinned, SortPlan& plan) {
+// once per job by the caller). `value_bytes` (arriving jobs): the radix
+// payload is the caller's values of that width instead of positions.
+cudaError_t PlanSort(const GpuSortJob& job, size_t n, bool indices_pinned, SortPlan& plan,
+                     int value_bytes = 0) {
   const size_t key_bytes = RadixKeyBytes(job.key_type);
   plan.merge = job.prefer_merge && job.indices != nullptr && n < (size_t{1} << 32);
   // 4-byte positions are widened to the caller's uint64 on the host, in the
   // staging copy; pinned destinations (sort sessions) take 8-byte ones by
   // DMA instead, which costs less than a host pass for large arrays.
-  plan.index_bytes = job.indices == nullptr                                        ? 0
+  plan.index_bytes = value_bytes != 0                                              ? value_bytes
+                     : job.indices == nullptr                                      ? 0
                      : (n < (size_t{1} << 32) && (plan.merge || !indices_pinned)) ? 4
-                                                                                             : 8;
+                                                                                  : 8;
   Layout& l = plan.layout;
   l.keys_in = 0;
   l.keys_out = l.keys_in + AlignUp(n * key_bytes);
@@ -390,6 +423,85 @@ constexpr size_t kMinChunkItems = size_t{1} << 16;
 size_t MergeBlockBytes(size_t m, size_t key_bytes, bool indices) {
   const size_t per_key = 3 * (key_bytes + (indices ? 8 : 0));
   return m * per_key + (size_t{4} << 20);
+}
+
+// Points the plan's problem at the slot's device buffer.
+void PlaceOnDevice(SortPlan& plan, char* base) {
+  const Layout& l = plan.layout;
+  RadixSortProblem& radix = plan.radix;
+  MergeSortProblem& merge = plan.merge_problem;
+  radix.d_keys_in = merge.d_keys_in = base + l.keys_in;
+  radix.d_keys_out = merge.d_keys_out = base + l.keys_out;
+  radix.d_values_in = plan.index_bytes ? base + l.index_in : nullptr;
+  radix.d_values_out = plan.index_bytes ? base + l.index_out : nullptr;
+  if (plan.merge) merge.d_indices_out = reinterpret_cast<uint32_t*>(base + l.index_out);
+}
+
+// Fills the radix payload with positions 0..n-1 (an argsort's indices).
+cudaError_t StartPositions(const SortPlan& plan, char* base, size_t n, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
+  if (plan.index_bytes == 4) {
+    IotaKernel<uint32_t><<<blocks, 256, 0, stream>>>(
+        reinterpret_cast<uint32_t*>(base + plan.layout.index_in), n);
+  } else if (plan.index_bytes == 8) {
+    IotaKernel<uint64_t><<<blocks, 256, 0, stream>>>(
+        reinterpret_cast<uint64_t*>(base + plan.layout.index_in), n);
+  }
+  return cudaGetLastError();
+}
+
+// Where a sort's results go on the host: the keys in place, and the radix
+// payload (the plan's index_out) into indices (4-byte positions widened) or
+// into the caller's values.
+struct HostResults {
+  void* keys = nullptr;
+  bool keys_pinned = false;
+  void* payload = nullptr;  // null: keys only
+  bool payload_pinned = false;
+  bool widen_positions = false;
+};
+
+// Sorts what the job uploaded (on the slot's stream, behind the upload) and
+// brings the results back: DMA into pinned destinations, else through the
+// staging chunks. `Run` is GpuWorker::Job.
+template <typename Run>
+GpuSortReport SortAndDownload(Run& run, SortPlan& plan, size_t n, size_t key_bytes,
+                              const HostResults& out) {
+  Slot& s = run.slot();
+  char* base = s.device;
+  const Layout& l = plan.layout;
+  size_t temp_bytes = l.temp_bytes;
+  cudaError_t err = plan.merge ? MergeSort(base + l.temp, temp_bytes, plan.merge_problem, s.stream)
+                               : RadixSort(base + l.temp, temp_bytes, plan.radix, s.stream);
+  if (err == cudaSuccess) err = run.Injected("sort");
+  if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
+  if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  char* keys_out = static_cast<char*>(out.keys);
+  err = out.keys_pinned ? run.DownloadDirect(base + l.keys_out, keys_out, n * key_bytes)
+                        : run.DownloadOutput(base + l.keys_out, n * key_bytes,
+                                             [&](const void* staged, size_t off, size_t len) {
+                                               std::memcpy(keys_out + off, staged, len);
+                                             });
+  if (err == cudaSuccess) err = run.Injected("download");
+  if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
+  if (out.payload != nullptr && out.widen_positions) {
+    uint64_t* indices = static_cast<uint64_t*>(out.payload);
+    err = run.DownloadOutput(base + l.index_out, n * 4,
+                             [&](const void* staged, size_t off, size_t len) {
+                               WidenPositions(staged, len / 4, indices + off / 4);
+                             });
+  } else if (out.payload != nullptr) {
+    char* payload = static_cast<char*>(out.payload);
+    const size_t bytes = n * plan.index_bytes;
+    err = out.payload_pinned ? run.DownloadDirect(base + l.index_out, payload, bytes)
+                             : run.DownloadOutput(base + l.index_out, bytes,
+                                                  [&](const void* staged, size_t off, size_t len) {
+                                                    std::memcpy(payload + off, staged, len);
+                                                  });
+  }
+  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
+  run.RecordTimes();
+  return run.report();
 }
 
 }  // namespace
@@ -433,28 +545,14 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   const size_t index_bytes = plan.index_bytes;
   if (auto failed = run.Reserve(l.total)) return *failed;
   cudaError_t err = cudaSuccess;
-  RadixSortProblem& problem = plan.radix;
-  MergeSortProblem& merge = plan.merge_problem;
-
   Slot& s = run.slot();
   const size_t chunk = run.chunk();
   char* base = s.device;
-  problem.d_keys_in = merge.d_keys_in = base + l.keys_in;
-  problem.d_keys_out = merge.d_keys_out = base + l.keys_out;
-  problem.d_values_in = index_bytes ? base + l.index_in : nullptr;
-  problem.d_values_out = index_bytes ? base + l.index_out : nullptr;
-  if (plan.merge) merge.d_indices_out = reinterpret_cast<uint32_t*>(base + l.index_out);
-
-  if (plan.merge) {
-    // The merge sort generates positions itself.
-  } else if (index_bytes == 4) {
-    IotaKernel<uint32_t><<<std::min<size_t>((n + 255) / 256, 4096), 256, 0, s.stream>>>(
-        reinterpret_cast<uint32_t*>(base + l.index_in), n);
-  } else if (index_bytes == 8) {
-    IotaKernel<uint64_t><<<std::min<size_t>((n + 255) / 256, 4096), 256, 0, s.stream>>>(
-        reinterpret_cast<uint64_t*>(base + l.index_in), n);
+  PlaceOnDevice(plan, base);
+  // The merge sort generates positions itself.
+  if (!plan.merge && (err = StartPositions(plan, base, n, s.stream)) != cudaSuccess) {
+    return run.Fail(err, "iota");
   }
-  if ((err = cudaGetLastError()) != cudaSuccess) return run.Fail(err, "iota");
   if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   const char* keys_in = static_cast<const char*>(job.keys);
   if (keys_pinned) {
@@ -468,37 +566,104 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   }
   if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  size_t temp_bytes = l.temp_bytes;
-  err = plan.merge ? MergeSort(base + l.temp, temp_bytes, merge, s.stream)
-                   : RadixSort(base + l.temp, temp_bytes, problem, s.stream);
-  if (err == cudaSuccess) err = run.Injected("sort");
-  if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
-  if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  char* keys_out = static_cast<char*>(job.keys);
-  err = keys_pinned ? run.DownloadDirect(base + l.keys_out, keys_out, n * key_bytes)
-               : run.DownloadOutput(base + l.keys_out, n * key_bytes,
-                                    [&](const void* staged, size_t off, size_t len) {
-                                      std::memcpy(keys_out + off, staged, len);
-                                    });
-  if (err == cudaSuccess) err = run.Injected("download");
-  if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
-  if (index_bytes == 4) {
-    err = run.DownloadOutput(base + l.index_out, n * 4,
-                             [&](const void* staged, size_t off, size_t len) {
-                               WidenPositions(staged, len / 4, job.indices + off / 4);
-                             });
-  } else if (index_bytes == 8) {
-    err = indices_pinned
-              ? run.DownloadDirect(base + l.index_out, job.indices, n * 8)
-              : run.DownloadOutput(base + l.index_out, n * 8,
-                                   [&](const void* staged, size_t off, size_t len) {
-                                     std::memcpy(reinterpret_cast<char*>(job.indices) + off,
-                                                 staged, len);
-                                   });
+  HostResults out;
+  out.keys = job.keys;
+  out.keys_pinned = keys_pinned;
+  out.payload = job.indices;
+  out.payload_pinned = indices_pinned;
+  out.widen_positions = index_bytes == 4;
+  return SortAndDownload(run, plan, n, key_bytes, out);
+}
+
+GpuSortReport GpuWorker::SortArriving(const GpuArrivingJob& job) {
+  State& st = *state_;
+  const size_t n = job.num_items;
+  Job run(st);
+  if (run.Refused()) return run.report();
+  if (n == 0 || job.input == nullptr) return run.Finished(GpuSortOutcome::kBusy, "nothing arriving");
+  const bool with_values = job.values != nullptr;
+  if (with_values && ((job.value_bytes != 4 && job.value_bytes != 8) || job.indices != nullptr)) {
+    return run.Finished(GpuSortOutcome::kBusy, "values of 4 or 8 bytes, without indices");
   }
-  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
-  run.RecordTimes();
-  return run.report();
+  GpuSortJob sort;
+  sort.key_type = job.key_type;
+  sort.descending = job.descending;
+  sort.num_items = n;
+  sort.keys = job.keys;
+  sort.indices = job.indices;
+  const bool keys_pinned = IsPinnedHost(job.keys);
+  const bool values_pinned = with_values && IsPinnedHost(job.values);
+  const bool indices_pinned = job.indices != nullptr && IsPinnedHost(job.indices);
+  SortPlan plan;
+  cudaError_t err = PlanSort(sort, n, indices_pinned, plan, with_values ? job.value_bytes : 0);
+  if (err != cudaSuccess) return run.Fail(err, "sizing the sort");
+  const Layout& l = plan.layout;
+  // Larger than the pool: Sort takes it in chunks once it is complete.
+  if (l.total > st.max_pool_bytes) return run.NoMemory(l.total);
+  err = run.AcquireArriving(l.total);
+  if (err == cudaErrorNotReady || err == cudaErrorMemoryAllocation) {
+    return run.Finished(GpuSortOutcome::kBusy, "no arriving slot with room free now");
+  }
+  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  Slot& s = run.slot();
+  char* base = s.device;
+  PlaceOnDevice(plan, base);
+  if (!with_values && (err = StartPositions(plan, base, n, s.stream)) != cudaSuccess) {
+    return run.Fail(err, "iota");
+  }
+  // Each range goes to the device as it lands: by DMA from pinned memory
+  // (queued; the bytes are never written again before the sort), else
+  // through the staging chunks.
+  const size_t key_bytes = RadixKeyBytes(job.key_type);
+  unsigned staging_turn = 0;
+  auto upload = [&](const ArrivedRange& r) {
+    const bool keys = r.array == ArrivedRange::kKeys;
+    const size_t width = keys ? key_bytes : static_cast<size_t>(job.value_bytes);
+    const char* src = static_cast<const char*>(keys ? job.keys : job.values) + r.begin * width;
+    char* dst = base + (keys ? l.keys_in : l.index_in) + r.begin * width;
+    const size_t bytes = (r.end - r.begin) * width;
+    if (keys ? keys_pinned : values_pinned) {
+      return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.stream);
+    }
+    return Upload(
+        s, run.chunk(), dst, bytes,
+        [&](char* staged, size_t off, size_t len) { std::memcpy(staged, src + off, len); },
+        &staging_turn);
+  };
+  for (;;) {
+    ArrivedRange range;
+    const ArrivingInput::Next next = job.input->Wait(&range);
+    if (next == ArrivingInput::Next::kComplete) break;
+    if (next == ArrivingInput::Next::kAbandoned) {
+      // The caller frees the host arrays after this returns: no copy may
+      // still be reading them.
+      if ((err = cudaStreamSynchronize(s.stream)) != cudaSuccess) return run.Fail(err, "abandoning");
+      return run.Finished(GpuSortOutcome::kAbandoned, "the input was abandoned");
+    }
+    const bool keys = range.array == ArrivedRange::kKeys;
+    if (range.begin >= range.end || range.end > n || (!keys && !with_values)) {
+      cudaStreamSynchronize(s.stream);
+      return run.Finished(GpuSortOutcome::kFailedIntact, "arriving input: a range out of bounds");
+    }
+    if ((err = upload(range)) != cudaSuccess) return run.Fail(err, "host to device copy");
+  }
+  // What the overlap left: the copies still queued when the input completed.
+  const auto tail_start = std::chrono::steady_clock::now();
+  if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  if ((err = cudaEventSynchronize(s.upload_start)) != cudaSuccess) {
+    return run.Fail(err, "host to device copy");
+  }
+  const double upload_tail = SecondsSince(tail_start);
+  if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
+  HostResults out;
+  out.keys = job.keys;
+  out.keys_pinned = keys_pinned;
+  out.payload = with_values ? job.values : static_cast<void*>(job.indices);
+  out.payload_pinned = with_values ? values_pinned : indices_pinned;
+  out.widen_positions = !with_values && plan.index_bytes == 4;
+  GpuSortReport report = SortAndDownload(run, plan, n, key_bytes, out);
+  report.h2d_seconds = upload_tail;
+  return report;
 }
 
 GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) {

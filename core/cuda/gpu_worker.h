@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/arriving_input.h"
 #include "core/cuda/radix_sort.cuh"
 
 namespace sortd::cuda {
@@ -22,6 +23,11 @@ struct GpuWorkerOptions {
   // Requests this GPU works on at once, one stream and one set of buffers
   // each: while one request sorts, another one's transfers run.
   int slots = 2;
+  // Further slots only for sorts whose input is still arriving
+  // (SortArriving): such a job holds its slot from the first part to the
+  // end of the sort, network time included, so it never takes one of
+  // `slots` from the requests.
+  int arriving_slots = 1;
   // Device memory all slots together may hold (buffers grow on demand up
   // to this, and are reused); 0 means 80% of the memory free at start.
   size_t max_pool_bytes = 0;
@@ -83,8 +89,29 @@ struct GpuBatchJob {
   size_t num_segments = 0;
 };
 
+// A numeric sort whose keys (and values) land in host memory while it
+// runs (sort sessions): each range is copied to the device as it arrives,
+// and the sort runs once the input is complete. Values, when given, are
+// sorted along with the keys on the device (no host gather); indices, when
+// given, receive the permutation (not together with values).
+struct GpuArrivingJob {
+  RadixKeyType key_type = RadixKeyType::kUint32;
+  bool descending = false;
+  size_t num_items = 0;
+  void* keys = nullptr;         // host; sorted in place
+  void* values = nullptr;       // host, optional; permuted in place
+  int value_bytes = 0;          // 4 or 8 with values
+  uint64_t* indices = nullptr;  // host, optional
+  ArrivingInput* input = nullptr;
+};
+
 enum class GpuSortOutcome {
   kOk,
+  // SortArriving only: no slot for arriving input was free (or the device
+  // has no room now); nothing was done, sort once the input is complete.
+  kBusy,
+  // SortArriving only: the input was abandoned; nothing was written.
+  kAbandoned,
   // Did not fit in the device pool (or the device ran out of memory); the
   // host arrays are untouched, so the caller can sort elsewhere.
   kNoMemory,
@@ -124,6 +151,13 @@ class GpuWorker {
   GpuSortReport SortBatch(const GpuBatchJob& job);
   // Byte-string argsort on the merge sort; same slots, pool and outcomes.
   GpuSortReport ArgsortBytes(const GpuBytesJob& job);
+  // A sort whose input is still arriving, on an arriving slot: blocks
+  // until the input is complete (or abandoned) and sorted. Returns kBusy at
+  // once when no arriving slot is free, and kNoMemory when the arrays do
+  // not fit the pool in one piece (Sort handles those in chunks); in both
+  // cases the host arrays are untouched. h2d_seconds is the upload's tail
+  // after the input completed (the rest overlapped the arrival).
+  GpuSortReport SortArriving(const GpuArrivingJob& job);
 
   int device() const;
   bool healthy() const;

@@ -30,12 +30,17 @@ inline bool IsPinnedHost(const void* host) {
 
 // Host -> device through the two pinned chunks: fill(staging, offset, len)
 // puts bytes [offset, offset + len) of the upload into a chunk, and that
-// host copy overlaps the DMA of the other chunk.
+// host copy overlaps the DMA of the other chunk. `turn` (optional) carries
+// the alternation across calls, so that a series of small uploads (the
+// ranges of an arriving input) also fills one chunk while the other moves.
 template <typename Staged, typename Fill>
-cudaError_t Upload(Staged& s, size_t chunk, void* dev, size_t bytes, Fill fill) {
+cudaError_t Upload(Staged& s, size_t chunk, void* dev, size_t bytes, Fill fill,
+                   unsigned* turn = nullptr) {
   char* dst = static_cast<char*>(dev);
+  const unsigned first = turn != nullptr ? *turn : 0;
   for (size_t c = 0, off = 0; off < bytes; ++c, off += chunk) {
-    const int b = static_cast<int>(c & 1);
+    const int b = static_cast<int>((first + c) & 1);
+    if (turn != nullptr) *turn = static_cast<unsigned>(first + c + 1);
     const size_t len = std::min(chunk, bytes - off);
     // The chunk's previous transfer (this upload's, or an earlier copy of
     // the job's) must be done before its bytes are overwritten.

@@ -90,10 +90,12 @@ const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
 class ServiceMetrics::InflightCollector : public prometheus::Collectable {
  public:
   void Watch(const AdmissionControl* admission) { admission_.store(admission); }
-  void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired) {
+  void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired,
+                     std::function<uint64_t()> sorted_arriving) {
     std::lock_guard<std::mutex> lock(mu_);
     open_sessions_ = std::move(open);
     expired_sessions_ = std::move(expired);
+    sorted_arriving_ = std::move(sorted_arriving);
   }
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families = CollectAdmission();
@@ -107,6 +109,15 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
       expired.type = prometheus::MetricType::Counter;
       expired.metric[0].counter.value = static_cast<double>(expired_sessions_());
       families.push_back(std::move(expired));
+      prometheus::MetricFamily arriving = GaugeFamily(
+          "sortd_sort_sessions_sorted_arriving_total",
+          "Sort sessions sorted on a GPU that took their parts as they arrived (the others "
+          "sorted after the upload: a CPU-routed size, the GPU's arriving slot busy, or over "
+          "the device pool).",
+          0);
+      arriving.type = prometheus::MetricType::Counter;
+      arriving.metric[0].counter.value = static_cast<double>(sorted_arriving_());
+      families.push_back(std::move(arriving));
     }
     return families;
   }
@@ -131,6 +142,7 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
   mutable std::mutex mu_;
   std::function<uint64_t()> open_sessions_;
   std::function<uint64_t()> expired_sessions_;
+  std::function<uint64_t()> sorted_arriving_;
 };
 
 ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
@@ -290,8 +302,9 @@ void ServiceMetrics::WatchAdmission(const AdmissionControl* admission) {
 }
 
 void ServiceMetrics::WatchSessions(std::function<uint64_t()> open,
-                                   std::function<uint64_t()> expired) {
-  inflight_->WatchSessions(std::move(open), std::move(expired));
+                                   std::function<uint64_t()> expired,
+                                   std::function<uint64_t()> sorted_arriving) {
+  inflight_->WatchSessions(std::move(open), std::move(expired), std::move(sorted_arriving));
 }
 
 }  // namespace sortd

@@ -78,7 +78,8 @@ class ServiceMetrics {
   // In-flight gauges are read from admission control at scrape time.
   void WatchAdmission(const AdmissionControl* admission);
   // Sort sessions open now and expired since start, read at scrape time.
-  void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired);
+  void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired,
+                     std::function<uint64_t()> sorted_arriving);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
   // Scrape-time gauges (in-flight requests/bytes and their limits); expose

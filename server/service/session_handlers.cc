@@ -246,6 +246,7 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
     status = Guarded("StartSortSession", [&]() -> absl::Status {
           absl::StatusOr<std::shared_ptr<SortSession>> started = context->sessions->Start(request);
           if (started.ok()) {
+            (*started)->StartArriving(*context->dispatcher);
             const SessionLimits& limits = context->sessions->limits();
             response.set_session_id((*started)->id());
             response.set_max_part_bytes(limits.max_part_bytes);
@@ -309,6 +310,7 @@ grpc::ServerUnaryReactor* HandleFinishSortSession(ServiceContext* context,
       return;
     }
     if (context->metrics != nullptr && s.engine()) context->metrics->RecordBatch(*s.engine(), 1);
+    context->sessions->NoteSorted(s);
     answer(s);
   });
   return reactor;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <thread>
 
@@ -88,6 +89,67 @@ SessionBuffer::SessionBuffer(size_t elements, size_t width, HostMemoryPool* pool
   data_ = pool != nullptr ? pool->Allocate(elements * width) : HostBuffer::Heap(elements * width);
 }
 
+// The ranges a session received, handed to its arriving sort in the order
+// they landed (core/arriving_input.h), and that sort's result.
+class SortSession::Arrivals final : public ArrivingInput {
+ public:
+  void Add(const ArrivedRange& range) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;  // the sort is over (it did not take the input)
+      ranges_.push_back(range);
+    }
+    wake_.notify_all();
+  }
+  void Complete() { Set(&complete_); }
+  void Abandon() { Set(&abandoned_); }
+
+  Next Wait(ArrivedRange* range) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait(lock, [&] { return abandoned_ || complete_ || !ranges_.empty(); });
+    if (abandoned_) return Next::kAbandoned;
+    if (!ranges_.empty()) {
+      *range = ranges_.front();
+      ranges_.pop_front();
+      return Next::kRange;
+    }
+    return Next::kComplete;
+  }
+
+  void Finish(absl::StatusOr<EngineKind> result) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      result_ = std::move(result);
+      finished_ = true;
+      ranges_.clear();
+    }
+    wake_.notify_all();
+  }
+  // Waits for the arriving sort to return.
+  absl::StatusOr<EngineKind> Result() {
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait(lock, [&] { return finished_; });
+    return result_;
+  }
+
+ private:
+  void Set(bool* flag) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      *flag = true;
+    }
+    wake_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<ArrivedRange> ranges_;
+  bool complete_ = false;
+  bool abandoned_ = false;
+  bool finished_ = false;
+  absl::StatusOr<EngineKind> result_ = absl::UnknownError("arriving sort still running");
+};
+
 SortSession::SortSession(std::string id, const v1::StartSortSessionRequest& request,
                          DataType key_type, std::optional<DataType> value_type, Admitted admitted,
                          HostMemoryPool* memory)
@@ -96,14 +158,49 @@ SortSession::SortSession(std::string id, const v1::StartSortSessionRequest& requ
       key_type_(key_type),
       value_type_(value_type),
       admitted_(std::move(admitted)),
+      memory_(memory),
       keys_(request.total_keys(), ElementSize(key_type), memory) {
-  // Values never reach the GPU (they are gathered on the host): heap memory.
+  // Values go to the GPU with the keys (an arriving sort) or are gathered
+  // on the host; the indices a gather needs are made only then (RunSort).
   if (value_type_) {
-    values_ = SessionBuffer(request.total_keys(), ElementSize(*value_type_), nullptr);
+    values_ = SessionBuffer(request.total_keys(), ElementSize(*value_type_), memory);
   }
-  if (request.return_indices() || value_type_) {
-    indices_ = SessionBuffer(request.total_keys(), 8, memory);
+  if (request.return_indices()) indices_ = SessionBuffer(request.total_keys(), 8, memory);
+}
+
+SortSession::~SortSession() {
+  if (arrivals_ != nullptr) arrivals_->Abandon();
+  if (arriving_.joinable()) arriving_.join();
+}
+
+void SortSession::StartArriving(Dispatcher& dispatcher) {
+  const size_t n = keys_.elements();
+  if (request_.transfer_only() || n == 0 || !dispatcher.RoutesToGpu(key_type_, n)) return;
+  ArrivingSort sort;
+  sort.keys = NumericSpan(key_type_, keys_.data(), n);
+  sort.order = ToCoreOrder(request_.order());
+  // Values without indices are permuted on the device; with indices, the
+  // host gathers them by the indices after the sort.
+  values_on_gpu_ = value_type_.has_value() && !request_.return_indices();
+  if (values_on_gpu_) {
+    sort.values = values_.data();
+    sort.value_width = values_.width();
   }
+  if (indices_.elements() > 0) {
+    sort.indices = absl::MakeSpan(reinterpret_cast<uint64_t*>(indices_.data()), n);
+  }
+  auto arrivals = std::make_unique<Arrivals>();
+  sort.input = arrivals.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    arrivals_ = std::move(arrivals);
+    for (int array = 0; array < 2; ++array) {
+      for (const auto& [begin, end] : received_[array]) {
+        arrivals_->Add({array == 0 ? ArrivedRange::kKeys : ArrivedRange::kValues, begin, end});
+      }
+    }
+  }
+  arriving_ = std::thread([this, &dispatcher, sort] { arrivals_->Finish(dispatcher.SortArriving(sort)); });
 }
 
 SessionBuffer* SortSession::BufferFor(int array) {
@@ -207,6 +304,10 @@ absl::StatusOr<uint64_t> SortSession::AcceptPart(v1::session_part::Reader& reade
     return sort_status_;
   }
   bytes_received_.fetch_add(bytes);
+  if (arrivals_ != nullptr) {
+    arrivals_->Add({array == v1::SESSION_ARRAY_KEYS ? ArrivedRange::kKeys : ArrivedRange::kValues,
+                    begin, end});
+  }
   return count;
 }
 
@@ -247,6 +348,7 @@ absl::StatusOr<bool> SortSession::BeginSort() {
   if (missing.empty() && value_type_) missing = MissingLocked(v1::SESSION_ARRAY_VALUES, values_);
   if (!missing.empty()) return absl::FailedPreconditionError(absl::StrCat("FinishSortSession: ", missing));
   state_ = State::kSorting;
+  if (arrivals_ != nullptr) arrivals_->Complete();
   return false;
 }
 
@@ -255,14 +357,32 @@ absl::Status SortSession::RunSort(Dispatcher& dispatcher) {
   std::optional<EngineKind> engine;
   const size_t n = keys_.elements();
   if (!request_.transfer_only() && n > 0) {
-    const bool need_indices = indices_.elements() > 0;
+    bool values_sorted = false;
+    if (arrivals_ != nullptr) {
+      // UNAVAILABLE: the GPU did not take it, the arrays are as received.
+      absl::StatusOr<EngineKind> ran = arrivals_->Result();
+      if (ran.ok()) {
+        engine = *ran;
+        values_sorted = values_on_gpu_;
+        std::lock_guard<std::mutex> lock(mu_);
+        sorted_arriving_ = true;
+      } else if (!absl::IsUnavailable(ran.status())) {
+        status = ran.status();
+      }
+    }
+    // A gather of the values needs the permutation.
+    if (value_type_ && !values_sorted && indices_.elements() == 0) {
+      indices_ = SessionBuffer(n, 8, memory_);
+    }
     absl::Span<uint64_t> indices;
-    if (need_indices) indices = absl::MakeSpan(reinterpret_cast<uint64_t*>(indices_.data()), n);
-    absl::StatusOr<EngineKind> ran = dispatcher.SortNumeric(
-        NumericSpan(key_type_, keys_.data(), n), ToCoreOrder(request_.order()), indices);
-    status = ran.status();
-    if (ran.ok()) engine = *ran;
-    if (status.ok() && value_type_) {
+    if (indices_.elements() > 0) indices = absl::MakeSpan(reinterpret_cast<uint64_t*>(indices_.data()), n);
+    if (status.ok() && !engine) {
+      absl::StatusOr<EngineKind> ran = dispatcher.SortNumeric(
+          NumericSpan(key_type_, keys_.data(), n), ToCoreOrder(request_.order()), indices);
+      status = ran.status();
+      if (ran.ok()) engine = *ran;
+    }
+    if (status.ok() && value_type_ && !values_sorted) {
       SessionBuffer gathered(n, values_.width(), nullptr);
       status = ParallelGather(values_, indices, &gathered);
       if (status.ok()) values_.Swap(gathered);
@@ -279,6 +399,11 @@ absl::Status SortSession::RunSort(Dispatcher& dispatcher) {
 absl::Status SortSession::sort_status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return sort_status_;
+}
+
+bool SortSession::sorted_arriving() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sorted_arriving_;
 }
 
 std::optional<EngineKind> SortSession::engine() const {

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/arriving_input.h"
 #include "core/dispatcher.h"
 #include "core/host_memory.h"
 #include "server/metrics/metrics.h"
@@ -83,6 +84,18 @@ class SortSession {
 
   SortSession(std::string id, const v1::StartSortSessionRequest& request, DataType key_type,
               std::optional<DataType> value_type, Admitted admitted, HostMemoryPool* memory);
+  // Abandons a sort still waiting for parts (and waits for it to let go).
+  ~SortSession();
+  SortSession(const SortSession&) = delete;
+  SortSession& operator=(const SortSession&) = delete;
+
+  // Starts the sort while the parts still arrive when it routes to a GPU
+  // with an arriving slot free (Dispatcher::SortArriving): each part goes
+  // on to the device as it lands, so the copy overlaps the network, and
+  // values are sorted on the device with the keys. Otherwise RunSort sorts
+  // once the upload is complete. Call once, before any part is accepted
+  // (StartSortSession's handler).
+  void StartArriving(Dispatcher& dispatcher);
 
   const std::string& id() const { return id_; }
   const v1::StartSortSessionRequest& request() const { return request_; }
@@ -101,11 +114,15 @@ class SortSession {
   // (or a part still being copied). Returns true when the session was
   // already sorted (a repeated finish: nothing to run).
   absl::StatusOr<bool> BeginSort();
-  // Sorts in place (runs on a worker thread after BeginSort).
+  // Sorts in place (runs on a worker thread after BeginSort): waits for the
+  // arriving sort, if one started, else (or when it could not run) sorts
+  // now.
   absl::Status RunSort(Dispatcher& dispatcher);
   // The outcome of the sort (OK once sorted).
   absl::Status sort_status() const;
   std::optional<EngineKind> engine() const;
+  // Whether the sort ran while the parts arrived (StartArriving took it).
+  bool sorted_arriving() const;
 
   // The memory of elements [offset, offset + count) of a sorted array;
   // INVALID_ARGUMENT / FAILED_PRECONDITION naming the problem.
@@ -141,9 +158,17 @@ class SortSession {
   const std::optional<DataType> value_type_;
   const SteadyClock::time_point started_ = SteadyClock::now();
   Admitted admitted_;
+  HostMemoryPool* const memory_;  // may be null (heap buffers)
   SessionBuffer keys_;
   SessionBuffer values_;
   SessionBuffer indices_;
+  // The arriving sort (StartArriving): the ranges it is handed, and the
+  // thread that runs it.
+  class Arrivals;
+  std::unique_ptr<Arrivals> arrivals_;
+  bool values_on_gpu_ = false;  // the arriving sort permutes the values
+  bool sorted_arriving_ = false;  // guarded by mu_
+  std::thread arriving_;
 
   mutable std::mutex mu_;
   State state_ = State::kUploading;
@@ -183,6 +208,11 @@ class SessionStore {
 
   size_t open_sessions() const;
   uint64_t expired_total() const { return expired_.load(); }
+  // Counts a completed sort (FinishSortSession's handler).
+  void NoteSorted(const SortSession& session) {
+    if (session.sorted_arriving()) sorted_arriving_.fetch_add(1);
+  }
+  uint64_t sorted_arriving_total() const { return sorted_arriving_.load(); }
   // Ends sessions idle past the timeout (the store's thread calls this).
   void ExpireIdle();
 
@@ -198,6 +228,7 @@ class SessionStore {
   std::unordered_map<std::string, std::shared_ptr<SortSession>> sessions_;
   int starting_ = 0;  // sessions being set up outside the lock (they count)
   std::atomic<uint64_t> expired_{0};
+  std::atomic<uint64_t> sorted_arriving_{0};
   bool stopping_ = false;
   std::condition_variable wake_;
   std::thread reaper_;

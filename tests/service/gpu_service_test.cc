@@ -283,9 +283,11 @@ TEST(GpuService, OverThePoolFallsBackToTheCpuAndIsCounted) {
   EXPECT_EQ(small->engine, v1::ENGINE_GPU_RADIX);
 }
 
-// Sort sessions reach the GPU like any other large sort: keys, pairs and
-// indices, checked against the CPU engine's answer; and an array over the
-// device pool still sorts (on the CPU, counted as a fallback).
+// Sort sessions reach the GPU like any other large sort, copied to the
+// device as their parts arrive (counted): keys, pairs (values sorted on the
+// device) and indices, checked against the CPU engine's answer; and an
+// array over the device pool still sorts (after the upload, on the CPU,
+// counted once as a fallback).
 TEST(GpuService, SortSessionsSortOnTheGpuAndOverThePool) {
   SKIP_WITHOUT_GPU();
   client::ClientOptions options;
@@ -314,6 +316,8 @@ TEST(GpuService, SortSessionsSortOnTheGpuAndOverThePool) {
   EXPECT_EQ(gp->engine, v1::ENGINE_GPU_RADIX);
   EXPECT_EQ(gp->keys, cp->keys);
   EXPECT_EQ(gp->values, cp->values);
+  EXPECT_EQ(Metric(*gpu, "sortd_sort_sessions_sorted_arriving_total"), 2);
+  EXPECT_EQ(Metric(*cpu, "sortd_sort_sessions_sorted_arriving_total"), 0);
 
   auto small_pool = StartEngine(EngineChoice::kAuto, /*pool_bytes=*/size_t{1} << 20);
   auto small_client = Connect(*small_pool, options);
@@ -324,6 +328,49 @@ TEST(GpuService, SortSessionsSortOnTheGpuAndOverThePool) {
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(r->keys, expected);
   EXPECT_EQ(Metric(*small_pool, "sortd_gpu_fallbacks_total{gpu=\"0\",reason=\"memory\"}"), 1);
+  EXPECT_EQ(Metric(*small_pool, "sortd_sort_sessions_sorted_arriving_total"), 0);
+}
+
+// One GPU has one arriving slot: a session started and left waiting for
+// its parts holds it, so a second session sorts after its upload (still on
+// the GPU, still right); ending the first lets the slot go, and the next
+// session takes its parts as they arrive again.
+TEST(GpuService, AWaitingSessionHoldsTheArrivingSlotUntilItEnds) {
+  SKIP_WITHOUT_GPU();
+  client::ClientOptions options;
+  options.session_min_bytes = 1;
+  options.connections = 2;
+  auto server = StartEngine(EngineChoice::kAuto);
+  auto client = Connect(*server, options);
+  v1::StartSortSessionRequest start;
+  start.set_key_type(v1::ELEMENT_TYPE_UINT32);
+  start.set_total_keys(1 << 20);
+  v1::StartSortSessionResponse started;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(client->stub().StartSortSession(&ctx, start, &started).ok());
+  }
+  const auto keys = RandomKeys<uint32_t>(1 << 20, 31);
+  std::vector<uint32_t> expected = keys;
+  std::sort(expected.begin(), expected.end());
+  auto second = client->Sort<uint32_t>(keys);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->engine, v1::ENGINE_GPU_RADIX);
+  EXPECT_EQ(second->keys, expected);
+  EXPECT_EQ(Metric(*server, "sortd_sort_sessions_sorted_arriving_total"), 0);
+
+  v1::EndSortSessionRequest end;
+  end.set_session_id(started.session_id());
+  v1::EndSortSessionResponse ended;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(client->stub().EndSortSession(&ctx, end, &ended).ok());
+  }
+  auto third = client->Sort<uint32_t>(keys);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->keys, expected);
+  EXPECT_EQ(Metric(*server, "sortd_sort_sessions_sorted_arriving_total"), 1);
+  EXPECT_EQ(Metric(*server, R"(sortd_requests_total{code="CANCELLED",key_type="uint32",method="SortSession"})"), 1);
 }
 
 // A device error injected once at `step` of a radix sort
