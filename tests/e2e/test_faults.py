@@ -351,6 +351,7 @@ class StartupFaults(unittest.TestCase):
             ("--max_queued_requests=0", 2, "--max_queued_requests=0: must be positive"),
             ("--max_chunked_bytes=0", 2, "--max_chunked_bytes=0: must be positive"),
             ("--gpu_streams=0", 2, "--gpu_streams=0: must be positive"),
+            ("--gpu_arriving_streams=-1", 2, "--gpu_arriving_streams=-1: must not be negative"),
             ("--chunk_response_bytes=0", 2, "--chunk_response_bytes=0: must be at least 1024"),
             ("--drain_timeout=-5s", 2, "--drain_timeout=-5s: must not be negative"),
             ("--idle_memory_trim_interval=-1s", 2, "--idle_memory_trim_interval=-1s: must not be negative"),
