@@ -37,11 +37,14 @@ def is_sorted_permutation(out, keys, key_sum):
     return True
 
 
+LABEL = "py"
+
+
 def report(mode, nbytes, connections, seconds, moved):
     first = seconds[0]
     seconds = sorted(seconds)
     best, median = seconds[0], seconds[len(seconds) // 2]
-    print("py\t%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.2f\t%.0f" % (
+    print(LABEL + "\t%s\t%d\t%d\t%.4f\t%.4f\t%.4f\t%.2f\t%.0f" % (
         mode, nbytes, connections, best, median, first, moved / best / 1e9, peak_rss_mib()))
     sys.stdout.flush()
 
@@ -54,13 +57,20 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--modes", default="sort,transfer,numpy")
     parser.add_argument("--header", action="store_true")
+    parser.add_argument("--native", choices=("auto", "on", "off"), default="auto",
+                        help="sessions through the C++ client's C library (on), grpcio "
+                             "(off), or whichever loads (auto); rows say which: py-native "
+                             "or py-grpcio")
     args = parser.parse_args()
     modes = set(args.modes.split(","))
     if args.header:
         print("client\tmode\tbytes\tconnections\tbest_s\tmedian_s\tfirst_s\tGB/s(up+down)"
               "\tclient_peak_rss_MiB")
     failures = 0
-    with sortd_client.Client(args.target) as client:
+    native = {"auto": None, "on": True, "off": False}[args.native]
+    global LABEL
+    with sortd_client.Client(args.target, native=native) as client:
+        LABEL = "py-native" if client.native else "py-grpcio"
         for mib in [int(x) for x in args.sizes_mib.split(",") if x]:
             n = (mib << 20) // 4
             keys = np.random.default_rng(mib).integers(0, 1 << 32, n, dtype=np.uint32)

@@ -71,8 +71,9 @@ struct ArrayPlan {
 // Serialized progress reports for one phase.
 class Progress {
  public:
-  Progress(const ClientOptions& options, TransferProgress::Phase phase, uint64_t total)
-      : callback_(options.progress), phase_(phase), total_(total) {}
+  Progress(const std::function<void(const TransferProgress&)>& callback,
+           TransferProgress::Phase phase, uint64_t total)
+      : callback_(callback), phase_(phase), total_(total) {}
   void Add(uint64_t bytes) {
     if (!callback_) return;
     const uint64_t done = done_.fetch_add(bytes) + bytes;
@@ -158,6 +159,15 @@ std::string SortClient::TlsHostName() const {
 }
 
 absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
+  // Per-call overrides of the client's options (SessionSort).
+  const std::function<void(const TransferProgress&)>& progress =
+      sort.progress ? sort.progress : options_.progress;
+  const absl::Duration timeout = sort.timeout.value_or(options_.timeout);
+  auto prepare = [&timeout](grpc::ClientContext* ctx) {
+    if (timeout != absl::InfiniteDuration()) {
+      ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    }
+  };
   const size_t key_width = WidthOf(sort.key_type);
   if (key_width == 0) return absl::InvalidArgumentError("key_type: a numeric element type");
   const bool with_values = sort.value_type != v1::ELEMENT_TYPE_UNSPECIFIED;
@@ -174,11 +184,12 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   start.set_order(sort.order);
   start.set_return_indices(sort.indices_out != nullptr);
   start.set_transfer_only(sort.transfer_only);
+  start.set_request_id(sort.request_id);
   v1::StartSortSessionResponse started;
   std::string peer;
   {
     grpc::ClientContext ctx;
-    PrepareContext(&ctx);
+    prepare(&ctx);
     grpc::Status rpc = stub_->StartSortSession(&ctx, start, &started);
     if (!rpc.ok()) return FromGrpcStatus(rpc);
     peer = ctx.peer();
@@ -199,7 +210,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
     for (const auto& channel : channels) {
       if (!channel->WaitForConnected(deadline)) {
         grpc::ClientContext ctx;
-        PrepareContext(&ctx);
+        prepare(&ctx);
         v1::EndSortSessionRequest request;
         request.set_session_id(started.session_id());
         v1::EndSortSessionResponse response;
@@ -219,7 +230,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
 
   auto end_session = [&] {
     grpc::ClientContext ctx;
-    PrepareContext(&ctx);
+    prepare(&ctx);
     v1::EndSortSessionRequest request;
     request.set_session_id(id);
     v1::EndSortSessionResponse response;
@@ -240,14 +251,14 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
 
   // Upload: each connection streams its range of every array.
   LentSlices lent;
-  Progress up(options_, TransferProgress::Phase::kUpload, n * (key_width + value_width));
+  Progress up(progress, TransferProgress::Phase::kUpload, n * (key_width + value_width));
   absl::Status status = RunParallel(connections, [&](int c) -> absl::Status {
     // Plain variables: C++17 lambdas cannot capture structured bindings.
     const std::pair<uint64_t, uint64_t> range = range_of(c);
     const uint64_t begin = range.first, end = range.second;
     if (begin == end) return absl::OkStatus();
     grpc::ClientContext ctx;
-    PrepareContext(&ctx);
+    prepare(&ctx);
     grpc::ByteBuffer response;
     std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
         grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channels[c].get(),
@@ -285,9 +296,9 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   // Sort.
   v1::FinishSortSessionResponse finished;
   {
-    if (options_.progress) options_.progress({TransferProgress::Phase::kSort, 0, 1});
+    if (progress) progress({TransferProgress::Phase::kSort, 0, 1});
     grpc::ClientContext ctx;
-    PrepareContext(&ctx);
+    prepare(&ctx);
     v1::FinishSortSessionRequest request;
     request.set_session_id(id);
     grpc::Status rpc = control->FinishSortSession(&ctx, request, &finished);
@@ -300,7 +311,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
       return absl::InternalError(absl::StrCat("FinishSortSession: server sorted ",
                                               finished.total_keys(), " keys, sent ", n));
     }
-    if (options_.progress) options_.progress({TransferProgress::Phase::kSort, 1, 1});
+    if (progress) progress({TransferProgress::Phase::kSort, 1, 1});
   }
 
   // Download: each connection reads its range of every array.
@@ -311,7 +322,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   }
   uint64_t download_total = 0;
   for (const ArrayPlan& plan : downloads) download_total += n * plan.width;
-  Progress down(options_, TransferProgress::Phase::kDownload, download_total);
+  Progress down(progress, TransferProgress::Phase::kDownload, download_total);
   status = RunParallel(connections, [&](int c) -> absl::Status {
     // Plain variables: C++17 lambdas cannot capture structured bindings.
     const std::pair<uint64_t, uint64_t> range = range_of(c);
@@ -319,7 +330,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
     if (begin == end) return absl::OkStatus();
     for (const ArrayPlan& plan : downloads) {
       grpc::ClientContext ctx;
-      PrepareContext(&ctx);
+      prepare(&ctx);
       v1::DownloadPartsRequest request;
       request.set_session_id(id);
       request.set_array(plan.array);

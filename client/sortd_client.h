@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,11 @@ class SortClient {
     // what moving the bytes alone costs.
     bool transfer_only = false;
     int connections = 0;  // 0: ClientOptions::connections
+    std::string request_id;  // echoed in the server's logs and records
+    // Per-call overrides of ClientOptions::timeout and ::progress (for
+    // bindings that share one client between calls with their own).
+    std::optional<absl::Duration> timeout;
+    std::function<void(const TransferProgress&)> progress;  // empty: the client's
   };
   absl::StatusOr<v1::Engine> SortInSession(const SessionSort& sort);
 

@@ -9,7 +9,8 @@
 #      numpy.sort of the same arrays;
 #   4. peak RSS of a fresh server and client around one 1 GiB sort;
 #   5. small requests (1024 keys, unary and SortStream) against echo.
-# Carry .device/xfer.tar.xz holding xfer/{bin/{sortd,sortctl,sortd_transfer_bench},lib}.
+# Carry .device/xfer.tar.xz holding
+# xfer/{bin/{sortd,sortctl,sortd_transfer_bench,libsortd_client_c.so},lib}.
 # SIZES, CONNS, REPEAT, PY override the defaults. Columns: best and median
 # of REPEAT runs, and the first run (cold: the server pins a block of that
 # size in the background during it, docs/architecture.md).
@@ -49,8 +50,14 @@ timeout 200 "$B/sortd_transfer_bench" --target="$T" --sizes_mib=4096 --connectio
 timeout 200 "$B/sortd_transfer_bench" --target="$T" --sizes_mib=1024 --connections=8 --repeat=2 \
   --values | tail -n +2 | sed 's/^cpp/cpp-pairs/' | tee -a "$OUT/cpp.tsv"
 echo "== Python client"
+# Sessions through the C++ client's C library (bundled as
+# xfer/bin/libsortd_client_c.so), then through grpcio.
+export SORTD_CLIENT_LIB=$B/libsortd_client_c.so
 PYTHONPATH=client/python timeout 400 "$PY" bench/transfer_bench.py --target "$T" \
-  --sizes_mib="$SIZES" --connections=4,8 --repeat="$REPEAT" | tee "$OUT/py.tsv"
+  --sizes_mib="$SIZES" --connections=4,8 --repeat="$REPEAT" --native=on | tee "$OUT/py.tsv"
+PYTHONPATH=client/python timeout 400 "$PY" bench/transfer_bench.py --target "$T" \
+  --sizes_mib="$SIZES" --connections=4,8 --repeat="$REPEAT" --native=off --modes=sort,transfer \
+  | tee -a "$OUT/py.tsv"
 echo "== small requests against echo (1024 keys)"
 timeout 60 "$B/sortctl" bench --target="$T" --with_echo --method=sort --keys=1024 --duration=5s \
   2>&1 | grep -E "ratio|requests/s" | tail -3

@@ -16,6 +16,7 @@ waited for with a fixed sleep.
 Environment: SORTD_BIN, PYTHONPATH with build/python, client/python and
 tests/e2e.
 """
+import itertools
 import os
 import threading
 import unittest
@@ -211,14 +212,19 @@ class Sessions(SessionTest):
     @classmethod
     def setUpClass(cls):
         cls.server = SortdProcess(SORTD).start()
+        # Sessions through the C++ client's C library (the default when it
+        # loads, as it does from the build) and through grpcio.
         cls.client = Client(cls.server.target, session_min_bytes=1, connections=3,
-                            part_bytes=4096, timeout=120)
+                            part_bytes=4096, timeout=120, native=True)
+        cls.grpcio = Client(cls.server.target, session_min_bytes=1, connections=3,
+                            part_bytes=4096, timeout=120, native=False)
         cls.raw = Raw(cls.server.target, 0)
         cls.raw2 = Raw(cls.server.target, 1)
 
     @classmethod
     def tearDownClass(cls):
         cls.client.close()
+        cls.grpcio.close()
         cls.raw.close()
         cls.raw2.close()
         code = cls.server.terminate()
@@ -246,41 +252,42 @@ class Sessions(SessionTest):
 
     # --- 1. every key type, both orders, through the client ----------------
     def test_every_key_type_sorts_through_sessions_in_both_orders(self):
+        self.assertTrue(self.client.native)
+        self.assertFalse(self.grpcio.native)
         rng = np.random.default_rng(20240601)
         url = self.server.metrics_url
         for i, name in enumerate(KEY_TYPES):
             value_name = KEY_TYPES[(i + 1) % len(KEY_TYPES)]
             before = session_requests(url, key_type=name)
             sorts = 0
-            for n in (1, 7, 10007):
+            for n, client, descending in itertools.product(
+                    (1, 7, 10007), (self.client, self.grpcio), (False, True)):
                 keys = make_array(rng, name, n)
                 values = make_array(rng, value_name, n)
-                for descending in (False, True):
-                    with self.subTest(key_type=name, n=n, descending=descending):
-                        perm = reference_permutation(keys, descending)
-                        want_keys = keys[perm]
-                        got = self.client.sort(keys, descending=descending)
-                        self.assertEqual(got.dtype, keys.dtype)
-                        np.testing.assert_array_equal(bits(got), bits(want_keys))
+                with self.subTest(key_type=name, n=n, descending=descending,
+                                  native=client.native):
+                    perm = reference_permutation(keys, descending)
+                    want_keys = keys[perm]
+                    got = client.sort(keys, descending=descending)
+                    self.assertEqual(got.dtype, keys.dtype)
+                    np.testing.assert_array_equal(bits(got), bits(want_keys))
 
-                        got, idx = self.client.sort(keys, descending=descending,
-                                                    return_indices=True)
-                        np.testing.assert_array_equal(bits(got), bits(want_keys))
-                        self.assertEqual(idx.dtype, np.uint64)
-                        np.testing.assert_array_equal(idx, perm)
+                    got, idx = client.sort(keys, descending=descending, return_indices=True)
+                    np.testing.assert_array_equal(bits(got), bits(want_keys))
+                    self.assertEqual(idx.dtype, np.uint64)
+                    np.testing.assert_array_equal(idx, perm)
 
-                        got, got_values = self.client.sort_pairs(keys, values,
-                                                                 descending=descending)
-                        np.testing.assert_array_equal(bits(got), bits(want_keys))
-                        self.assertEqual(got_values.dtype, values.dtype)
-                        np.testing.assert_array_equal(bits(got_values), bits(values[perm]))
+                    got, got_values = client.sort_pairs(keys, values, descending=descending)
+                    np.testing.assert_array_equal(bits(got), bits(want_keys))
+                    self.assertEqual(got_values.dtype, values.dtype)
+                    np.testing.assert_array_equal(bits(got_values), bits(values[perm]))
 
-                        res = self.client.sort_full(keys, values, descending=descending,
-                                                    return_indices=True)
-                        np.testing.assert_array_equal(bits(res.keys), bits(want_keys))
-                        np.testing.assert_array_equal(bits(res.values), bits(values[perm]))
-                        np.testing.assert_array_equal(res.indices, perm)
-                        sorts += 4
+                    res = client.sort_full(keys, values, descending=descending,
+                                           return_indices=True)
+                    np.testing.assert_array_equal(bits(res.keys), bits(want_keys))
+                    np.testing.assert_array_equal(bits(res.values), bits(values[perm]))
+                    np.testing.assert_array_equal(res.indices, perm)
+                    sorts += 4
             # Every one of them was a session (not a Sort or SortPairs call).
             self.wait_metrics(self.server, lambda s: total(
                 s, "sortd_requests_total", code="OK", method="SortSession",

@@ -45,10 +45,12 @@ for f in \
     include/sortd/client/sortd_client.h \
     include/sortd/client/sortd_client_impl.h \
     include/sortd/client/typed_codec.h \
+    include/sortd/client/sortd_client_c.h \
     include/sortd/sortd/v1/sort.pb.h \
     include/sortd/sortd/v1/sort.grpc.pb.h \
     include/sortd/sortd/v1/typed_array_fields.h \
     lib/libsortd_client.a \
+    lib/libsortd_client_c.so \
     lib/libsortd_proto.a \
     lib/cmake/sortd/sortdConfig.cmake \
     lib/cmake/sortd/sortdConfigVersion.cmake \
@@ -64,6 +66,12 @@ fi
 if grep -E '^include/' <<<"$installed" | grep -vE '^include/sortd/(client|sortd/v1)/[^/]+\.h$'; then
   fail "unexpected headers installed (above)"
 fi
+
+# The C library exports its four functions and nothing of the gRPC,
+# protobuf and abseil code inside it (a Python process has its own).
+exported="$(nm -D --defined-only "$PREFIX/lib/libsortd_client_c.so" | awk '{print $3}' | LC_ALL=C sort)"
+[[ "$exported" == $'sortd_client_abi_version\nsortd_client_close\nsortd_client_open\nsortd_client_sort_session' ]] \
+  || fail "libsortd_client_c.so exports: $exported"
 
 # The container image's runtime stage installs just this component.
 step "runtime component alone: only the binaries"

@@ -12,7 +12,8 @@ from . import wire
 from .arrays import TypedInput, finish_indices, indices_from
 from .errors import ProtocolError, RequestError, SortdError
 from .health import HealthChecker
-from .session import SessionTransport
+from . import native as native_sessions
+from .session import SessionTransport, element_types
 
 _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
 # Room left under max_message_bytes for what the server adds to a response
@@ -93,7 +94,7 @@ class Client:
                  chunk_bytes=DEFAULT_CHUNK_BYTES, credentials=None, options=(),
                  service_config=DEFAULT_SERVICE_CONFIG,
                  session_min_bytes=DEFAULT_SESSION_MIN_BYTES, connections=None,
-                 part_bytes=DEFAULT_PART_BYTES):
+                 part_bytes=DEFAULT_PART_BYTES, native=None):
         if max_message_bytes < 4 * HEADROOM:
             raise ValueError("max_message_bytes must be at least %d" % (4 * HEADROOM))
         # gRPC and protobuf cap one message at 2 GiB.
@@ -136,9 +137,29 @@ class Client:
             response_deserializer=sort_pb2.StartSortSessionResponse.FromString)
         self._sessions = SessionTransport(target, credentials, self.max_message_bytes,
                                           int(part_bytes), connections)
+        # Sessions through the C++ client when its C library loads
+        # (sortd_client/native.py): plaintext only (grpc credentials objects
+        # cannot be handed over); `options` and `service_config` apply to
+        # the grpcio channels alone.
+        self._native = None
+        if native is not False and credentials is None:
+            lib = native_sessions.load()
+            if lib is not None:
+                self._native = native_sessions.NativeSessions(
+                    lib, target, self.max_message_bytes, int(part_bytes), connections)
+        if native is True and self._native is None:
+            raise ValueError("native=True: " + (native_sessions.load_error() or
+                                                "the C++ path takes plaintext targets only"))
+
+    @property
+    def native(self):
+        """Whether sort sessions go through the C++ client (libsortd_client_c)."""
+        return self._native is not None
 
     # ---- lifecycle -----------------------------------------------------
     def close(self):
+        if self._native is not None:
+            self._native.close()
         self._sessions.close()
         self._channel.close()
         self._health_channel.close()
@@ -197,15 +218,24 @@ class Client:
         if (chunked is None and numeric and self.session_min_bytes
                 and payload >= self.session_min_bytes):
             try:
-                keys_out, values_out, indices, engine = self._sessions.sort(
-                    self._start_session, k, v, order, return_indices, request_id,
-                    self._deadline(timeout), connections=connections, progress=progress)
+                if self._native is not None:
+                    keys_out, values_out, indices, engine = self._native.sort(
+                        element_types(), k, v, descending, return_indices, request_id,
+                        self._deadline(timeout), connections=connections, progress=progress)
+                else:
+                    keys_out, values_out, indices, engine = self._sessions.sort(
+                        self._start_session, k, v, order, return_indices, request_id,
+                        self._deadline(timeout), connections=connections, progress=progress)
                 return SortResult(keys_out, values_out, indices, request_id,
                                   _engine_name(engine))
             except grpc.RpcError as err:
                 # A server without sort sessions (older than them): SortChunked.
                 if err.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise SortdError.from_rpc_error(err) from None
+                chunked = True
+            except SortdError as err:
+                if err.code != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
                 chunked = True
         if v is not None:
             if return_indices and not chunked:
@@ -255,6 +285,11 @@ class Client:
         costs, for benchmarks. Returns the keys as the server sent them."""
         k = TypedInput(keys, "keys")
         try:
+            if self._native is not None:
+                keys_out, _, _, _ = self._native.sort(
+                    element_types(), k, None, False, False, "", self._deadline(timeout),
+                    connections=connections, transfer_only=True)
+                return keys_out
             keys_out, _, _, _ = self._sessions.sort(
                 self._start_session, k, None, 0, False, "", self._deadline(timeout),
                 connections=connections, transfer_only=True)

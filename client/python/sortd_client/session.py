@@ -99,6 +99,11 @@ def _run_parallel(count, work):
     raise failures[0]
 
 
+def element_types():
+    """numpy wire dtype -> sortd.v1.ElementType value."""
+    return _ELEMENT_TYPES
+
+
 class SessionTransport:
     """Channels for sort sessions (one connection each) and the session calls."""
 
