@@ -26,11 +26,14 @@ bool CudaBuilt();
 // the query itself failed.
 std::vector<GpuDevice> ListGpus(std::string* error = nullptr);
 
-// Page-locked host memory that every GPU reads and writes by DMA
-// (cudaHostAlloc, portable); null when CUDA is not built or the allocation
-// failed. Release with FreePinnedHost.
+// Page-locked host memory that every GPU reads and writes by DMA; null when
+// CUDA is not built or pinning failed. Anonymous memory on transparent huge
+// pages, faulted in by several threads, then registered (cudaHostRegister,
+// portable): 45-60 ms per GiB on the H100 host where cudaHostAlloc took
+// 455-670 ms (docs/benchmarks.md, "Pinning host memory"). Release with
+// FreePinnedHost and the same size.
 void* AllocatePinnedHost(size_t bytes);
-void FreePinnedHost(void* memory);
+void FreePinnedHost(void* memory, size_t bytes);
 
 }  // namespace sortd
 

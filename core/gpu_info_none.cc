@@ -11,6 +11,6 @@ std::vector<GpuDevice> ListGpus(std::string* error) {
 }
 
 void* AllocatePinnedHost(size_t) { return nullptr; }
-void FreePinnedHost(void*) {}
+void FreePinnedHost(void*, size_t) {}
 
 }  // namespace sortd

@@ -1,25 +1,20 @@
 // Host buffers for large arrays that the GPU engine moves by DMA. Where a GPU
 // serves, buffers are page-locked (pinned) memory: the engine copies them
 // to and from the device directly, without its staging copies (core/cuda/
-// gpu_worker.cu checks). Pinning is slow (the driver locks every page: 0.5-1.3
-// s per GiB on the H100 host, more than the staging copies it saves), so a
-// request that finds no idle pinned block gets heap memory at once, and once
-// that buffer is released a block of its size is pinned in the background
-// for the next request (not during the sort: both would fault pages in at
-// once, and the process would hold the array twice). Released pinned blocks
-// are kept for reuse, up to a cap. Everywhere else, and past what pinning
-// allows, buffers are ordinary heap memory.
+// gpu_worker.cu checks). A request that finds no idle pinned block pins one
+// on the spot: transparent huge pages faulted in by several threads and
+// then registered with the driver, about 50 ms per GiB on the H100 host
+// (cudaHostAlloc took 0.5-0.7 s: core/gpu_info.h, docs/benchmarks.md).
+// Released pinned blocks are kept for reuse, up to a cap. Everywhere else,
+// and past what pinning allows, buffers are ordinary heap memory.
 #ifndef SORTD_CORE_HOST_MEMORY_H_
 #define SORTD_CORE_HOST_MEMORY_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <memory>
-#include <deque>
 #include <mutex>
-#include <thread>
+#include <utility>
 #include <vector>
 
 namespace sortd {
@@ -49,7 +44,6 @@ class HostBuffer {
   uint8_t* data_ = nullptr;
   size_t capacity_ = 0;
   bool pinned_ = false;
-  size_t pin_after_ = 0;  // heap buffer of a miss: pin this much once released
 };
 
 class HostMemoryPool {
@@ -69,17 +63,13 @@ class HostMemoryPool {
   // Pinned bytes held: in use, and kept idle for reuse.
   size_t pinned_in_use() const;
   size_t pinned_idle() const;
-  // Blocks until no background pinning is queued or running.
-  void WaitForPinning();
 
  private:
   friend class HostBuffer;
   void Release(uint8_t* data, size_t capacity);
   // Keeps an idle block, freeing older ones (largest first) to stay within
   // keep_bytes_; returns the blocks to free (outside the lock).
-  std::vector<uint8_t*> KeepIdleLocked(uint8_t* data, size_t capacity);
-  void PinInBackgroundLocked(size_t capacity);
-  void PinLoop();
+  std::vector<std::pair<size_t, uint8_t*>> KeepIdleLocked(uint8_t* data, size_t capacity);
 
   const bool pin_;
   const size_t min_pinned_bytes_;
@@ -88,12 +78,6 @@ class HostMemoryPool {
   std::multimap<size_t, uint8_t*> idle_;  // capacity -> block
   size_t idle_bytes_ = 0;
   size_t in_use_bytes_ = 0;
-  std::deque<size_t> to_pin_;     // capacities queued for background pinning
-  bool pinning_ = false;          // the thread is pinning one now
-  bool stopping_ = false;
-  std::condition_variable pin_wake_;
-  std::condition_variable pin_idle_;
-  std::thread pinner_;            // started on first use
 };
 
 }  // namespace sortd
