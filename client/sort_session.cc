@@ -163,11 +163,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   const std::function<void(const TransferProgress&)>& progress =
       sort.progress ? sort.progress : options_.progress;
   const absl::Duration timeout = sort.timeout.value_or(options_.timeout);
-  auto prepare = [&timeout](grpc::ClientContext* ctx) {
-    if (timeout != absl::InfiniteDuration()) {
-      ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    }
-  };
+  auto prepare = [timeout](grpc::ClientContext* ctx) { PrepareContext(ctx, timeout); };
   const size_t key_width = WidthOf(sort.key_type);
   if (key_width == 0) return absl::InvalidArgumentError("key_type: a numeric element type");
   const bool with_values = sort.value_type != v1::ELEMENT_TYPE_UNSPECIFIED;

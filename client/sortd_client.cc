@@ -113,9 +113,9 @@ SortClient::SortClient(std::shared_ptr<grpc::Channel> channel,
       stub_(v1::SortService::NewStub(channel_)),
       options_(options) {}
 
-void SortClient::PrepareContext(grpc::ClientContext* ctx) const {
-  if (options_.timeout != absl::InfiniteDuration()) {
-    ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+void SortClient::PrepareContext(grpc::ClientContext* ctx, absl::Duration timeout) {
+  if (timeout != absl::InfiniteDuration()) {
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   }
 }
 

@@ -159,8 +159,9 @@ class SortClient {
 
   v1::SortService::Stub& stub() { return *stub_; }
   const ClientOptions& options() const { return options_; }
-  // Applies the configured deadline to a context.
-  void PrepareContext(grpc::ClientContext* ctx) const;
+  // Applies the configured deadline (or `timeout`) to a context.
+  void PrepareContext(grpc::ClientContext* ctx) const { PrepareContext(ctx, options_.timeout); }
+  static void PrepareContext(grpc::ClientContext* ctx, absl::Duration timeout);
   // Whether a payload of this many bytes must go through SortChunked.
   bool NeedsChunking(size_t payload_bytes) const;
   // Whether a numeric payload of this many bytes goes through a session.

@@ -324,6 +324,16 @@ class GpuWorker::Job {
         &last_download_);
   }
 
+  // Device -> host of `bytes`: DownloadDirect into pinned memory, else a
+  // plain copy out of the staging chunks (DownloadOutput).
+  cudaError_t DownloadTo(const void* dev, void* host, size_t bytes, bool pinned) {
+    if (pinned) return DownloadDirect(dev, host, bytes);
+    char* dst = static_cast<char*>(host);
+    return DownloadOutput(dev, bytes, [dst](const void* staged, size_t off, size_t len) {
+      std::memcpy(dst + off, staged, len);
+    });
+  }
+
   // Device -> pinned host memory in one DMA (no staging, no host copy).
   cudaError_t DownloadDirect(const void* dev, void* host, size_t bytes) {
     output_started_ = true;
@@ -476,12 +486,7 @@ GpuSortReport SortAndDownload(Run& run, SortPlan& plan, size_t n, size_t key_byt
   if (err == cudaSuccess) err = run.Injected("sort");
   if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  char* keys_out = static_cast<char*>(out.keys);
-  err = out.keys_pinned ? run.DownloadDirect(base + l.keys_out, keys_out, n * key_bytes)
-                        : run.DownloadOutput(base + l.keys_out, n * key_bytes,
-                                             [&](const void* staged, size_t off, size_t len) {
-                                               std::memcpy(keys_out + off, staged, len);
-                                             });
+  err = run.DownloadTo(base + l.keys_out, out.keys, n * key_bytes, out.keys_pinned);
   if (err == cudaSuccess) err = run.Injected("download");
   if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
   if (out.payload != nullptr && out.widen_positions) {
@@ -491,13 +496,8 @@ GpuSortReport SortAndDownload(Run& run, SortPlan& plan, size_t n, size_t key_byt
                                WidenPositions(staged, len / 4, indices + off / 4);
                              });
   } else if (out.payload != nullptr) {
-    char* payload = static_cast<char*>(out.payload);
-    const size_t bytes = n * plan.index_bytes;
-    err = out.payload_pinned ? run.DownloadDirect(base + l.index_out, payload, bytes)
-                             : run.DownloadOutput(base + l.index_out, bytes,
-                                                  [&](const void* staged, size_t off, size_t len) {
-                                                    std::memcpy(payload + off, staged, len);
-                                                  });
+    err = run.DownloadTo(base + l.index_out, out.payload, n * plan.index_bytes,
+                         out.payload_pinned);
   }
   if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   run.RecordTimes();
@@ -546,7 +546,6 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   if (auto failed = run.Reserve(l.total)) return *failed;
   cudaError_t err = cudaSuccess;
   Slot& s = run.slot();
-  const size_t chunk = run.chunk();
   char* base = s.device;
   PlaceOnDevice(plan, base);
   // The merge sort generates positions itself.
@@ -554,16 +553,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
     return run.Fail(err, "iota");
   }
   if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  const char* keys_in = static_cast<const char*>(job.keys);
-  if (keys_pinned) {
-    err = cudaMemcpyAsync(base + l.keys_in, keys_in, n * key_bytes, cudaMemcpyHostToDevice,
-                          s.stream);
-  } else {
-    err = Upload(s, chunk, base + l.keys_in, n * key_bytes,
-                 [&](char* staged, size_t off, size_t len) {
-                   std::memcpy(staged, keys_in + off, len);
-                 });
-  }
+  err = UploadFrom(s, run.chunk(), base + l.keys_in, job.keys, n * key_bytes, keys_pinned);
   if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   HostResults out;
@@ -621,14 +611,8 @@ GpuSortReport GpuWorker::SortArriving(const GpuArrivingJob& job) {
     const size_t width = keys ? key_bytes : static_cast<size_t>(job.value_bytes);
     const char* src = static_cast<const char*>(keys ? job.keys : job.values) + r.begin * width;
     char* dst = base + (keys ? l.keys_in : l.index_in) + r.begin * width;
-    const size_t bytes = (r.end - r.begin) * width;
-    if (keys ? keys_pinned : values_pinned) {
-      return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.stream);
-    }
-    return Upload(
-        s, run.chunk(), dst, bytes,
-        [&](char* staged, size_t off, size_t len) { std::memcpy(staged, src + off, len); },
-        &staging_turn);
+    return UploadFrom(s, run.chunk(), dst, src, (r.end - r.begin) * width,
+                      keys ? keys_pinned : values_pinned, &staging_turn);
   };
   for (;;) {
     ArrivedRange range;

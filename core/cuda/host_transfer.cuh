@@ -54,6 +54,19 @@ cudaError_t Upload(Staged& s, size_t chunk, void* dev, size_t bytes, Fill fill,
   return cudaSuccess;
 }
 
+// Host -> device of `bytes` at `host`: one DMA queued on the stream when
+// the memory is pinned, else a plain copy through the staging chunks
+// (Upload, `turn` as there).
+template <typename Staged>
+cudaError_t UploadFrom(Staged& s, size_t chunk, void* dev, const void* host, size_t bytes,
+                       bool pinned, unsigned* turn = nullptr) {
+  if (pinned) return cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s.stream);
+  const char* src = static_cast<const char*>(host);
+  return Upload(
+      s, chunk, dev, bytes,
+      [src](char* staged, size_t off, size_t len) { std::memcpy(staged, src + off, len); }, turn);
+}
+
 // Device -> host through the two pinned chunks; consume(staged, offset, len)
 // copies each chunk out while the next one transfers. `*last` becomes the
 // event recorded after the last chunk's copy.

@@ -192,13 +192,10 @@ void SortSession::StartArriving(Dispatcher& dispatcher) {
   auto arrivals = std::make_unique<Arrivals>();
   sort.input = arrivals.get();
   {
+    // No part can have arrived yet (the client learns the id from the
+    // answer that follows), so the sort is handed every range.
     std::lock_guard<std::mutex> lock(mu_);
     arrivals_ = std::move(arrivals);
-    for (int array = 0; array < 2; ++array) {
-      for (const auto& [begin, end] : received_[array]) {
-        arrivals_->Add({array == 0 ? ArrivedRange::kKeys : ArrivedRange::kValues, begin, end});
-      }
-    }
   }
   arriving_ = std::thread([this, &dispatcher, sort] { arrivals_->Finish(dispatcher.SortArriving(sort)); });
 }

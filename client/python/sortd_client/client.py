@@ -13,7 +13,7 @@ from .arrays import TypedInput, finish_indices, indices_from
 from .errors import ProtocolError, RequestError, SortdError
 from .health import HealthChecker
 from . import native as native_sessions
-from .session import SessionTransport, element_types
+from .session import SessionTransport
 
 _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
 # Room left under max_message_bytes for what the server adds to a response
@@ -218,14 +218,9 @@ class Client:
         if (chunked is None and numeric and self.session_min_bytes
                 and payload >= self.session_min_bytes):
             try:
-                if self._native is not None:
-                    keys_out, values_out, indices, engine = self._native.sort(
-                        element_types(), k, v, descending, return_indices, request_id,
-                        self._deadline(timeout), connections=connections, progress=progress)
-                else:
-                    keys_out, values_out, indices, engine = self._sessions.sort(
-                        self._start_session, k, v, order, return_indices, request_id,
-                        self._deadline(timeout), connections=connections, progress=progress)
+                keys_out, values_out, indices, engine = self._session_sort(
+                    k, v, order, return_indices, request_id, self._deadline(timeout),
+                    connections=connections, progress=progress)
                 return SortResult(keys_out, values_out, indices, request_id,
                                   _engine_name(engine))
             except grpc.RpcError as err:
@@ -285,17 +280,19 @@ class Client:
         costs, for benchmarks. Returns the keys as the server sent them."""
         k = TypedInput(keys, "keys")
         try:
-            if self._native is not None:
-                keys_out, _, _, _ = self._native.sort(
-                    element_types(), k, None, False, False, "", self._deadline(timeout),
-                    connections=connections, transfer_only=True)
-                return keys_out
-            keys_out, _, _, _ = self._sessions.sort(
-                self._start_session, k, None, 0, False, "", self._deadline(timeout),
-                connections=connections, transfer_only=True)
+            keys_out, _, _, _ = self._session_sort(
+                k, None, 0, False, "", self._deadline(timeout), connections=connections,
+                transfer_only=True)
         except grpc.RpcError as err:
             raise SortdError.from_rpc_error(err) from None
         return keys_out
+
+    def _session_sort(self, k, v, order, return_indices, request_id, deadline, **kw):
+        """A sort session through the C++ client where it loaded, else grpcio."""
+        if self._native is not None:
+            return self._native.sort(k, v, order, return_indices, request_id, deadline, **kw)
+        return self._sessions.sort(self._start_session, k, v, order, return_indices,
+                                   request_id, deadline, **kw)
 
     # ---- SortChunked -----------------------------------------------------
     def _chunked(self, k, v, order, return_indices, request_id, deadline):

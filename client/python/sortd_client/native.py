@@ -16,7 +16,10 @@ import threading
 
 import numpy as np
 
+from sortd.v1 import sort_pb2
+
 from .errors import SortdError, status_from_int
+from .session import ELEMENT_TYPES
 
 ABI_VERSION = 1
 _INDEX_DTYPE = np.dtype("<u8")
@@ -136,9 +139,9 @@ class NativeSessions:
             self._lib.sortd_client_close(self._handle)
             self._handle = None
 
-    def sort(self, element_types, k, v, order_descending, return_indices, request_id,
-             deadline, connections=None, progress=None, transfer_only=False):
-        """(keys_out, values_out, indices_out, engine) as SessionTransport.sort."""
+    def sort(self, k, v, order, return_indices, request_id, deadline, connections=None,
+             progress=None, transfer_only=False):
+        """(keys_out, values_out, indices_out, engine), as SessionTransport.sort."""
         n = k.n
         keys_out = np.empty(n, k.wire_dtype)
         values_out = np.empty(n, v.wire_dtype) if v is not None else None
@@ -152,12 +155,13 @@ class NativeSessions:
                     pass
             callback = _PROGRESS(report)
         request = _SessionSort(
-            key_type=element_types[k.wire_dtype], count=n, keys=_pointer(k.data),
+            key_type=ELEMENT_TYPES[k.wire_dtype], count=n, keys=_pointer(k.data),
             keys_out=_pointer(keys_out),
-            value_type=element_types[v.wire_dtype] if v is not None else 0,
+            value_type=ELEMENT_TYPES[v.wire_dtype] if v is not None else 0,
             values=_pointer(v.data) if v is not None else None,
             values_out=_pointer(values_out), indices_out=_pointer(indices_out),
-            descending=int(bool(order_descending)), transfer_only=int(bool(transfer_only)),
+            descending=int(order == sort_pb2.SORT_ORDER_DESCENDING),
+            transfer_only=int(bool(transfer_only)),
             connections=int(connections or 0),
             timeout_seconds=float(deadline) if deadline is not None else 0.0,
             progress=callback, progress_user=None, request_id=request_id.encode())

@@ -24,7 +24,7 @@ _BODY_FIELD = 15
 _BODY_TAG = wire.tag(_BODY_FIELD, wire.WIRE_LEN)
 
 # numpy wire dtype -> ElementType (numbered as TypedArray's fields)
-_ELEMENT_TYPES = {
+ELEMENT_TYPES = {
     np.dtype("<u4"): sort_pb2.ELEMENT_TYPE_UINT32,
     np.dtype("<i4"): sort_pb2.ELEMENT_TYPE_INT32,
     np.dtype("<f4"): sort_pb2.ELEMENT_TYPE_FLOAT32,
@@ -99,11 +99,6 @@ def _run_parallel(count, work):
     raise failures[0]
 
 
-def element_types():
-    """numpy wire dtype -> sortd.v1.ElementType value."""
-    return _ELEMENT_TYPES
-
-
 class SessionTransport:
     """Channels for sort sessions (one connection each) and the session calls."""
 
@@ -146,8 +141,8 @@ class SessionTransport:
         """Runs one session; returns (keys, values, indices, engine number)."""
         n = k.n
         start = sort_pb2.StartSortSessionRequest(
-            key_type=_ELEMENT_TYPES[k.wire_dtype], total_keys=n,
-            value_type=_ELEMENT_TYPES[v.wire_dtype] if v is not None else 0,
+            key_type=ELEMENT_TYPES[k.wire_dtype], total_keys=n,
+            value_type=ELEMENT_TYPES[v.wire_dtype] if v is not None else 0,
             order=order, return_indices=return_indices, request_id=request_id,
             transfer_only=transfer_only)
         started = start_call(start.SerializeToString(), timeout=deadline)
