@@ -111,6 +111,7 @@ SortClient::SortClient(std::shared_ptr<grpc::Channel> channel,
                        const ClientOptions& options)
     : channel_(std::move(channel)),
       stub_(v1::SortService::NewStub(channel_)),
+      region_stub_(v1::RegionService::NewStub(channel_)),
       options_(options) {}
 
 void SortClient::PrepareContext(grpc::ClientContext* ctx, absl::Duration timeout) {

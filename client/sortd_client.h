@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/shared_region.h"
 #include "sortd/v1/sort.grpc.pb.h"
 
 namespace sortd::client {
@@ -149,6 +150,33 @@ class SortClient {
       absl::Span<const K> keys, absl::Span<const V> values,
       v1::SortOrder order = v1::SORT_ORDER_ASCENDING);
 
+  // Same-host regions (RegionService; client/shared_region.h). Registers
+  // [offset, offset + byte_size) of the shm_open object `shm_key` as
+  // `name`; returns whether the server pinned it.
+  absl::StatusOr<bool> RegisterSystemRegion(const std::string& name, const std::string& shm_key,
+                                            uint64_t byte_size, uint64_t offset = 0);
+  // Registers device memory: `ipc_handle` is the kCudaIpcHandleBytes of a
+  // cudaIpcMemHandle_t, `device_id` the server's ordinal of its GPU.
+  static constexpr size_t kCudaIpcHandleBytes = 64;
+  absl::Status RegisterCudaRegion(const std::string& name, const void* ipc_handle, int device_id,
+                                  uint64_t byte_size);
+  absl::Status UnregisterRegion(const std::string& name);
+  absl::StatusOr<std::vector<v1::RegionStatus>> ListRegions();
+  // A Sort (or, with values, SortPairs) of arrays in registered regions;
+  // `indices` receives the permutation when return_indices is set without
+  // indices_out.
+  absl::StatusOr<v1::Engine> SortRegion(const RegionSort& sort,
+                                        std::vector<uint64_t>* indices = nullptr);
+  // Sorts numeric `keys`, which lie in `region`, in place (and `values`,
+  // for SortPairsInRegion, likewise): only the reference travels.
+  template <typename T>
+  absl::StatusOr<v1::Engine> SortInRegion(const SharedRegion& region, absl::Span<T> keys,
+                                          v1::SortOrder order = v1::SORT_ORDER_ASCENDING);
+  template <typename K, typename V>
+  absl::StatusOr<v1::Engine> SortPairsInRegion(const SharedRegion& region, absl::Span<K> keys,
+                                               absl::Span<V> values,
+                                               v1::SortOrder order = v1::SORT_ORDER_ASCENDING);
+
   // grpc.health.v1 status of `service` ("" = the whole server):
   // "SERVING", "NOT_SERVING", ... With several addresses, one replica answers.
   // On a client made by Connect the probe goes over a second channel (made
@@ -184,6 +212,7 @@ class SortClient {
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SortService::Stub> stub_;
+  std::unique_ptr<v1::RegionService::Stub> region_stub_;
   ClientOptions options_;
   // Set by Connect: what HealthChannel() needs to open the probe channel.
   std::string target_;

@@ -219,6 +219,32 @@ absl::Status SortClient::SortChunked(absl::Span<const K> keys,
   return absl::OkStatus();
 }
 
+template <typename T>
+absl::StatusOr<v1::Engine> SortClient::SortInRegion(const SharedRegion& region, absl::Span<T> keys,
+                                                    v1::SortOrder order) {
+  RegionSort sort;
+  absl::StatusOr<RegionRef> ref = region.Ref(keys.data(), keys.size(), ElementTypeOf<T>());
+  if (!ref.ok()) return ref.status();
+  sort.keys = *std::move(ref);
+  sort.order = order;
+  return SortRegion(sort);
+}
+
+template <typename K, typename V>
+absl::StatusOr<v1::Engine> SortClient::SortPairsInRegion(const SharedRegion& region,
+                                                         absl::Span<K> keys, absl::Span<V> values,
+                                                         v1::SortOrder order) {
+  RegionSort sort;
+  absl::StatusOr<RegionRef> ref = region.Ref(keys.data(), keys.size(), ElementTypeOf<K>());
+  if (!ref.ok()) return ref.status();
+  sort.keys = *std::move(ref);
+  ref = region.Ref(values.data(), values.size(), ElementTypeOf<V>());
+  if (!ref.ok()) return ref.status();
+  sort.values = *std::move(ref);
+  sort.order = order;
+  return SortRegion(sort);
+}
+
 }  // namespace sortd::client
 
 #endif  // SORTD_CLIENT_SORTD_CLIENT_IMPL_H_

@@ -131,6 +131,32 @@ absl::StatusOr<EngineKind> Dispatcher::SortNumeric(NumericSpan keys, SortOrder o
   });
 }
 
+absl::StatusOr<EngineKind> Dispatcher::SortPairsNumeric(NumericSpan keys, void* values,
+                                                        size_t value_width, SortOrder order) {
+  return RunWithCpuFallback(ForNumeric(keys.type, keys.size), EngineKind::kGpuRadix,
+                            [&](SortEngine& e) {
+                              return e.SortPairsNumeric(keys, values, value_width, order);
+                            });
+}
+
+absl::StatusOr<EngineKind> Dispatcher::SortOnGpu(NumericSpan keys, void* values,
+                                                 size_t value_width, SortOrder order,
+                                                 absl::Span<uint64_t> indices) {
+  if (gpu_ == nullptr) {
+    return absl::FailedPreconditionError("device memory can only be sorted by a GPU engine, and "
+                                         "this server runs none");
+  }
+  absl::Status status = values != nullptr ? gpu_->SortPairsNumeric(keys, values, value_width, order)
+                                          : gpu_->SortNumeric(keys, order, indices);
+  if (absl::IsUnavailable(status)) {
+    return absl::UnavailableError(absl::StrCat(
+        "no GPU could take this sort of device memory (it must fit one GPU's pool in one piece): ",
+        status.message()));
+  }
+  if (!status.ok()) return status;
+  return EngineKind::kGpuRadix;
+}
+
 absl::StatusOr<EngineKind> Dispatcher::SortArriving(const ArrivingSort& sort) {
   if (&ForNumeric(sort.keys.type, sort.keys.size) != gpu_.get()) {
     return absl::UnavailableError("not routed to a GPU");

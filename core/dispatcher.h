@@ -46,6 +46,18 @@ class Dispatcher {
   // (input untouched), sorts on the CPU. Returns the engine that sorted.
   absl::StatusOr<EngineKind> SortNumeric(NumericSpan keys, SortOrder order,
                                          absl::Span<uint64_t> indices);
+  // Sorts keys and permutes numeric values (4 or 8 bytes each) in place on
+  // ForNumeric's engine (on a GPU: the values as the radix payload, no
+  // gather); UNAVAILABLE from the GPU falls back to the CPU.
+  absl::StatusOr<EngineKind> SortPairsNumeric(NumericSpan keys, void* values,
+                                              size_t value_width, SortOrder order);
+  // Sorts in place on a GPU only, whatever the size: for arrays in device
+  // memory (CUDA IPC regions), which the CPU engine cannot read. `values`
+  // (optional, 4 or 8 bytes each) or `indices` (optional). FAILED_PRECONDITION
+  // without a GPU engine; UNAVAILABLE when no GPU could take it (the arrays
+  // must fit one GPU's pool in one piece; they are left untouched).
+  absl::StatusOr<EngineKind> SortOnGpu(NumericSpan keys, void* values, size_t value_width,
+                                       SortOrder order, absl::Span<uint64_t> indices);
   // Starts a numeric sort while its input still arrives (sort sessions)
   // when it routes to a GPU with an arriving slot free: the input goes to
   // the device as it lands, and this returns once it is sorted.

@@ -49,6 +49,12 @@ class SortEngine {
   virtual absl::Status SortNumeric(NumericSpan keys, SortOrder order,
                                    absl::Span<uint64_t> indices) = 0;
 
+  // Sorts `keys` in place, stably, and permutes `values` (keys.size
+  // elements of `value_width` bytes, 4 or 8) in place with them. The
+  // default argsorts and gathers through a scratch copy of the values.
+  virtual absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
+                                        SortOrder order);
+
   // Sorts many independent arrays of one numeric type in one go (the
   // batcher's launch). The default sorts them one by one.
   virtual absl::Status SortBatch(DataType type, SortOrder order, absl::Span<const BatchItem> items);

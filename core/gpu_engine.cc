@@ -67,6 +67,25 @@ class GpuRadixEngine final : public GpuEngine {
     return Outcome(*worker, worker->Sort(job));
   }
 
+  absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
+                                SortOrder order) override {
+    const std::optional<cuda::RadixKeyType> type = RadixTypeOf(keys.type);
+    if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");
+    if (value_width != 4 && value_width != 8) {
+      return absl::InvalidArgumentError(absl::StrCat("values: unsupported element size ", value_width));
+    }
+    cuda::GpuWorker* worker = Pick();
+    if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
+    cuda::GpuSortJob job;
+    job.key_type = *type;
+    job.descending = order == SortOrder::kDescending;
+    job.num_items = keys.size;
+    job.keys = keys.data;
+    job.values = values;
+    job.value_bytes = static_cast<int>(value_width);
+    return Outcome(*worker, worker->Sort(job));
+  }
+
   absl::Status SortArriving(const ArrivingSort& sort) override {
     const std::optional<cuda::RadixKeyType> type = RadixTypeOf(sort.keys.type);
     if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");

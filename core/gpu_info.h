@@ -35,6 +35,30 @@ std::vector<GpuDevice> ListGpus(std::string* error = nullptr);
 void* AllocatePinnedHost(size_t bytes);
 void FreePinnedHost(void* memory, size_t bytes);
 
+// Page-locks memory mapped elsewhere (a shared-memory region) so that every
+// GPU reads and writes it by DMA (cudaHostRegister, portable). False, with
+// the reason in *error, when CUDA is not built, no GPU is present, or the
+// driver refused; the memory stays usable, only slower to move.
+bool PinHostRange(void* memory, size_t bytes, std::string* error = nullptr);
+void UnpinHostRange(void* memory);
+
+// Opens device memory that another process exported with
+// cudaIpcGetMemHandle (`handle`: the 64-byte cudaIpcMemHandle_t) on GPU
+// `device`. Returns the device address of the allocation's start and its
+// size in *allocation_bytes, or null with the reason in *error.
+inline constexpr size_t kCudaIpcHandleBytes = 64;
+void* OpenCudaIpcMemory(const void* handle, int device, size_t* allocation_bytes,
+                        std::string* error);
+void CloseCudaIpcMemory(void* memory, int device);
+
+// Whether `memory` is device memory (or managed memory) of some GPU: the
+// CPU must not touch it. False without CUDA.
+bool IsDeviceMemory(const void* memory);
+
+// Copies between any mix of host and device memory (cudaMemcpy with
+// unified addressing; a plain memcpy without CUDA). False on an error.
+bool CopyAnyMemory(void* dst, const void* src, size_t bytes, std::string* error = nullptr);
+
 }  // namespace sortd
 
 #endif  // SORTD_CORE_GPU_INFO_H_

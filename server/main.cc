@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <cstring>
 #include <cerrno>
@@ -114,6 +115,17 @@ ABSL_FLAG(uint64_t, chunk_response_bytes, uint64_t{4} << 20,
           "payload bytes per SortChunked response message");
 ABSL_FLAG(int, max_stream_pending, 256,
           "SortStream: pending requests per stream before reading pauses");
+ABSL_FLAG(std::string, shared_memory, "none",
+          "same-host regions clients may register (RegionService): none, system (POSIX "
+          "shared memory), cuda (CUDA IPC) or system,cuda; only clients on this host (a Unix "
+          "socket or loopback) may use them (docs/api.md)");
+ABSL_FLAG(uint64_t, max_shm_regions, 64, "regions registered at once before RESOURCE_EXHAUSTED");
+ABSL_FLAG(uint64_t, max_shm_bytes, uint64_t{64} << 30,
+          "bytes of all regions registered at once before RESOURCE_EXHAUSTED");
+ABSL_FLAG(std::string, unix_socket, "",
+          "also listen on this Unix domain socket path (plaintext; the file's permissions "
+          "decide who may connect), e.g. for a sidecar using shared-memory regions");
+ABSL_FLAG(std::string, unix_socket_mode, "0660", "permission bits of the --unix_socket file (octal)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; enables TLS with --tls_key");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -282,6 +294,26 @@ int main(int argc, char** argv) {
   options.batching.max_queued_requests = absl::GetFlag(FLAGS_max_batch_queue);
   options.batch_hold_while_busy = absl::GetFlag(FLAGS_batch_hold_while_busy);
   options.inline_max_keys = absl::GetFlag(FLAGS_inline_max_keys);
+  if (absl::Status regions = sortd::ParseSharedMemoryKinds(absl::GetFlag(FLAGS_shared_memory),
+                                                            &options.regions);
+      !regions.ok()) {
+    std::cerr << "sortd: --" << regions.message() << "\n";
+    return 2;
+  }
+  options.regions.max_regions = absl::GetFlag(FLAGS_max_shm_regions);
+  options.regions.max_bytes = absl::GetFlag(FLAGS_max_shm_bytes);
+  options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
+  {
+    const std::string mode = absl::GetFlag(FLAGS_unix_socket_mode);
+    char* end = nullptr;
+    const unsigned long bits = std::strtoul(mode.c_str(), &end, 8);
+    if (mode.empty() || *end != '\0' || bits > 0777) {
+      std::cerr << "sortd: --unix_socket_mode=" << mode
+                << ": must be octal permission bits (0000-0777)\n";
+      return 2;
+    }
+    options.unix_socket_mode = static_cast<uint32_t>(bits);
+  }
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
@@ -307,6 +339,9 @@ int main(int argc, char** argv) {
   std::cout << "sortd listening on " << options.listen_address
             << " (port " << (*server)->port() << "), "
             << (*server)->engine_description() << std::endl;
+  if (!options.unix_socket.empty()) {
+    std::cout << "sortd also listening on unix:" << options.unix_socket << std::endl;
+  }
   if ((*server)->metrics_port() != 0) {
     std::cout << "sortd metrics on " << options.metrics_listen << " (port "
               << (*server)->metrics_port() << ") at /metrics" << std::endl;

@@ -1,9 +1,12 @@
 // Server assembly and the drain sequence.
 #include "server/sortd_server.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -21,6 +24,7 @@
 #include "core/gpu_info.h"
 #include "sortd_build_info.h"  // generated: SORTD_GIT_COMMIT
 #include "server/runtime/host_resources.h"
+#include "server/service/region_service.h"
 #include "server/service/sort_service.h"
 
 namespace sortd {
@@ -220,6 +224,18 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                              [store] { return store->expired_total(); },
                              [store] { return store->sorted_arriving_total(); });
   s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
+  s->regions_ = std::make_unique<RegionRegistry>(options.regions);
+  s->regions_->SetTestHook(options.test_site_hook);
+  s->context_->regions = s->regions_.get();
+  s->region_service_ = std::make_unique<RegionServiceImpl>(s->context_.get());
+  RegionRegistry* regions = s->regions_.get();
+  s->metrics_->WatchRegions([regions] { return regions->counts(); });
+  if (s->regions_->any_enabled()) {
+    absl::StrAppend(&s->description_, "; shared-memory regions: ",
+                    options.regions.allow_system && options.regions.allow_cuda ? "system, cuda"
+                    : options.regions.allow_system                            ? "system"
+                                                                               : "cuda");
+  }
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(options);
   if (!creds.ok()) return creds.status();
@@ -238,7 +254,13 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                              ChannelArgMillis(options.max_connection_age));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                              ChannelArgMillis(options.max_connection_age_grace));
+  if (!options.unix_socket.empty()) {
+    // Plaintext: who may connect is decided by the socket file's
+    // permissions (set below), not by TLS.
+    builder.AddListeningPort("unix:" + options.unix_socket, grpc::InsecureServerCredentials());
+  }
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->region_service_.get());
   if (options.enable_diagnostics) {
     s->diagnostics_ = std::make_unique<DiagnosticsServiceImpl>(&s->context_->draining);
     builder.RegisterService(s->diagnostics_.get());
@@ -251,6 +273,11 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                          ? " (address in use or not local?)"
                          : " (address in use or not local, or tls_key is not the key of "
                            "tls_cert?)"));
+  }
+  if (!options.unix_socket.empty() &&
+      chmod(options.unix_socket.c_str(), static_cast<mode_t>(options.unix_socket_mode)) != 0) {
+    return absl::UnavailableError(absl::StrCat("unix_socket: cannot set the mode of ",
+                                               options.unix_socket, ": ", std::strerror(errno)));
   }
   if (options.serving_at_start) s->MarkServing();
   return s;

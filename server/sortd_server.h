@@ -18,12 +18,14 @@
 #include "server/runtime/batcher.h"
 #include "server/runtime/memory_trimmer.h"
 #include "server/service/diagnostics_service.h"
+#include "server/service/regions.h"
 #include "server/service/service_context.h"
 #include "server/service/sort_session.h"
 
 namespace sortd {
 
 class SortServiceImpl;
+class RegionServiceImpl;
 
 // --batching: on (the default) batches small numeric requests on the GPU's
 // segmented kernel, or on the CPU engine where no GPU serves; auto batches
@@ -100,6 +102,14 @@ struct ServerOptions {
   bool serving_at_start = true;
   // Tests only: ServiceContext::test_site_hook.
   std::function<bool(absl::string_view site)> test_site_hook;
+  // Same-host regions (RegionService; --shared_memory, --max_shm_regions,
+  // --max_shm_bytes): all kinds off by default.
+  RegionLimits regions;
+  // A Unix domain socket to listen on as well (plaintext: its file
+  // permissions decide who may connect); empty: none.
+  std::string unix_socket;
+  // Permission bits set on the socket file once it exists.
+  uint32_t unix_socket_mode = 0660;
 };
 
 class SortdServer {
@@ -146,6 +156,8 @@ class SortdServer {
   std::unique_ptr<HostMemoryPool> host_memory_;  // session buffers; outlives sessions_
   std::unique_ptr<SessionStore> sessions_;  // before context_ and admission_ go
   std::unique_ptr<SortServiceImpl> service_;
+  std::unique_ptr<RegionRegistry> regions_;  // outlives every call that uses it
+  std::unique_ptr<RegionServiceImpl> region_service_;
   std::unique_ptr<DiagnosticsServiceImpl> diagnostics_;  // --diagnostics
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

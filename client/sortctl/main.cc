@@ -5,7 +5,9 @@
 //   sortctl gen    --type=T --count=N --out=FILE [--format=auto] [--seed=S]
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -34,6 +36,9 @@ ABSL_FLAG(std::string, type, "", "element type: uint32 int32 float32 uint64 int6
 ABSL_FLAG(std::string, format, "auto", "file format: auto bin text npy");
 ABSL_FLAG(std::string, out_format, "", "output format (default: same as input)");
 ABSL_FLAG(std::string, order, "asc", "asc or desc");
+ABSL_FLAG(bool, shm, false,
+          "sort: move the array through a shared-memory region instead of the wire (sortd on "
+          "this host with --shared_memory=system; numeric types)");
 ABSL_FLAG(std::string, service, "", "health: service name (empty = whole server)");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest message; bigger arrays use SortChunked");
 ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(), "per-call deadline");
@@ -150,6 +155,47 @@ absl::Status SortTyped(client::SortClient& c, HostArray& array, v1::SortOrder or
   return absl::OkStatus();
 }
 
+v1::ElementType ElementTypeFromName(const std::string& type) {
+  if (type == "uint32") return v1::ELEMENT_TYPE_UINT32;
+  if (type == "int32") return v1::ELEMENT_TYPE_INT32;
+  if (type == "float32") return v1::ELEMENT_TYPE_FLOAT32;
+  if (type == "uint64") return v1::ELEMENT_TYPE_UINT64;
+  if (type == "int64") return v1::ELEMENT_TYPE_INT64;
+  if (type == "float64") return v1::ELEMENT_TYPE_FLOAT64;
+  return v1::ELEMENT_TYPE_UNSPECIFIED;
+}
+
+// sort --shm: the array goes into a fresh shared-memory region (keys, then
+// room for the permutation), the server sorts it there, and it comes back
+// out; only the reference crosses the socket.
+absl::Status SortThroughRegion(client::SortClient& client, HostArray& array, v1::SortOrder order,
+                               bool want_indices, std::vector<uint64_t>* indices) {
+  const int width = TypeWidth(array.type);
+  if (width == 0) return absl::InvalidArgumentError("shm: numeric types only");
+  const size_t n = array.raw.size() / width;
+  const size_t keys_bytes = (array.raw.size() + 7) / 8 * 8;
+  const size_t bytes = std::max<size_t>(keys_bytes + (want_indices ? n * 8 : 0), 8);
+  absl::StatusOr<std::unique_ptr<client::SharedRegion>> region =
+      client::SharedRegion::Create(client, absl::StrCat("sortctl-", getpid()), bytes);
+  if (!region.ok()) return region.status();
+  if (!array.raw.empty()) std::memcpy((*region)->data(), array.raw.data(), array.raw.size());
+  client::RegionSort sort;
+  sort.keys = {(*region)->name(), 0, n, ElementTypeFromName(array.type)};
+  sort.order = order;
+  if (want_indices) {
+    sort.return_indices = true;
+    sort.indices_out = client::RegionRef{(*region)->name(), keys_bytes, n, v1::ELEMENT_TYPE_UINT64};
+  }
+  absl::StatusOr<v1::Engine> engine = client.SortRegion(sort);
+  if (!engine.ok()) return engine.status();
+  if (!array.raw.empty()) std::memcpy(array.raw.data(), (*region)->data(), array.raw.size());
+  if (want_indices) {
+    const auto* at = reinterpret_cast<const uint64_t*>((*region)->data() + keys_bytes);
+    indices->assign(at, at + n);
+  }
+  return absl::OkStatus();
+}
+
 int RunSort() {
   const std::string in = absl::GetFlag(FLAGS_in);
   const std::string out = absl::GetFlag(FLAGS_out);
@@ -173,7 +219,9 @@ int RunSort() {
   std::vector<uint64_t> indices;
   absl::Status status;
   const std::string& t = array->type;
-  if (t == "uint32") status = SortTyped<uint32_t>(**c, *array, order, want_indices, &indices);
+  if (absl::GetFlag(FLAGS_shm)) {
+    status = SortThroughRegion(**c, *array, order, want_indices, &indices);
+  } else if (t == "uint32") status = SortTyped<uint32_t>(**c, *array, order, want_indices, &indices);
   else if (t == "int32") status = SortTyped<int32_t>(**c, *array, order, want_indices, &indices);
   else if (t == "float32") status = SortTyped<float>(**c, *array, order, want_indices, &indices);
   else if (t == "uint64") status = SortTyped<uint64_t>(**c, *array, order, want_indices, &indices);

@@ -1,6 +1,9 @@
 // Permutation gather for numeric value arrays (pairs sorts), and the
-// default SortEngine::SortBatch (arrays one by one).
+// default SortEngine::SortBatch (arrays one by one) and SortPairsNumeric
+// (argsort, then gather).
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/engine.h"
@@ -28,6 +31,20 @@ absl::Status GatherByIndex(const void* src, size_t element_size,
       return absl::InvalidArgumentError(
           absl::StrCat("values: unsupported element size ", element_size));
   }
+}
+
+absl::Status SortEngine::SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
+                                          SortOrder order) {
+  if (value_width != 4 && value_width != 8) {
+    return absl::InvalidArgumentError(absl::StrCat("values: unsupported element size ", value_width));
+  }
+  std::vector<uint64_t> indices(keys.size);
+  absl::Status status = SortNumeric(keys, order, absl::MakeSpan(indices));
+  if (!status.ok() || keys.size == 0) return status;
+  // The gather reads the values as they were: from a copy.
+  std::unique_ptr<char[]> before(new char[keys.size * value_width]);
+  std::memcpy(before.get(), values, keys.size * value_width);
+  return GatherByIndex(before.get(), value_width, indices, values);
 }
 
 absl::Status SortEngine::SortBatch(DataType type, SortOrder order,

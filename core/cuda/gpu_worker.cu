@@ -338,7 +338,7 @@ class GpuWorker::Job {
   cudaError_t DownloadDirect(const void* dev, void* host, size_t bytes) {
     output_started_ = true;
     cudaEvent_t done = slot_->chunk_done[0];
-    cudaError_t err = cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, slot_->stream);
+    cudaError_t err = cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDefault, slot_->stream);
     if (err == cudaSuccess) err = cudaEventRecord(done, slot_->stream);
     if (err == cudaSuccess) err = cudaEventSynchronize(done);
     last_download_ = done;
@@ -510,14 +510,33 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   State& st = *state_;
   const size_t n = job.num_items;
   SortPlan plan;
-  // Pinned host arrays (sort sessions' buffers) move by DMA alone.
+  // Pinned host arrays (sort sessions' buffers, shared-memory regions) and
+  // device memory (CUDA IPC regions) move by DMA alone.
   const bool keys_pinned = n > 0 && IsPinnedHost(job.keys);
   const bool indices_pinned = n > 0 && job.indices != nullptr && IsPinnedHost(job.indices);
+  const bool with_values = job.values != nullptr;
+  const bool values_pinned = n > 0 && with_values && IsPinnedHost(job.values);
+  if (with_values && ((job.value_bytes != 4 && job.value_bytes != 8) || job.indices != nullptr)) {
+    Job run(st);
+    return run.Finished(GpuSortOutcome::kFailedIntact, "values of 4 or 8 bytes, without indices");
+  }
+  // Device-resident arrays are never touched by the host (no staging, no
+  // chunked merge), and merge-sorted argsorts widen positions on the host.
+  const bool on_device = n > 0 && (IsOnDevice(job.keys) ||
+                                   (job.indices != nullptr && IsOnDevice(job.indices)) ||
+                                   (with_values && IsOnDevice(job.values)));
+  GpuSortJob planned = job;
+  if (on_device || with_values) planned.prefer_merge = false;
   if (n > 0) {
-    const cudaError_t err = PlanSort(job, n, indices_pinned, plan);
+    const cudaError_t err =
+        PlanSort(planned, n, indices_pinned, plan, with_values ? job.value_bytes : 0);
     if (err != cudaSuccess) {
       Job run(st);
       return run.Fail(err, "sizing the sort");
+    }
+    if (plan.layout.total > st.max_pool_bytes && (on_device || with_values)) {
+      Job run(st);
+      return run.NoMemory(plan.layout.total);
     }
     if (plan.layout.total > st.max_pool_bytes) {
       // Larger than the pool: chunks of half the pool at most (the other
@@ -548,20 +567,28 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   Slot& s = run.slot();
   char* base = s.device;
   PlaceOnDevice(plan, base);
-  // The merge sort generates positions itself.
-  if (!plan.merge && (err = StartPositions(plan, base, n, s.stream)) != cudaSuccess) {
+  // The merge sort generates positions itself; values are the payload.
+  if (!plan.merge && !with_values &&
+      (err = StartPositions(plan, base, n, s.stream)) != cudaSuccess) {
     return run.Fail(err, "iota");
   }
   if ((err = cudaEventRecord(s.upload_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
-  err = UploadFrom(s, run.chunk(), base + l.keys_in, job.keys, n * key_bytes, keys_pinned);
+  // The staging chunks alternate across the keys' and the values' uploads.
+  unsigned staging_turn = 0;
+  err = UploadFrom(s, run.chunk(), base + l.keys_in, job.keys, n * key_bytes, keys_pinned,
+                   &staging_turn);
+  if (err == cudaSuccess && with_values) {
+    err = UploadFrom(s, run.chunk(), base + l.index_in, job.values, n * index_bytes,
+                     values_pinned, &staging_turn);
+  }
   if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   if ((err = cudaEventRecord(s.sort_start, s.stream)) != cudaSuccess) return run.Fail(err, "event");
   HostResults out;
   out.keys = job.keys;
   out.keys_pinned = keys_pinned;
-  out.payload = job.indices;
-  out.payload_pinned = indices_pinned;
-  out.widen_positions = index_bytes == 4;
+  out.payload = with_values ? job.values : static_cast<void*>(job.indices);
+  out.payload_pinned = with_values ? values_pinned : indices_pinned;
+  out.widen_positions = !with_values && index_bytes == 4;
   return SortAndDownload(run, plan, n, key_bytes, out);
 }
 

@@ -48,13 +48,20 @@ struct GpuWorkerOptions {
   std::function<int(const char* step)> fault_hook;
 };
 
-// A numeric sort from host memory to host memory.
+// A numeric sort in place. The arrays are host memory, or device memory
+// (CUDA IPC regions: copied device to device, never touched by the CPU;
+// such a job must fit the pool in one piece, else kNoMemory).
 struct GpuSortJob {
   RadixKeyType key_type = RadixKeyType::kUint32;
   bool descending = false;
   size_t num_items = 0;
-  void* keys = nullptr;         // host; sorted in place
-  uint64_t* indices = nullptr;  // host, optional: receives the permutation
+  void* keys = nullptr;         // sorted in place
+  uint64_t* indices = nullptr;  // optional: receives the permutation
+  // Optional values of `value_bytes` (4 or 8), permuted in place with the
+  // keys as the radix payload (no indices, no host gather). Not together
+  // with indices; such a job must fit the pool in one piece, else kNoMemory.
+  void* values = nullptr;
+  int value_bytes = 0;
   // Argsorts (indices set) of fewer than 2^32 keys may run on the merge
   // sort instead of the radix core (small arrays: docs/benchmarks.md).
   bool prefer_merge = false;

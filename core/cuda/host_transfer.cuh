@@ -17,15 +17,28 @@
 
 namespace sortd::cuda {
 
-// Whether `host` is page-locked memory (cudaHostAlloc'ed or registered), which
-// the device reads and writes by DMA directly: no staging copies.
-inline bool IsPinnedHost(const void* host) {
+// Whether the device reads and writes `memory` by DMA directly, with no
+// staging copies: page-locked host memory (cudaHostAlloc'ed or registered:
+// session buffers, shared-memory regions), or device memory (CUDA IPC
+// regions). Copies use cudaMemcpyDefault, so either kind works.
+inline bool IsPinnedHost(const void* memory) {
   cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
+  if (cudaPointerGetAttributes(&attributes, memory) != cudaSuccess) {
     cudaGetLastError();  // not sticky: plain host memory on old runtimes
     return false;
   }
-  return attributes.type == cudaMemoryTypeHost;
+  return attributes.type == cudaMemoryTypeHost || attributes.type == cudaMemoryTypeDevice ||
+         attributes.type == cudaMemoryTypeManaged;
+}
+
+// Whether `memory` is device (or managed) memory: the CPU must not touch it.
+inline bool IsOnDevice(const void* memory) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, memory) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
 
 // Host -> device through the two pinned chunks: fill(staging, offset, len)
@@ -60,7 +73,7 @@ cudaError_t Upload(Staged& s, size_t chunk, void* dev, size_t bytes, Fill fill,
 template <typename Staged>
 cudaError_t UploadFrom(Staged& s, size_t chunk, void* dev, const void* host, size_t bytes,
                        bool pinned, unsigned* turn = nullptr) {
-  if (pinned) return cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s.stream);
+  if (pinned) return cudaMemcpyAsync(dev, host, bytes, cudaMemcpyDefault, s.stream);
   const char* src = static_cast<const char*>(host);
   return Upload(
       s, chunk, dev, bytes,

@@ -97,9 +97,14 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
     expired_sessions_ = std::move(expired);
     sorted_arriving_ = std::move(sorted_arriving);
   }
+  void WatchRegions(std::function<RegionCounts()> counts) {
+    std::lock_guard<std::mutex> lock(mu_);
+    region_counts_ = std::move(counts);
+  }
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::vector<prometheus::MetricFamily> families = CollectAdmission();
     std::lock_guard<std::mutex> lock(mu_);
+    if (region_counts_) CollectRegions(region_counts_(), &families);
     if (open_sessions_) {
       families.push_back(GaugeFamily("sortd_sort_sessions", "Sort sessions open (started, not ended or expired).",
                                      static_cast<double>(open_sessions_())));
@@ -123,6 +128,35 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
   }
 
  private:
+  static void CollectRegions(const RegionCounts& c, std::vector<prometheus::MetricFamily>* out) {
+    prometheus::MetricFamily regions{"sortd_shm_regions",
+                                     "Same-host memory regions registered now, by kind.",
+                                     prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily bytes{"sortd_shm_registered_bytes",
+                                   "Bytes of the same-host memory regions registered now, by kind.",
+                                   prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily requests{
+        "sortd_shm_requests_total",
+        "Sort and SortPairs requests served from same-host regions, by the kind of the keys' "
+        "region.",
+        prometheus::MetricType::Counter, {}};
+    for (int k = 0; k < kRegionKinds; ++k) {
+      const std::string kind = RegionKindName(static_cast<RegionKind>(k));
+      prometheus::ClientMetric m;
+      m.label = {{"kind", kind}};
+      m.gauge.value = static_cast<double>(c.regions[k]);
+      regions.metric.push_back(m);
+      m.gauge.value = static_cast<double>(c.bytes[k]);
+      bytes.metric.push_back(m);
+      m.gauge = {};
+      m.counter.value = static_cast<double>(c.requests[k]);
+      requests.metric.push_back(m);
+    }
+    out->push_back(std::move(regions));
+    out->push_back(std::move(bytes));
+    out->push_back(std::move(requests));
+  }
+
   std::vector<prometheus::MetricFamily> CollectAdmission() const {
     const AdmissionControl* a = admission_.load();
     if (a == nullptr) return {};
@@ -143,6 +177,7 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
   std::function<uint64_t()> open_sessions_;
   std::function<uint64_t()> expired_sessions_;
   std::function<uint64_t()> sorted_arriving_;
+  std::function<RegionCounts()> region_counts_;
 };
 
 ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
@@ -299,6 +334,10 @@ void ServiceMetrics::RecordGpuFallback(int gpu, GpuFallbackReason reason) {
 
 void ServiceMetrics::WatchAdmission(const AdmissionControl* admission) {
   inflight_->Watch(admission);
+}
+
+void ServiceMetrics::WatchRegions(std::function<RegionCounts()> counts) {
+  inflight_->WatchRegions(std::move(counts));
 }
 
 void ServiceMetrics::WatchSessions(std::function<uint64_t()> open,

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "core/gpu_engine.h"
 #include "core/types.h"
+#include "server/service/regions.h"
 
 namespace sortd {
 
@@ -80,6 +81,10 @@ class ServiceMetrics {
   // Sort sessions open now and expired since start, read at scrape time.
   void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired,
                      std::function<uint64_t()> sorted_arriving);
+
+  // Same-host regions registered now (by kind) and requests served from
+  // them, read at scrape time.
+  void WatchRegions(std::function<RegionCounts()> counts);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
   // Scrape-time gauges (in-flight requests/bytes and their limits); expose

@@ -22,6 +22,7 @@
 
 namespace sortd {
 
+class RegionRegistry;
 class SessionStore;
 
 using SteadyClock = std::chrono::steady_clock;
@@ -56,6 +57,8 @@ struct ServiceContext {
   Batcher* batcher = nullptr;
   // Open sort sessions (SortdServer always sets it).
   SessionStore* sessions = nullptr;
+  // Same-host regions (RegionService); null or all kinds off: refused.
+  RegionRegistry* regions = nullptr;
   ServiceMetrics* metrics = nullptr;      // optional
   RequestLog* request_log = nullptr;      // optional
   ServiceLimits limits;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/service/region_ops.h"
 #include "server/service/typed_array.h"
 
 namespace sortd {
@@ -79,6 +80,7 @@ std::string EchoableRequestId(const std::string& request_id) {
 }
 
 absl::Status ValidateSortRequest(const v1::SortRequest& request) {
+  if (UsesRegions(request)) return ValidateRegionSort(request);
   absl::Status id = ValidateRequestId(request.request_id());
   if (!id.ok()) return id;
   if (!request.has_keys() || !TypeOf(request.keys())) {
@@ -88,6 +90,7 @@ absl::Status ValidateSortRequest(const v1::SortRequest& request) {
 }
 
 absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request) {
+  if (UsesRegions(request)) return ValidateRegionSortPairs(request);
   absl::Status id = ValidateRequestId(request.request_id());
   if (!id.ok()) return id;
   if (!request.has_keys() || !TypeOf(request.keys())) {
@@ -138,7 +141,9 @@ absl::Status CheckResponseFits(const v1::SortRequest& request, uint64_t max_resp
   if (max_response_bytes == 0) return absl::OkStatus();
   // The sorted keys encode exactly as the request's keys did.
   uint64_t bytes = FieldBytes(request.keys().ByteSizeLong()) + ResponseOverhead(request.request_id());
-  if (request.return_indices()) bytes += FieldBytes(8 * LengthOf(request.keys()));
+  if (request.return_indices() && !request.has_indices_region()) {
+    bytes += FieldBytes(8 * KeysOf(request));
+  }
   if (bytes > max_response_bytes) return ResponseTooLarge(bytes, max_response_bytes);
   return absl::OkStatus();
 }
@@ -153,12 +158,18 @@ absl::Status CheckResponseFits(const v1::SortPairsRequest& request, uint64_t max
 }
 
 uint64_t InflightBytes(const v1::SortRequest& request) {
+  // Region requests hold no payload; only indices returned in the response.
+  if (UsesRegions(request)) {
+    return request.return_indices() && !request.has_indices_region() ? 8 * KeysOf(request) : 0;
+  }
   const uint64_t keys = PayloadBytes(request.keys());
   const uint64_t indices = request.return_indices() ? LengthOf(request.keys()) * 8 : 0;
   return 2 * keys + indices;
 }
 
 uint64_t InflightBytes(const v1::SortPairsRequest& request) {
+  // Region pairs: at most the CPU engine's permutation and values scratch.
+  if (UsesRegions(request)) return 16 * KeysOf(request);
   return 2 * (PayloadBytes(request.keys()) + PayloadBytes(request.values())) +
          LengthOf(request.keys()) * 8;
 }
@@ -173,11 +184,23 @@ uint64_t PayloadOut(const v1::SortResponse& response) {
 uint64_t PayloadOut(const v1::SortPairsResponse& response) {
   return PayloadBytes(response.keys()) + PayloadBytes(response.values());
 }
-std::optional<DataType> KeyTypeOf(const v1::SortRequest& request) { return TypeOf(request.keys()); }
-std::optional<DataType> KeyTypeOf(const v1::SortPairsRequest& request) { return TypeOf(request.keys()); }
+std::optional<DataType> KeyTypeOf(const v1::SortRequest& request) {
+  if (request.has_keys_region()) return RegionKeyType(request.keys_region());
+  return TypeOf(request.keys());
+}
+std::optional<DataType> KeyTypeOf(const v1::SortPairsRequest& request) {
+  if (request.has_keys_region()) return RegionKeyType(request.keys_region());
+  return TypeOf(request.keys());
+}
 
-size_t KeysOf(const v1::SortRequest& request) { return LengthOf(request.keys()); }
-size_t KeysOf(const v1::SortPairsRequest& request) { return LengthOf(request.keys()); }
+size_t KeysOf(const v1::SortRequest& request) {
+  if (request.has_keys_region()) return static_cast<size_t>(request.keys_region().count());
+  return LengthOf(request.keys());
+}
+size_t KeysOf(const v1::SortPairsRequest& request) {
+  if (request.has_keys_region()) return static_cast<size_t>(request.keys_region().count());
+  return LengthOf(request.keys());
+}
 
 std::optional<EngineKind> FromProtoEngine(v1::Engine engine) {
   switch (engine) {
@@ -190,7 +213,12 @@ std::optional<EngineKind> FromProtoEngine(v1::Engine engine) {
 }
 
 absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
-                     v1::SortResponse* response) {
+                     v1::SortResponse* response, RegionRegistry* regions) {
+  if (UsesRegions(request)) {
+    absl::Status access = CheckRegionsEnabled(regions);
+    if (!access.ok()) return access;
+    return RunRegionSort(*regions, dispatcher, request, response);
+  }
   response->set_request_id(request.request_id());
   // The permutation is written straight into the response.
   absl::Span<uint64_t> indices;
@@ -209,7 +237,12 @@ absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
 
 absl::Status RunSortPairs(Dispatcher& dispatcher,
                           const v1::SortPairsRequest& request,
-                          v1::SortPairsResponse* response) {
+                          v1::SortPairsResponse* response, RegionRegistry* regions) {
+  if (UsesRegions(request)) {
+    absl::Status access = CheckRegionsEnabled(regions);
+    if (!access.ok()) return access;
+    return RunRegionSortPairs(*regions, dispatcher, request, response);
+  }
   response->set_request_id(request.request_id());
   std::vector<uint64_t> indices(LengthOf(request.keys()));
   absl::StatusOr<EngineKind> engine =

@@ -10,7 +10,7 @@
 #include "core/dispatcher.h"
 #include "server/metrics/metrics.h"
 #include "server/runtime/batcher.h"
-#include "server/runtime/batcher.h"
+#include "server/service/regions.h"
 #include "sortd/v1/sort.pb.h"
 
 namespace sortd {
@@ -66,11 +66,13 @@ void DescribeSuccess(const Request& request, const Response& response,
 }
 
 // Run a validated request; fill `response` (request_id and engine included).
+// Requests naming regions are served from `regions` (FAILED_PRECONDITION
+// when null or off; the caller checked the peer: CheckRegionAccess).
 absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
-                     v1::SortResponse* response);
+                     v1::SortResponse* response, RegionRegistry* regions = nullptr);
 absl::Status RunSortPairs(Dispatcher& dispatcher,
                           const v1::SortPairsRequest& request,
-                          v1::SortPairsResponse* response);
+                          v1::SortPairsResponse* response, RegionRegistry* regions = nullptr);
 
 // Batched execution (server/runtime/batcher.h). PrepareBatched sizes the
 // response's arrays and points `out` at request and response memory

@@ -10,6 +10,7 @@
 #include "server/service/chunked_reactor.h"
 #include "server/service/guarded.h"
 #include "server/service/raw_message.h"
+#include "server/service/region_ops.h"
 #include "server/service/session_handlers.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
@@ -96,6 +97,9 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     status = context->CheckNotDraining();
   }
   if (status.ok()) status = validate(*request);
+  // Region requests: only where enabled, only from this host.
+  const bool regions = UsesRegions(*request);
+  if (status.ok() && regions) status = CheckRegionAccess(context->regions, ctx->peer());
   if (status.ok()) status = CheckResponseFits(*request, context->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context->admission->Acquire(bytes);
@@ -134,7 +138,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     return reactor;
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
-  if (context->Batches(record.key_type, KeysOf(*request))) {
+  if (!regions && context->Batches(record.key_type, KeysOf(*request))) {
     absl::Status queued = Guarded(RpcMethodName(method), [&] {
       return EnqueueBatched(
           *context, request, response, [ctx] { return ctx->IsCancelled(); },
@@ -168,7 +172,11 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(grpc::CallbackServerContext* ctx
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) {
   return HandleUnary<v1::SortRequest, v1::SortResponse>(
-      context_, RpcMethod::kSort, ctx, request, response, ValidateSortRequest, RunSort);
+      context_, RpcMethod::kSort, ctx, request, response, ValidateSortRequest,
+      [regions = context_->regions](Dispatcher& dispatcher, const v1::SortRequest& request,
+                                    v1::SortResponse* response) {
+        return RunSort(dispatcher, request, response, regions);
+      });
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(grpc::CallbackServerContext* ctx,
@@ -176,7 +184,10 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(grpc::CallbackServerContext
                                                      grpc::ByteBuffer* response) {
   return HandleUnary<v1::SortPairsRequest, v1::SortPairsResponse>(
       context_, RpcMethod::kSortPairs, ctx, request, response, ValidateSortPairsRequest,
-      RunSortPairs);
+      [regions = context_->regions](Dispatcher& dispatcher, const v1::SortPairsRequest& request,
+                                    v1::SortPairsResponse* response) {
+        return RunSortPairs(dispatcher, request, response, regions);
+      });
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortServiceImpl::SortStream(

@@ -9,6 +9,7 @@
 #include "server/service/guarded.h"
 #include "server/service/raw_message.h"
 #include "absl/strings/str_cat.h"
+#include "server/service/region_ops.h"
 #include "server/service/sort_ops.h"
 #include "server/service/status_mapping.h"
 #include "server/service/typed_array.h"
@@ -62,6 +63,8 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   record.bytes_received = PayloadIn(*request);
   absl::Status status = context_->CheckNotDraining();
   if (status.ok()) status = ValidateSortRequest(*request);
+  const bool regions = UsesRegions(*request);
+  if (status.ok() && regions) status = CheckRegionAccess(context_->regions, ctx_->peer());
   if (status.ok()) status = CheckResponseFits(*request, context_->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context_->admission->Acquire(bytes);
@@ -89,7 +92,7 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
     } else {
       auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
       std::shared_ptr<v1::SortRequest> shared(std::move(request));
-      if (context_->Batches(record.key_type, KeysOf(*shared))) {
+      if (!regions && context_->Batches(record.key_type, KeysOf(*shared))) {
         auto response = std::make_shared<std::unique_ptr<v1::SortResponse>>(
             std::make_unique<v1::SortResponse>());
         absl::Status queued = Guarded("SortStream", [&] {
@@ -128,7 +131,8 @@ void SortStreamReactor::SortNow(const v1::SortRequest& request, RequestRecord re
                             ? absl::CancelledError("stream cancelled")
                             : Guarded("SortStream", [&] {
                                 context_->AtTestSite("stream.run");
-                                return RunSort(*context_->dispatcher, request, response.get());
+                                return RunSort(*context_->dispatcher, request, response.get(),
+                                               context_->regions);
                               });
   Deliver(request, std::move(response), result, record, arrival, /*own_launch=*/true,
           std::move(admitted));
