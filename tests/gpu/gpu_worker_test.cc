@@ -373,3 +373,154 @@ TEST(GpuWorker, ByteStringsOverThePoolAreRefusedUntouched) {
 
 }  // namespace
 }  // namespace sortd::cuda
+
+namespace sortd::cuda {
+namespace {
+
+using namespace sortd::cuda::testing;  // NOLINT: test helpers
+
+// Values as the radix payload (GpuSortJob::values): keys and values come
+// back permuted together, stably, from pageable and from pinned memory.
+template <typename K, typename V>
+void CheckPairsJob(GpuWorker& worker, size_t n, bool descending, bool pinned, uint64_t seed) {
+  const std::vector<K> input = Random<K>(n, seed, 6);  // 64 distinct keys: stability shows
+  const std::vector<V> values_in = Random<V>(n, seed + 1);
+  K* keys = nullptr;
+  V* values = nullptr;
+  std::vector<K> keys_heap;
+  std::vector<V> values_heap;
+  if (pinned) {
+    ASSERT_EQ(cudaMallocHost(&keys, n * sizeof(K)), cudaSuccess);
+    ASSERT_EQ(cudaMallocHost(&values, n * sizeof(V)), cudaSuccess);
+  } else {
+    keys_heap.resize(n);
+    values_heap.resize(n);
+    keys = keys_heap.data();
+    values = values_heap.data();
+  }
+  std::copy(input.begin(), input.end(), keys);
+  std::copy(values_in.begin(), values_in.end(), values);
+  GpuSortJob job;
+  job.key_type = TypeOf<K>();
+  job.descending = descending;
+  job.num_items = n;
+  job.keys = keys;
+  job.values = values;
+  job.value_bytes = sizeof(V);
+  const GpuSortReport report = worker.Sort(job);
+  ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << report.message;
+  const std::vector<uint64_t> ref = ReferenceOrder(input, descending);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::memcmp(&keys[i], &input[ref[i]], sizeof(K)), 0) << "key at " << i;
+    ASSERT_EQ(values[i], values_in[ref[i]]) << "value at " << i;
+  }
+  if (pinned) {
+    cudaFreeHost(keys);
+    cudaFreeHost(values);
+  }
+}
+
+TEST(GpuWorkerPairs, ValuesOfFourAndEightBytesMoveWithTheirKeys) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker();
+  for (bool pinned : {false, true}) {
+    for (bool descending : {false, true}) {
+      CheckPairsJob<uint32_t, uint32_t>(*worker, 300001, descending, pinned, 1);
+      CheckPairsJob<int64_t, uint64_t>(*worker, 200003, descending, pinned, 2);
+      CheckPairsJob<float, uint64_t>(*worker, 100000, descending, pinned, 3);
+      CheckPairsJob<uint64_t, uint32_t>(*worker, 70000, descending, pinned, 4);
+    }
+  }
+}
+
+TEST(GpuWorkerPairs, PairsOverThePoolAreRefusedUntouched) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(1 << 16, /*max_pool=*/size_t{4} << 20);
+  const auto input = Random<uint32_t>(1 << 20, 5);
+  std::vector<uint32_t> keys = input;
+  std::vector<uint32_t> values(input.size(), 9);
+  GpuSortJob job;
+  job.num_items = keys.size();
+  job.keys = keys.data();
+  job.values = values.data();
+  job.value_bytes = 4;
+  EXPECT_EQ(worker->Sort(job).outcome, GpuSortOutcome::kNoMemory);
+  EXPECT_EQ(keys, input);
+  EXPECT_EQ(values, std::vector<uint32_t>(input.size(), 9));
+  job.value_bytes = 2;  // neither 4 nor 8
+  EXPECT_EQ(worker->Sort(job).outcome, GpuSortOutcome::kFailedIntact);
+  EXPECT_TRUE(worker->healthy());
+}
+
+// Device memory (what a CUDA IPC region is): sorted device to device, with
+// indices or values on the device too; the host never touches it (a host
+// read of device memory would fault).
+TEST(GpuWorkerDevice, DeviceResidentKeysIndicesAndValuesSortInPlace) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker();
+  const size_t n = 1 << 20;
+  const auto input = Random<uint32_t>(n, 6, 1000);
+  const auto values_in = Random<uint64_t>(n, 7);
+  uint32_t* keys = nullptr;
+  uint64_t* aux = nullptr;
+  ASSERT_EQ(cudaMalloc(&keys, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&aux, n * 8), cudaSuccess);
+  const std::vector<uint64_t> ref = ReferenceOrder(input, false);
+  std::vector<uint32_t> got_keys(n);
+  std::vector<uint64_t> got_aux(n);
+  // Keys and indices on the device; with merge preferred, which would widen
+  // positions on the host: a device job must not take that path.
+  ASSERT_EQ(cudaMemcpy(keys, input.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  GpuSortJob job;
+  job.num_items = n;
+  job.keys = keys;
+  job.indices = aux;
+  job.prefer_merge = true;
+  GpuSortReport report = worker->Sort(job);
+  ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << report.message;
+  ASSERT_EQ(cudaMemcpy(got_keys.data(), keys, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got_aux.data(), aux, n * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(got_keys[i], input[ref[i]]) << i;
+    ASSERT_EQ(got_aux[i], ref[i]) << i;
+  }
+  // Keys and values on the device.
+  ASSERT_EQ(cudaMemcpy(keys, input.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(aux, values_in.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
+  job = GpuSortJob();
+  job.num_items = n;
+  job.keys = keys;
+  job.values = aux;
+  job.value_bytes = 8;
+  report = worker->Sort(job);
+  ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << report.message;
+  ASSERT_EQ(cudaMemcpy(got_keys.data(), keys, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got_aux.data(), aux, n * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(got_keys[i], input[ref[i]]) << i;
+    ASSERT_EQ(got_aux[i], values_in[ref[i]]) << i;
+  }
+  cudaFree(keys);
+  cudaFree(aux);
+}
+
+TEST(GpuWorkerDevice, DeviceResidentKeysOverThePoolAreRefusedNotChunked) {
+  SKIP_WITHOUT_GPU();
+  auto worker = MakeWorker(1 << 16, /*max_pool=*/size_t{4} << 20);
+  const size_t n = size_t{1} << 21;  // 8 MiB of keys: would be sorted in chunks from the host
+  uint32_t* keys = nullptr;
+  ASSERT_EQ(cudaMalloc(&keys, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(keys, 0x5a, n * 4), cudaSuccess);
+  GpuSortJob job;
+  job.num_items = n;
+  job.keys = keys;
+  EXPECT_EQ(worker->Sort(job).outcome, GpuSortOutcome::kNoMemory);
+  std::vector<uint32_t> after(n);
+  ASSERT_EQ(cudaMemcpy(after.data(), keys, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(after, std::vector<uint32_t>(n, 0x5a5a5a5a));
+  EXPECT_TRUE(worker->healthy());
+  cudaFree(keys);
+}
+
+}  // namespace
+}  // namespace sortd::cuda

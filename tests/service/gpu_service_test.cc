@@ -430,3 +430,56 @@ TEST(GpuService, AGpuErrorAfterOutputStartedFailsTheRequestAndTheServerServes) {
 
 }  // namespace
 }  // namespace sortd::testing
+
+namespace sortd::testing {
+namespace {
+
+// A system region on a server with a GPU: the server pins it, and keys and
+// pairs in it are sorted on the GPU (by DMA to and from the region) with
+// the CPU engine's answer. Pairs that do not fit the pool fall back to the
+// CPU, also with the same answer.
+TEST(GpuRegionTest, PinnedSystemRegionsSortOnTheGpuLikeTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (size_t pool : {size_t{0}, size_t{8} << 20}) {
+    ServerOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.metrics_listen = "";
+    options.dispatcher.engine = EngineChoice::kGpu;
+    options.dispatcher.gpu.min_keys = kMinKeys;
+    options.dispatcher.gpu.max_pool_bytes = pool;
+    options.regions.allow_system = true;
+    auto started = SortdServer::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    auto server = std::move(*started);
+    auto c = Connect(*server);
+    const size_t n = size_t{1} << 20;
+    auto region = client::SharedRegion::Create(*c, "gpu", n * 16);
+    ASSERT_TRUE(region.ok()) << region.status();
+    EXPECT_TRUE((*region)->pinned());
+    const auto keys_in = RandomKeys<uint64_t>(n, 21);
+    const auto values_in = RandomKeys<uint64_t>(n, 22);
+    auto k = (*region)->span<uint64_t>(n);
+    auto v = (*region)->span<uint64_t>(n, n * 8);
+    std::copy(keys_in.begin(), keys_in.end(), k.begin());
+    std::copy(values_in.begin(), values_in.end(), v.begin());
+    auto engine = c->SortPairsInRegion(**region, k, v, v1::SORT_ORDER_DESCENDING);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_EQ(*engine, pool == 0 ? v1::ENGINE_GPU_RADIX : v1::ENGINE_CPU) << "pool " << pool;
+    // The CPU engine's answer for the same pairs.
+    auto cpu = Connect(*server)->SortPairs<uint64_t, uint64_t>(keys_in, values_in,
+                                                              v1::SORT_ORDER_DESCENDING);
+    ASSERT_TRUE(cpu.ok());
+    EXPECT_TRUE(std::equal(k.begin(), k.end(), cpu->keys.begin()));
+    EXPECT_TRUE(std::equal(v.begin(), v.end(), cpu->values.begin()));
+    // Keys alone, in place.
+    std::copy(keys_in.begin(), keys_in.end(), k.begin());
+    engine = c->SortInRegion(**region, k);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<uint64_t> want = keys_in;
+    std::sort(want.begin(), want.end());
+    EXPECT_TRUE(std::equal(k.begin(), k.end(), want.begin()));
+  }
+}
+
+}  // namespace
+}  // namespace sortd::testing

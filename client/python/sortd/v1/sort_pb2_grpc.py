@@ -456,3 +456,182 @@ class SortService(object):
             sortd_dot_v1_dot_sort__pb2.EndSortSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+
+class RegionServiceStub(object):
+    """Same-host regions (docs/api.md, "Shared-memory regions"): a client on the
+    server's host registers POSIX shared memory or CUDA IPC memory once, and
+    Sort/SortPairs requests then name a region, offset and count instead of
+    carrying the arrays. Off unless sortd runs with --shared_memory; only
+    clients on the same host (a Unix socket, or loopback) may call it.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.RegisterSystemRegion = channel.unary_unary(
+                '/sortd.v1.RegionService/RegisterSystemRegion',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.RegisterSystemRegionRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.RegisterSystemRegionResponse.FromString,
+                )
+        self.RegisterCudaRegion = channel.unary_unary(
+                '/sortd.v1.RegionService/RegisterCudaRegion',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.RegisterCudaRegionRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.RegisterCudaRegionResponse.FromString,
+                )
+        self.UnregisterRegion = channel.unary_unary(
+                '/sortd.v1.RegionService/UnregisterRegion',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.UnregisterRegionRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.UnregisterRegionResponse.FromString,
+                )
+        self.ListRegions = channel.unary_unary(
+                '/sortd.v1.RegionService/ListRegions',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.ListRegionsRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.ListRegionsResponse.FromString,
+                )
+
+
+class RegionServiceServicer(object):
+    """Same-host regions (docs/api.md, "Shared-memory regions"): a client on the
+    server's host registers POSIX shared memory or CUDA IPC memory once, and
+    Sort/SortPairs requests then name a region, offset and count instead of
+    carrying the arrays. Off unless sortd runs with --shared_memory; only
+    clients on the same host (a Unix socket, or loopback) may call it.
+    """
+
+    def RegisterSystemRegion(self, request, context):
+        """Maps a POSIX shared-memory object (shm_open name) and pins it for DMA.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterCudaRegion(self, request, context):
+        """Opens device memory exported with cudaIpcGetMemHandle.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnregisterRegion(self, request, context):
+        """Forgets a region; sorts that use it finish first, then it is unmapped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRegions(self, request, context):
+        """The regions registered now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RegionServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'RegisterSystemRegion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterSystemRegion,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.RegisterSystemRegionRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.RegisterSystemRegionResponse.SerializeToString,
+            ),
+            'RegisterCudaRegion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterCudaRegion,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.RegisterCudaRegionRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.RegisterCudaRegionResponse.SerializeToString,
+            ),
+            'UnregisterRegion': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterRegion,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.UnregisterRegionRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.UnregisterRegionResponse.SerializeToString,
+            ),
+            'ListRegions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRegions,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.ListRegionsRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.ListRegionsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'sortd.v1.RegionService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+
+
+ # This class is part of an EXPERIMENTAL API.
+class RegionService(object):
+    """Same-host regions (docs/api.md, "Shared-memory regions"): a client on the
+    server's host registers POSIX shared memory or CUDA IPC memory once, and
+    Sort/SortPairs requests then name a region, offset and count instead of
+    carrying the arrays. Off unless sortd runs with --shared_memory; only
+    clients on the same host (a Unix socket, or loopback) may call it.
+    """
+
+    @staticmethod
+    def RegisterSystemRegion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.RegionService/RegisterSystemRegion',
+            sortd_dot_v1_dot_sort__pb2.RegisterSystemRegionRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.RegisterSystemRegionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RegisterCudaRegion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.RegionService/RegisterCudaRegion',
+            sortd_dot_v1_dot_sort__pb2.RegisterCudaRegionRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.RegisterCudaRegionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UnregisterRegion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.RegionService/UnregisterRegion',
+            sortd_dot_v1_dot_sort__pb2.UnregisterRegionRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.UnregisterRegionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListRegions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.RegionService/ListRegions',
+            sortd_dot_v1_dot_sort__pb2.ListRegionsRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.ListRegionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
