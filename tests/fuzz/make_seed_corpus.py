@@ -72,6 +72,40 @@ def request_seeds():
     write("request", b"\x01" + no_values.SerializeToString())
 
 
+def region_seeds():
+    """Region references against the fuzzer's 64 KiB region "fuzz" (and
+    "fuzz2", the same memory under another name): in place, out of place,
+    indices into the region, pairs, and the refusals (unknown region,
+    misaligned, out of bounds, overlapping through the other name)."""
+    def ref(slice_, region="fuzz", offset=0, count=16, type_=1):
+        slice_.region, slice_.offset, slice_.count, slice_.type = region, offset, count, type_
+
+    for type_ in range(1, 7):
+        r = sort_pb2.SortRequest(order=type_ % 2, request_id="shm")
+        ref(r.keys_region, type_=type_)
+        write("request", b"\x00" + r.SerializeToString())
+        ref(r.keys_out_region, offset=4096, type_=type_)
+        r.return_indices = True
+        ref(r.indices_region, offset=8192, type_=4)
+        write("request", b"\x00" + r.SerializeToString())
+        p = sort_pb2.SortPairsRequest(order=1)
+        ref(p.keys_region, type_=type_)
+        ref(p.values_region, offset=1024, type_=7 - type_)
+        write("request", b"\x01" + p.SerializeToString())
+        ref(p.keys_out_region, offset=2048, type_=type_)
+        ref(p.values_out_region, region="fuzz2", offset=4096, type_=7 - type_)
+        write("request", b"\x01" + p.SerializeToString())
+    for region, offset, count in (("nope", 0, 4), ("fuzz", 2, 4), ("fuzz", 65532, 2),
+                                  ("fuzz", 0, 1 << 62)):
+        r = sort_pb2.SortRequest()
+        ref(r.keys_region, region=region, offset=offset, count=count)
+        write("request", b"\x00" + r.SerializeToString())
+    r = sort_pb2.SortRequest()
+    ref(r.keys_region)
+    ref(r.keys_out_region, region="fuzz2", offset=4)
+    write("request", b"\x00" + r.SerializeToString())
+
+
 def framed(config, messages):
     out = bytes([config])
     for m in messages:
@@ -174,6 +208,7 @@ def session_seeds():
 
 if __name__ == "__main__":
     request_seeds()
+    region_seeds()
     chunked_seeds()
     cpu_seeds()
     session_seeds()
