@@ -1,11 +1,12 @@
 // Validates the rendered Kubernetes manifests (kubectl kustomize of each
-// overlay) against the Kubernetes and prometheus-operator API schemas, then
-// checks what a schema cannot: that the pieces fit together and fit sortd.
+// overlay and example) against the Kubernetes and prometheus-operator API
+// schemas, then checks what a schema cannot: that the pieces fit together
+// and fit sortd.
 //   node validate_manifests.mjs
 // Environment: REPO (checkout), KUBECTL, SORTD_BIN, NODE_MODULES (the npm
 // tools from scripts/install-deps.sh).
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -87,6 +88,13 @@ const parseFlags = (text) => Object.fromEntries(text.split("\n")
     if (!m) throw new Error(`not a flag line: ${line}`);
     return [m[1], m[2] ?? "true"];
   }));
+// Kubernetes quantities in bytes ("8Gi", "512Mi", "1G", "1024").
+const bytes = (quantity) => {
+  const m = /^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(String(quantity));
+  if (!m) throw new Error(`unsupported quantity ${quantity}`);
+  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  return Number(m[1]) * (m[2] ? unit[m[2]] : 1);
+};
 const seconds = (duration) => {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(duration);
   if (!m) throw new Error(`unsupported duration ${duration}`);
@@ -108,9 +116,11 @@ const exposed = new Set((/^EXPOSE\s+(.+)$/m.exec(dockerfile)?.[1] ?? "").split(/
 const adapter = yaml.load(readFileSync(join(REPO, "deploy/monitoring/prometheus/adapter-rules.yaml"), "utf8"));
 const adapterMetrics = new Map(adapter.rules.custom.map((r) => [r.name.as, r.seriesQuery]));
 
-// Starts sortd with the rendered flagfiles (plus loopback ports), scrapes
-// /metrics once it serves, and stops it with SIGTERM; returns the scrape.
-async function runSortdWith(flagfiles) {
+// Starts sortd with the rendered flagfiles (plus loopback ports, and a
+// Unix socket in a temporary directory in place of the pod's path when
+// `unixSocket`), scrapes /metrics once it serves, and stops it with
+// SIGTERM; returns the scrape, and the socket file's permission bits.
+async function runSortdWith(flagfiles, { unixSocket = false } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "sortd-deploy-"));
   const paths = Object.entries(flagfiles).map(([name, text]) => {
     writeFileSync(join(dir, name), text);
@@ -118,8 +128,10 @@ async function runSortdWith(flagfiles) {
   });
   const portFile = join(dir, "port");
   const metricsPortFile = join(dir, "metrics_port");
+  const socket = join(dir, "sortd.sock");
   const child = spawn(SORTD_BIN, [`--flagfile=${paths.join(",")}`, "--listen=127.0.0.1:0",
-    `--port_file=${portFile}`, "--metrics_listen=127.0.0.1:0", `--metrics_port_file=${metricsPortFile}`],
+    `--port_file=${portFile}`, "--metrics_listen=127.0.0.1:0", `--metrics_port_file=${metricsPortFile}`,
+    ...(unixSocket ? [`--unix_socket=${socket}`] : [])],
     { stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
   child.stdout.on("data", (d) => { log += d; });
@@ -134,19 +146,67 @@ async function runSortdWith(flagfiles) {
     }
     const port = readFileSync(metricsPortFile, "utf8").trim();
     const scrape = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const socketMode = unixSocket && existsSync(socket) ? statSync(socket).mode & 0o777 : null;
     child.kill("SIGTERM");
     const code = await exited;
-    return { scrape, code, log };
+    return { scrape, code, log, socketMode };
   } finally {
     if (child.exitCode === null) child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-// ---- per overlay -----------------------------------------------------------
-async function checkOverlay(name) {
-  const where = `overlays/${name}`;
-  const objects = render(`deploy/k8s/overlays/${name}`);
+// Same-host regions (docs/deploy.md, "sortd as a sidecar"): the other
+// containers reach sortd through its Unix socket and share its /dev/shm,
+// and the memory behind the regions is bounded and paid for.
+function checkRegions(where, pod, container, flags) {
+  const kinds = (flags.shared_memory ?? "none").split(",").map((k) => k.trim());
+  if (kinds.includes("none")) return;
+  const mountOf = (c, path) => (c.volumeMounts ?? []).find((m) => m.mountPath === path);
+  const volume = (name) => pod.volumes.find((v) => v.name === name);
+  const uid = (c) => c.securityContext?.runAsUser ?? pod.securityContext?.runAsUser;
+  const socket = flags.unix_socket ?? "";
+  check(socket.startsWith("/"), `${where}: --shared_memory is served on a Unix socket (--unix_socket)`);
+  const socketDir = socket.slice(0, socket.lastIndexOf("/"));
+  const socketMount = mountOf(container, socketDir);
+  check(socketMount !== undefined && volume(socketMount.name)?.emptyDir !== undefined,
+        `${where}: the socket's directory ${socketDir} is an emptyDir mounted in sortd`);
+  const clients = pod.containers.filter((c) => c.name !== container.name &&
+                                               mountOf(c, socketDir)?.name === socketMount?.name);
+  check(clients.length > 0, `${where}: another container mounts the socket's directory`);
+  const mode = parseInt(flags.unix_socket_mode ?? "0660", 8);
+  check(pod.securityContext?.fsGroup !== undefined && (mode & 0o060) === 0o060 && (mode & 0o007) === 0,
+        `${where}: the socket (mode ${mode.toString(8)}) is for the pod's fsGroup, not for others`);
+  if (kinds.includes("system")) {
+    const shm = mountOf(container, "/dev/shm");
+    const shmVolume = shm && volume(shm.name);
+    check(shmVolume?.emptyDir?.medium === "Memory" && shmVolume.emptyDir.sizeLimit !== undefined,
+          `${where}: sortd's /dev/shm is a memory-backed emptyDir with a sizeLimit`);
+    const limit = shmVolume?.emptyDir?.sizeLimit ? bytes(shmVolume.emptyDir.sizeLimit) : 0;
+    check(bytes(flags.max_shm_bytes ?? String(64 * 2 ** 30)) <= limit,
+          `${where}: --max_shm_bytes is at most the /dev/shm sizeLimit`);
+    for (const c of [container, ...clients]) {
+      check(mountOf(c, "/dev/shm")?.name === shm?.name, `${where}: ${c.name} mounts the shared /dev/shm`);
+      check(c.resources?.limits?.memory && bytes(c.resources.limits.memory) > limit,
+            `${where}: ${c.name}'s memory limit leaves room for the /dev/shm volume (its pages may be charged there)`);
+    }
+    for (const c of clients) {
+      check(uid(c) === uid(container),
+            `${where}: ${c.name} runs as sortd's user (shm objects are created owner-only)`);
+    }
+  }
+  if (kinds.includes("cuda")) {
+    check(pod.shareProcessNamespace === true,
+          `${where}: CUDA IPC handles open only within one PID namespace (shareProcessNamespace)`);
+  }
+}
+
+// ---- per kustomization ------------------------------------------------------
+// `gpu`: GPU scheduling expected (else the CPU engine only); `autoscaled`:
+// the HPA is part of it.
+async function checkKustomization({ dir, gpu, autoscaled }) {
+  const where = dir.replace(/^deploy\/k8s\//, "");
+  const objects = render(dir);
   console.log(`${where}: ${objects.length} objects: ${objects.map((o) => o.kind).join(", ")}`);
   for (const object of objects) {
     const errors = await schemaErrors(object);
@@ -174,14 +234,18 @@ async function checkOverlay(name) {
         `${where}: readiness asks for sortd.v1.SortService (the service that goes NOT_SERVING on drain)`);
 
   // Security: non-root (and the image's own user), read-only root, no
-  // escalation, no capabilities.
-  const sc = container.securityContext;
-  check(pod.securityContext.runAsNonRoot === true && sc.runAsNonRoot === true, `${where}: runAsNonRoot`);
+  // escalation, no capabilities; for every container of the pod.
+  check(pod.securityContext.runAsNonRoot === true && container.securityContext.runAsNonRoot === true,
+        `${where}: runAsNonRoot`);
   check(String(pod.securityContext.runAsUser) === imageUser, `${where}: runAsUser is the image's USER ${imageUser}`);
-  check(sc.readOnlyRootFilesystem === true, `${where}: read-only root filesystem`);
-  check(sc.allowPrivilegeEscalation === false, `${where}: no privilege escalation`);
-  check(sc.capabilities?.drop?.includes("ALL"), `${where}: capabilities dropped`);
-  check(container.resources?.requests?.cpu && container.resources?.limits?.memory, `${where}: resources set`);
+  for (const c of pod.containers) {
+    const sc = c.securityContext ?? {};
+    check(sc.runAsNonRoot ?? pod.securityContext.runAsNonRoot, `${where}: ${c.name} runs as non-root`);
+    check(sc.readOnlyRootFilesystem === true, `${where}: ${c.name}: read-only root filesystem`);
+    check(sc.allowPrivilegeEscalation === false, `${where}: ${c.name}: no privilege escalation`);
+    check(sc.capabilities?.drop?.includes("ALL"), `${where}: ${c.name}: capabilities dropped`);
+    check(c.resources?.requests?.cpu && c.resources?.limits?.memory, `${where}: ${c.name}: resources set`);
+  }
 
   // Flags: the ConfigMap the pod mounts, at the paths --flagfile names.
   const flagsVolume = pod.volumes.find((v) => v.configMap);
@@ -225,10 +289,13 @@ async function checkOverlay(name) {
 
   // Autoscaling: the HPA scales this Deployment on a metric the adapter
   // serves, and sortd exports that series.
-  const hpa = only(objects, "HorizontalPodAutoscaler");
-  check(hpa.spec.scaleTargetRef.kind === "Deployment" && hpa.spec.scaleTargetRef.name === deployment.metadata.name,
-        `${where}: HPA scales the sortd Deployment`);
-  const hpaMetrics = hpa.spec.metrics.map((m) => m.pods?.metric?.name).filter(Boolean);
+  const hpas = objects.filter((o) => o.kind === "HorizontalPodAutoscaler");
+  check(hpas.length === (autoscaled ? 1 : 0), `${where}: ${autoscaled ? "one HPA" : "no HPA"}`);
+  for (const hpa of hpas) {
+    check(hpa.spec.scaleTargetRef.kind === "Deployment" && hpa.spec.scaleTargetRef.name === deployment.metadata.name,
+          `${where}: HPA scales the sortd Deployment`);
+  }
+  const hpaMetrics = hpas.flatMap((hpa) => hpa.spec.metrics.map((m) => m.pods?.metric?.name)).filter(Boolean);
   for (const metric of hpaMetrics) {
     check(adapterMetrics.has(metric), `${where}: HPA metric ${metric} is served by the adapter rule`);
   }
@@ -260,7 +327,7 @@ async function checkOverlay(name) {
 
   // GPU scheduling only in the gpu overlay, and expect_gpus agrees with it.
   const gpus = Number(container.resources?.limits?.["nvidia.com/gpu"] ?? 0);
-  if (name === "gpu") {
+  if (gpu) {
     check(gpus >= 1, `${where}: limits nvidia.com/gpu`);
     check(pod.tolerations?.some((t) => t.key === "nvidia.com/gpu"), `${where}: tolerates the GPU taint`);
     check(pod.nodeSelector !== undefined, `${where}: selects GPU nodes`);
@@ -269,11 +336,14 @@ async function checkOverlay(name) {
     check(gpus === 0 && flags.engine === "cpu", `${where}: no GPU asked for, engine=cpu`);
   }
 
+  checkRegions(where, pod, container, flags);
+
   // The real sortd starts with exactly these flagfiles, exports the HPA's
   // series, and drains cleanly on SIGTERM.
+  const unixSocket = flags.unix_socket !== undefined && flags.unix_socket !== "";
   let run;
   try {
-    run = await runSortdWith(flagfiles);
+    run = await runSortdWith(flagfiles, { unixSocket });
   } catch (error) {
     check(false, `${where}: sortd starts with the rendered flags: ${error.message}`);
     return;
@@ -281,10 +351,25 @@ async function checkOverlay(name) {
   for (const metric of hpaMetrics) {
     check(new RegExp(`^${metric}[ {]`, "m").test(run.scrape), `${where}: sortd exports ${metric}`);
   }
+  if (unixSocket) {
+    const mode = parseInt(flags.unix_socket_mode ?? "0660", 8);
+    check(run.socketMode === mode,
+          `${where}: sortd's Unix socket has mode ${mode.toString(8)} (got ${run.socketMode?.toString(8)})`);
+  }
+  if (flags.shared_memory !== undefined && flags.shared_memory !== "none") {
+    check(/^sortd_shm_regions\{kind="system"\} 0/m.test(run.scrape), `${where}: sortd exports sortd_shm_regions`);
+  }
   check(run.code === 0 && run.log.includes("drained, exiting"),
         `${where}: sortd with the rendered flags serves and drains (exit ${run.code})\n${run.log}`);
 }
 
-for (const overlay of ["gpu", "cpu"]) await checkOverlay(overlay);
+for (const kustomization of [
+  { dir: "deploy/k8s/overlays/gpu", gpu: true, autoscaled: true },
+  { dir: "deploy/k8s/overlays/cpu", gpu: false, autoscaled: true },
+  // sortd beside an application in one pod, over shared memory.
+  { dir: "deploy/k8s/examples/shm-sidecar", gpu: true, autoscaled: false },
+]) {
+  await checkKustomization(kustomization);
+}
 console.log(`${checks - failures} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);
