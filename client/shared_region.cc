@@ -51,7 +51,8 @@ SharedMemory::~SharedMemory() {
   owned_ = false;
 }
 
-absl::StatusOr<SharedMemory> SharedMemory::Create(size_t bytes, std::string shm_key) {
+absl::StatusOr<SharedMemory> SharedMemory::Create(size_t bytes, std::string shm_key,
+                                                  unsigned mode) {
   static std::atomic<uint64_t> next{0};
   if (bytes == 0) return absl::InvalidArgumentError("shared memory: 0 bytes");
   if (shm_key.empty()) shm_key = absl::StrCat("/sortd-", getpid(), "-", next++);
@@ -60,8 +61,9 @@ absl::StatusOr<SharedMemory> SharedMemory::Create(size_t bytes, std::string shm_
   SharedMemory memory;
   memory.shm_key_ = shm_key;
   memory.owned_ = true;
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    absl::Status status = Errno(absl::StrCat("ftruncate ", shm_key));
+  // fchmod: the mode shm_open applies is narrowed by the umask.
+  if (fchmod(fd, static_cast<mode_t>(mode)) != 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    absl::Status status = Errno(absl::StrCat("fchmod/ftruncate ", shm_key));
     close(fd);
     return status;  // `memory` unlinks the object
   }

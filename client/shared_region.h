@@ -53,8 +53,11 @@ struct RegionSort {
 // as long as the region stays registered).
 class SharedMemory {
  public:
-  // A new object of `bytes` (key empty: a unique "/sortd-<pid>-<n>").
-  static absl::StatusOr<SharedMemory> Create(size_t bytes, std::string shm_key = "");
+  // A new object of `bytes` (key empty: a unique "/sortd-<pid>-<n>") with
+  // permission bits `mode`: owner-only by default, so sortd must run as the
+  // same user; 0660 lets a server in the same group map it.
+  static absl::StatusOr<SharedMemory> Create(size_t bytes, std::string shm_key = "",
+                                             unsigned mode = 0600);
   // An existing object, all of it.
   static absl::StatusOr<SharedMemory> Attach(const std::string& shm_key);
 

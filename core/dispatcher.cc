@@ -139,15 +139,14 @@ absl::StatusOr<EngineKind> Dispatcher::SortPairsNumeric(NumericSpan keys, void* 
                             });
 }
 
-absl::StatusOr<EngineKind> Dispatcher::SortOnGpu(NumericSpan keys, void* values,
+absl::StatusOr<EngineKind> Dispatcher::SortOnGpu(int device, NumericSpan keys, void* values,
                                                  size_t value_width, SortOrder order,
                                                  absl::Span<uint64_t> indices) {
   if (gpu_ == nullptr) {
     return absl::FailedPreconditionError("device memory can only be sorted by a GPU engine, and "
                                          "this server runs none");
   }
-  absl::Status status = values != nullptr ? gpu_->SortPairsNumeric(keys, values, value_width, order)
-                                          : gpu_->SortNumeric(keys, order, indices);
+  absl::Status status = gpu_->SortOnDevice(device, keys, values, value_width, order, indices);
   if (absl::IsUnavailable(status)) {
     return absl::UnavailableError(absl::StrCat(
         "no GPU could take this sort of device memory (it must fit one GPU's pool in one piece): ",

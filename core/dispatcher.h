@@ -56,8 +56,10 @@ class Dispatcher {
   // (optional, 4 or 8 bytes each) or `indices` (optional). FAILED_PRECONDITION
   // without a GPU engine; UNAVAILABLE when no GPU could take it (the arrays
   // must fit one GPU's pool in one piece; they are left untouched).
-  absl::StatusOr<EngineKind> SortOnGpu(NumericSpan keys, void* values, size_t value_width,
-                                       SortOrder order, absl::Span<uint64_t> indices);
+  // `device`: the GPU holding the memory (its CUDA ordinal), preferred.
+  absl::StatusOr<EngineKind> SortOnGpu(int device, NumericSpan keys, void* values,
+                                       size_t value_width, SortOrder order,
+                                       absl::Span<uint64_t> indices);
   // Starts a numeric sort while its input still arrives (sort sessions)
   // when it routes to a GPU with an arriving slot free: the input goes to
   // the device as it lands, and this returns once it is sorted.

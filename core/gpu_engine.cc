@@ -50,12 +50,16 @@ class GpuRadixEngine final : public GpuEngine {
 
   absl::Status SortNumeric(NumericSpan keys, SortOrder order,
                            absl::Span<uint64_t> indices) override {
+    return SortKeysOn(Pick(), keys, order, indices, /*allow_merge=*/true);
+  }
+
+  absl::Status SortKeysOn(cuda::GpuWorker* worker, NumericSpan keys, SortOrder order,
+                          absl::Span<uint64_t> indices, bool allow_merge) {
     const std::optional<cuda::RadixKeyType> type = RadixTypeOf(keys.type);
     if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");
     if (!indices.empty() && indices.size() != keys.size) {
       return absl::InvalidArgumentError("indices: size must match keys");
     }
-    cuda::GpuWorker* worker = Pick();
     if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
     cuda::GpuSortJob job;
     job.key_type = *type;
@@ -63,18 +67,34 @@ class GpuRadixEngine final : public GpuEngine {
     job.num_items = keys.size;
     job.keys = keys.data;
     job.indices = indices.empty() ? nullptr : indices.data();
-    job.prefer_merge = NumericKind(keys.size, !indices.empty()) == EngineKind::kGpuMerge;
+    job.prefer_merge =
+        allow_merge && NumericKind(keys.size, !indices.empty()) == EngineKind::kGpuMerge;
     return Outcome(*worker, worker->Sort(job));
   }
 
   absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
                                 SortOrder order) override {
+    return SortPairsOn(Pick(), keys, values, value_width, order);
+  }
+
+  absl::Status SortOnDevice(int device, NumericSpan keys, void* values, size_t value_width,
+                            SortOrder order, absl::Span<uint64_t> indices) override {
+    cuda::GpuWorker* worker = nullptr;
+    for (const auto& w : workers_) {
+      if (w->device() == device && w->healthy()) worker = w.get();
+    }
+    if (worker == nullptr) worker = Pick();
+    if (values != nullptr) return SortPairsOn(worker, keys, values, value_width, order);
+    return SortKeysOn(worker, keys, order, indices, /*allow_merge=*/false);
+  }
+
+  absl::Status SortPairsOn(cuda::GpuWorker* worker, NumericSpan keys, void* values,
+                           size_t value_width, SortOrder order) {
     const std::optional<cuda::RadixKeyType> type = RadixTypeOf(keys.type);
     if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");
     if (value_width != 4 && value_width != 8) {
       return absl::InvalidArgumentError(absl::StrCat("values: unsupported element size ", value_width));
     }
-    cuda::GpuWorker* worker = Pick();
     if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
     cuda::GpuSortJob job;
     job.key_type = *type;

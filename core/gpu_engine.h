@@ -93,6 +93,13 @@ class GpuEngine : public SortEngine {
   // complete. CANCELLED when the input was abandoned; INTERNAL after output
   // started.
   virtual absl::Status SortArriving(const ArrivingSort& sort) = 0;
+  // Sorts in place on GPU `device` (its CUDA ordinal) when it serves and is
+  // healthy, else on the GPU picked as usual: for device memory, which is
+  // read and written fastest by its own GPU. `values` (4 or 8 bytes each,
+  // with value_width) or `indices`, optional. UNAVAILABLE as SortNumeric.
+  virtual absl::Status SortOnDevice(int device, NumericSpan keys, void* values,
+                                    size_t value_width, SortOrder order,
+                                    absl::Span<uint64_t> indices) = 0;
 };
 
 }  // namespace sortd

@@ -119,7 +119,11 @@ ABSL_FLAG(std::string, shared_memory, "none",
           "same-host regions clients may register (RegionService): none, system (POSIX "
           "shared memory), cuda (CUDA IPC) or system,cuda; only clients on this host (a Unix "
           "socket or loopback) may use them (docs/api.md)");
-ABSL_FLAG(uint64_t, max_shm_regions, 64, "regions registered at once before RESOURCE_EXHAUSTED");
+ABSL_FLAG(std::string, shared_memory_peers, "local",
+          "who may use regions: local (a Unix socket or loopback) or unix (the Unix socket "
+          "only: loopback TCP also carries port forwards and proxies)");
+ABSL_FLAG(uint64_t, max_shm_regions, 64,
+          "regions registered at once before RESOURCE_EXHAUSTED (at most 1024)");
 ABSL_FLAG(uint64_t, max_shm_bytes, uint64_t{64} << 30,
           "bytes of all regions registered at once before RESOURCE_EXHAUSTED");
 ABSL_FLAG(std::string, unix_socket, "",
@@ -297,7 +301,18 @@ int main(int argc, char** argv) {
   if (absl::Status regions = sortd::ParseSharedMemoryKinds(absl::GetFlag(FLAGS_shared_memory),
                                                             &options.regions);
       !regions.ok()) {
-    std::cerr << "sortd: --" << regions.message() << "\n";
+    std::cerr << "sortd: " << regions.message() << "\n";
+    return 2;
+  }
+  const std::string peers = absl::GetFlag(FLAGS_shared_memory_peers);
+  if (peers != "local" && peers != "unix") {
+    std::cerr << "sortd: --shared_memory_peers=" << peers << ": expected local or unix\n";
+    return 2;
+  }
+  options.regions.unix_socket_only = peers == "unix";
+  if (absl::GetFlag(FLAGS_max_shm_regions) > 1024) {
+    std::cerr << "sortd: --max_shm_regions=" << absl::GetFlag(FLAGS_max_shm_regions)
+              << ": at most 1024\n";
     return 2;
   }
   options.regions.max_regions = absl::GetFlag(FLAGS_max_shm_regions);

@@ -224,17 +224,29 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                              [store] { return store->expired_total(); },
                              [store] { return store->sorted_arriving_total(); });
   s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
-  s->regions_ = std::make_unique<RegionRegistry>(options.regions);
+  RegionLimits region_limits = options.regions;
+  std::string regions_note;
+  if (region_limits.allow_cuda && !s->dispatcher_->has_gpu()) {
+    // Device memory is sorted only by a GPU engine: registering it here
+    // would only lead to refused sorts.
+    region_limits.allow_cuda = false;
+    regions_note = " (cuda regions off: no GPU engine)";
+  }
+  s->regions_ = std::make_unique<RegionRegistry>(region_limits);
   s->regions_->SetTestHook(options.test_site_hook);
   s->context_->regions = s->regions_.get();
   s->region_service_ = std::make_unique<RegionServiceImpl>(s->context_.get());
   RegionRegistry* regions = s->regions_.get();
   s->metrics_->WatchRegions([regions] { return regions->counts(); });
-  if (s->regions_->any_enabled()) {
+  if (options.regions.allow_system || options.regions.allow_cuda) {
     absl::StrAppend(&s->description_, "; shared-memory regions: ",
-                    options.regions.allow_system && options.regions.allow_cuda ? "system, cuda"
-                    : options.regions.allow_system                            ? "system"
-                                                                               : "cuda");
+                    region_limits.allow_system && region_limits.allow_cuda ? "system, cuda"
+                    : region_limits.allow_system                          ? "system"
+                    : region_limits.allow_cuda                            ? "cuda"
+                                                                          : "none",
+                    regions_note,
+                    region_limits.unix_socket_only ? " for the Unix socket's peers"
+                                                   : " for local peers");
   }
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(options);
@@ -265,7 +277,16 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     s->diagnostics_ = std::make_unique<DiagnosticsServiceImpl>(&s->context_->draining);
     builder.RegisterService(s->diagnostics_.get());
   }
+  // The Unix socket is created owner-only (umask), then opened up to
+  // --unix_socket_mode below: never briefly wider than asked for.
+  const mode_t umask_before = options.unix_socket.empty() ? 0 : umask(0177);
   s->server_ = builder.BuildAndStart();
+  if (!options.unix_socket.empty()) umask(umask_before);
+  if (s->server_ == nullptr && !options.unix_socket.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve on ", options.listen_address, " and unix:", options.unix_socket,
+        " (an address in use or not local, or a socket path that cannot be created?)"));
+  }
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("listen: cannot serve on ", options.listen_address,

@@ -63,6 +63,8 @@ absl::StatusOr<Slice> Resolve(const RegionRegistry& regions, const v1::RegionSli
         field, ": ", ref.count(), " elements of ", width, " bytes from offset ", ref.offset(),
         " lie outside region '", ref.region(), "' of ", size, " bytes"));
   }
+  absl::Status intact = s.region->CheckIntact(field);
+  if (!intact.ok()) return intact;
   s.count = static_cast<size_t>(ref.count());
   s.data = s.region->data() + ref.offset();
   s.begin = s.region->backing_offset() + ref.offset();
@@ -114,6 +116,16 @@ absl::Status CopyInto(const Slice& out, const Slice& in) {
   std::string error;
   if (!CopyAnyMemory(out.data, in.data, in.bytes(), &error)) {
     return absl::InternalError(absl::StrCat("copying ", in.field, " into ", out.field, ": ", error));
+  }
+  return absl::OkStatus();
+}
+
+// After a sort: every slice's memory still there (a client that shrank its
+// shm object meanwhile gets an error, not a sort of lost bytes).
+absl::Status CheckStillIntact(const std::vector<const Slice*>& slices) {
+  for (const Slice* s : slices) {
+    absl::Status intact = s->region->CheckIntact(s->field);
+    if (!intact.ok()) return intact;
   }
   return absl::OkStatus();
 }
@@ -175,13 +187,39 @@ absl::Status CheckRegionsEnabled(const RegionRegistry* regions) {
 absl::Status CheckRegionAccess(const RegionRegistry* regions, absl::string_view peer) {
   absl::Status enabled = CheckRegionsEnabled(regions);
   if (!enabled.ok()) return enabled;
-  if (!IsSameHostPeer(peer)) {
+  const bool unix_only = regions->limits().unix_socket_only;
+  if (!IsSameHostPeer(peer, unix_only)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "shared-memory regions serve clients on the server's host only (a Unix socket or "
-        "loopback); this call came from ",
-        peer));
+        "shared-memory regions serve clients on the server's host only (",
+        unix_only ? "its Unix socket, --shared_memory_peers=unix" : "a Unix socket or loopback",
+        "); this call came from ", peer));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+bool OnDevice(const RegionRegistry& regions, bool set, const v1::RegionSlice& slice) {
+  if (!set) return false;
+  absl::StatusOr<std::shared_ptr<const Region>> region = regions.Find(slice.region(), "");
+  return region.ok() && (*region)->kind() == RegionKind::kCuda;
+}
+
+}  // namespace
+
+bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortRequest& r) {
+  return regions != nullptr &&
+         (OnDevice(*regions, r.has_keys_region(), r.keys_region()) ||
+          OnDevice(*regions, r.has_keys_out_region(), r.keys_out_region()) ||
+          OnDevice(*regions, r.has_indices_region(), r.indices_region()));
+}
+
+bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortPairsRequest& r) {
+  return regions != nullptr &&
+         (OnDevice(*regions, r.has_keys_region(), r.keys_region()) ||
+          OnDevice(*regions, r.has_values_region(), r.values_region()) ||
+          OnDevice(*regions, r.has_keys_out_region(), r.keys_out_region()) ||
+          OnDevice(*regions, r.has_values_out_region(), r.values_out_region()));
 }
 
 std::optional<DataType> RegionKeyType(const v1::RegionSlice& slice) {
@@ -238,10 +276,14 @@ absl::Status RunRegionSort(RegionRegistry& regions, Dispatcher& dispatcher,
   if (!status.ok()) return status;
   const NumericSpan span(out.type, out.data, out.count);
   const bool on_device = out.on_device() || (indices && indices->on_device());
-  absl::StatusOr<EngineKind> ran = on_device
-                                       ? dispatcher.SortOnGpu(span, nullptr, 0, ToCoreOrder(request.order()), permutation)
-                                       : dispatcher.SortNumeric(span, ToCoreOrder(request.order()), permutation);
+  const int device = out.on_device() ? out.region->device() : indices ? indices->region->device() : -1;
+  const SortOrder order = ToCoreOrder(request.order());
+  absl::StatusOr<EngineKind> ran =
+      on_device ? dispatcher.SortOnGpu(device, span, nullptr, 0, order, permutation)
+                : dispatcher.SortNumeric(span, order, permutation);
   if (!ran.ok()) return ran.status();
+  status = CheckStillIntact(all);
+  if (!status.ok()) return status;
   response->set_engine(ToProtoEngine(*ran));
   return absl::OkStatus();
 }
@@ -291,9 +333,13 @@ absl::Status RunRegionSortPairs(RegionRegistry& regions, Dispatcher& dispatcher,
   const SortOrder order = ToCoreOrder(request.order());
   absl::StatusOr<EngineKind> ran =
       keys_out.on_device() || values_out.on_device()
-          ? dispatcher.SortOnGpu(span, values_out.data, width, order, {})
+          ? dispatcher.SortOnGpu(
+                keys_out.on_device() ? keys_out.region->device() : values_out.region->device(),
+                span, values_out.data, width, order, {})
           : dispatcher.SortPairsNumeric(span, values_out.data, width, order);
   if (!ran.ok()) return ran.status();
+  status = CheckStillIntact(all);
+  if (!status.ok()) return status;
   response->set_engine(ToProtoEngine(*ran));
   return absl::OkStatus();
 }

@@ -31,6 +31,11 @@ absl::Status CheckRegionAccess(const RegionRegistry* regions, absl::string_view 
 // Only the first part: FAILED_PRECONDITION when regions are off.
 absl::Status CheckRegionsEnabled(const RegionRegistry* regions);
 
+// Whether a request names a CUDA region (its sort then runs on a GPU
+// whatever its size: never inline on a gRPC thread, and on the GPU pool).
+bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortRequest& request);
+bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortPairsRequest& request);
+
 // The key type a region request names (for routing and metrics), if valid.
 std::optional<DataType> RegionKeyType(const v1::RegionSlice& slice);
 

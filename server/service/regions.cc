@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/gpu_info.h"
+#include "server/service/mapping_guard.h"
 
 namespace sortd {
 namespace {
@@ -76,7 +77,8 @@ absl::Status ParseSharedMemoryKinds(absl::string_view text, RegionLimits* limits
       limits->allow_cuda = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "shared_memory: unknown kind '", kind, "' (expected none, system, cuda or system,cuda)"));
+          "--shared_memory=", text, ": unknown kind '", kind,
+          "' (expected none, system, cuda or system,cuda)"));
     }
   }
   return absl::OkStatus();
@@ -85,10 +87,26 @@ absl::Status ParseSharedMemoryKinds(absl::string_view text, RegionLimits* limits
 Region::~Region() {
   if (kind_ == RegionKind::kSystem) {
     if (pinned_) UnpinHostRange(mapping_);
+    UnguardMapping(guard_slot_);
     if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
+    if (fd_ >= 0) close(fd_);
   } else {
     CloseCudaIpcMemory(ipc_memory_, device_);
   }
+}
+
+absl::Status Region::CheckIntact(absl::string_view field) const {
+  if (kind_ != RegionKind::kSystem) return absl::OkStatus();
+  struct stat st {};
+  const bool shrank = fstat(fd_, &st) != 0 ||
+                      static_cast<uint64_t>(st.st_size) < backing_offset_ + byte_size_;
+  if (shrank || MappingBroken(guard_slot_)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ": the shared-memory object behind region '", name_, "' (", shm_key_,
+        ") was shrunk below the region while registered; its contents are lost. Unregister "
+        "the region"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RegionRegistry::CheckRoom(absl::string_view name, uint64_t byte_size) const {
@@ -158,13 +176,22 @@ absl::StatusOr<std::shared_ptr<const Region>> RegionRegistry::RegisterSystem(
   void* mapping = mmap(nullptr, byte_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                        static_cast<off_t>(offset));
   const int map_errno = errno;
-  close(fd);
-  if (mapping == MAP_FAILED) return ErrnoStatus(map_errno, absl::StrCat("mmap of '", key, "'"));
+  if (mapping == MAP_FAILED) {
+    close(fd);
+    return ErrnoStatus(map_errno, absl::StrCat("mmap of '", key, "'"));
+  }
   auto region = std::shared_ptr<Region>(new Region());
   region->name_ = std::string(name);
   region->kind_ = RegionKind::kSystem;
+  region->fd_ = fd;
   region->mapping_ = mapping;
-  region->mapping_bytes_ = byte_size;
+  region->mapping_bytes_ = (byte_size + page - 1) / page * page;
+  // A client that shrinks the object later must not crash the server.
+  InstallMappingGuard();
+  region->guard_slot_ = GuardMapping(mapping, region->mapping_bytes_);
+  if (region->guard_slot_ < 0) {
+    return absl::ResourceExhaustedError("regions: no room to guard another mapping");
+  }
   region->data_ = static_cast<uint8_t*>(mapping);
   region->byte_size_ = byte_size;
   region->shm_key_ = key;
@@ -269,12 +296,12 @@ RegionCounts RegionRegistry::counts() const {
   return c;
 }
 
-bool IsSameHostPeer(absl::string_view peer) {
-  return absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:") ||
-         absl::StartsWith(peer, "ipv4:127.") || absl::StartsWith(peer, "ipv6:[::1]") ||
+bool IsSameHostPeer(absl::string_view peer, bool unix_socket_only) {
+  if (absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:")) return true;
+  return !unix_socket_only && (absl::StartsWith(peer, "ipv4:127.") || absl::StartsWith(peer, "ipv6:[::1]") ||
          absl::StartsWith(peer, "ipv6:%5B::1%5D") ||
          absl::StartsWith(peer, "ipv6:[::ffff:127.") ||
-         absl::StartsWith(peer, "ipv6:%5B::ffff:127.");
+         absl::StartsWith(peer, "ipv6:%5B::ffff:127."));
 }
 
 }  // namespace sortd

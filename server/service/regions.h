@@ -30,6 +30,9 @@ struct RegionLimits {
   bool allow_cuda = false;    // --shared_memory=cuda
   uint64_t max_regions = 64;
   uint64_t max_bytes = uint64_t{64} << 30;  // registered at once, all kinds
+  // Only callers on a Unix domain socket (not loopback TCP, which port
+  // forwarding and proxies also use): --shared_memory_peers=unix.
+  bool unix_socket_only = false;
 };
 
 // Parses --shared_memory: "" or "none" (off), "system", "cuda", or
@@ -57,6 +60,11 @@ class Region {
   // it, so that overlap checks compare real memory.
   const std::string& backing() const { return backing_; }
   uint64_t backing_offset() const { return backing_offset_; }
+  // System regions: FAILED_PRECONDITION naming `field` when the client
+  // shrank the shm object under the region (its bytes are gone: a sort
+  // that touched them got zero pages instead, mapping_guard.h); checked
+  // before and after every sort. OK for CUDA regions.
+  absl::Status CheckIntact(absl::string_view field) const;
 
  private:
   friend class RegionRegistry;
@@ -70,6 +78,8 @@ class Region {
   uint64_t mapping_bytes_ = 0;
   bool pinned_ = false;
   int device_ = -1;
+  int fd_ = -1;                 // system: the object, kept open to watch its size
+  int guard_slot_ = -1;         // system: the SIGBUS guard's slot
   void* ipc_memory_ = nullptr;  // CUDA: the opened allocation
   std::string shm_key_;
   std::string backing_;
@@ -136,8 +146,8 @@ class RegionRegistry {
 };
 
 // Whether a gRPC peer (ServerContext::peer()) is on this host: a Unix
-// domain socket or a loopback address.
-bool IsSameHostPeer(absl::string_view peer);
+// domain socket or (unless unix_socket_only) a loopback address.
+bool IsSameHostPeer(absl::string_view peer, bool unix_socket_only = false);
 
 }  // namespace sortd
 

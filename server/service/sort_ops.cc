@@ -144,6 +144,12 @@ absl::Status CheckResponseFits(const v1::SortRequest& request, uint64_t max_resp
   if (request.return_indices() && !request.has_indices_region()) {
     bytes += FieldBytes(8 * KeysOf(request));
   }
+  if (bytes > max_response_bytes && UsesRegions(request)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "response: ", bytes, " bytes of indices would exceed the message limit of ",
+        max_response_bytes, " bytes (--max_message_bytes); set indices_region to receive them "
+        "in a region"));
+  }
   if (bytes > max_response_bytes) return ResponseTooLarge(bytes, max_response_bytes);
   return absl::OkStatus();
 }

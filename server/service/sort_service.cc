@@ -96,10 +96,13 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     record.bytes_received = PayloadIn(*request);
     status = context->CheckNotDraining();
   }
+  // Region requests: only where enabled, only from this host (checked
+  // first: a caller without access learns nothing about its request).
+  const bool regions = status.ok() && UsesRegions(*request);
+  if (regions) status = CheckRegionAccess(context->regions, ctx->peer());
   if (status.ok()) status = validate(*request);
-  // Region requests: only where enabled, only from this host.
-  const bool regions = UsesRegions(*request);
-  if (status.ok() && regions) status = CheckRegionAccess(context->regions, ctx->peer());
+  // Device memory is sorted on a GPU whatever the size.
+  const bool on_device = regions && NamesDeviceRegion(context->regions, *request);
   if (status.ok()) status = CheckResponseFits(*request, context->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context->admission->Acquire(bytes);
@@ -132,7 +135,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     context->Report(record, request->request_id(), result);
     finish(result);
   };
-  if (context->SortsInline(record.key_type, KeysOf(*request))) {
+  if (!on_device && context->SortsInline(record.key_type, KeysOf(*request))) {
     Admitted admitted(context->admission, bytes);
     sort_now(admitted);
     return reactor;
@@ -160,7 +163,10 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     }
     return reactor;
   }
-  context->PoolFor(record.key_type, KeysOf(*request)).Submit([sort_now, admitted]() mutable {
+  WorkPool& pool = on_device && context->gpu_pool != nullptr
+                      ? *context->gpu_pool
+                      : context->PoolFor(record.key_type, KeysOf(*request));
+  pool.Submit([sort_now, admitted]() mutable {
     sort_now(*admitted);
   });
   return reactor;

@@ -62,9 +62,10 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   record.key_type = KeyTypeOf(*request);
   record.bytes_received = PayloadIn(*request);
   absl::Status status = context_->CheckNotDraining();
+  const bool regions = status.ok() && UsesRegions(*request);
+  if (regions) status = CheckRegionAccess(context_->regions, ctx_->peer());
   if (status.ok()) status = ValidateSortRequest(*request);
-  const bool regions = UsesRegions(*request);
-  if (status.ok() && regions) status = CheckRegionAccess(context_->regions, ctx_->peer());
+  const bool on_device = regions && NamesDeviceRegion(context_->regions, *request);
   if (status.ok()) status = CheckResponseFits(*request, context_->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context_->admission->Acquire(bytes);
@@ -86,7 +87,7 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   } else {
     ++jobs_;
     lock.unlock();
-    if (context_->SortsInline(record.key_type, KeysOf(*request))) {
+    if (!on_device && context_->SortsInline(record.key_type, KeysOf(*request))) {
       // On this gRPC thread, as the pool would, without the hand-off.
       SortNow(*request, record, arrival, Admitted(context_->admission, bytes));
     } else {
@@ -110,7 +111,9 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
                   std::move(*admitted));
         }
       } else {
-        WorkPool& pool = context_->PoolFor(record.key_type, KeysOf(*shared));
+        WorkPool& pool = on_device && context_->gpu_pool != nullptr
+                             ? *context_->gpu_pool
+                             : context_->PoolFor(record.key_type, KeysOf(*shared));
         pool.Submit([this, shared, admitted, record, arrival] {
           SortNow(*shared, record, arrival, std::move(*admitted));
         });

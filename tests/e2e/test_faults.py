@@ -357,8 +357,15 @@ class StartupFaults(unittest.TestCase):
             ("--idle_memory_trim_interval=-1s", 2, "--idle_memory_trim_interval=-1s: must not be negative"),
             ("--log_lines_per_second=-1", 2, "--log_lines_per_second=-1: must not be negative"),
             ("--max_batch_delay_us=-1", 2, "--max_batch_delay_us=-1: must not be negative"),
+            ("--shared_memory=bogus", 2, "--shared_memory=bogus: unknown kind 'bogus'"),
+            ("--shared_memory=system,gpu", 2, "--shared_memory=system,gpu: unknown kind 'gpu'"),
+            ("--shared_memory_peers=anyone", 2, "--shared_memory_peers=anyone: expected local or unix"),
+            ("--max_shm_regions=5000", 2, "--max_shm_regions=5000: at most 1024"),
+            ("--unix_socket_mode=999", 2, "--unix_socket_mode=999: must be octal"),
+            ("--unix_socket_mode=", 2, "--unix_socket_mode=: must be octal"),
             # values the server cannot start with: exit 1, "sortd: <CODE>: <flag>: ..."
             ("--listen=garbage", 1, "listen: cannot serve on garbage"),
+            ("--unix_socket=/no/such/dir/sortd.sock", 1, "unix:/no/such/dir/sortd.sock"),
             ("--metrics_listen=garbage", 1, "metrics_listen: cannot bind garbage"),
         ]
         if not os.path.exists("/dev/nvidia0"):

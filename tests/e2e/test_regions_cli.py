@@ -92,6 +92,28 @@ class RegionsCli(unittest.TestCase):
             self.assertIn("--shared_memory", r.stderr)
             self.assertEqual(plain.terminate(), 0)
 
+    def test_peers_unix_refuses_loopback_tcp_but_serves_the_socket(self):
+        sock = self.path("unix-only.sock")
+        with SortdProcess(SORTD, "--shared_memory=system", "--shared_memory_peers=unix",
+                          "--unix_socket=" + sock) as server:
+            keys = np.arange(1000, 0, -1, dtype=np.uint32)
+            keys.tofile(self.path("u.bin"))
+            r = self.sortctl("sort", "--shm", "--type=uint32", "--in=" + self.path("u.bin"),
+                             "--out=" + self.path("u.out"), target=server.target, check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("PERMISSION_DENIED", r.stderr)
+            self.sortctl("sort", "--shm", "--type=uint32", "--in=" + self.path("u.bin"),
+                         "--out=" + self.path("u.out"), target="unix:" + sock)
+            np.testing.assert_array_equal(np.fromfile(self.path("u.out"), dtype=np.uint32),
+                                          np.sort(keys))
+            self.assertEqual(server.terminate(), 0)
+
+    @unittest.skipIf(os.path.exists("/dev/nvidia0"), "a GPU is present")
+    def test_cuda_regions_are_off_without_a_gpu_engine(self):
+        with SortdProcess(SORTD, "--shared_memory=system,cuda") as server:
+            self.assertIn("cuda regions off: no GPU engine", server.read_log())
+            self.assertEqual(server.terminate(), 0)
+
     def buf_curl(self, method, body, service="RegionService"):
         return subprocess.run(
             [BUF, "curl", "--protocol", "grpc", "--http2-prior-knowledge", "--unix-socket", self.socket,

@@ -1,6 +1,10 @@
 // Same-host regions through the service (RegionService, region references
 // in Sort/SortPairs/SortStream): every answer is compared with the
 // reference sort of its own input; every bad reference gets its status.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <future>
@@ -396,6 +400,68 @@ TEST(RegionTest, ARegionUnregisteredDuringASortStaysMappedUntilItEnds) {
   EXPECT_TRUE(c->UnregisterRegion("reader").ok());
 }
 
+// Shrinks the shm object `key` to `bytes` from outside (as a client could).
+void Truncate(const std::string& key, off_t bytes) {
+  const int fd = shm_open(key.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, bytes), 0);
+  close(fd);
+}
+
+TEST(RegionTest, AShrunkObjectIsRefusedAndTheServerLives) {
+  auto server = StartServer(WithRegions());
+  auto c = Connect(*server);
+  auto memory = SharedMemory::Create(1 << 20);
+  ASSERT_TRUE(memory.ok());
+  ASSERT_TRUE(c->RegisterSystemRegion("shrunk", memory->shm_key(), 1 << 20).ok());
+  Truncate(memory->shm_key(), 4096);
+  RegionSort sort;
+  sort.keys = {"shrunk", 0, 1000, v1::ELEMENT_TYPE_UINT32};
+  const absl::Status status = c->SortRegion(sort).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("shrunk"), std::string::npos) << status;
+  EXPECT_EQ(c->Health().value_or(""), "SERVING");
+  EXPECT_TRUE(c->UnregisterRegion("shrunk").ok());
+}
+
+TEST(RegionTest, AnObjectShrunkDuringASortFailsThatSortNotTheServer) {
+  // The sort holds its region at the gate; the object shrinks; the sort
+  // then touches pages that are gone (SIGBUS, caught by the guard).
+  Gate gate("region.resolved");
+  ServerOptions options = WithRegions();
+  options.test_site_hook = gate.Hook();
+  auto server = StartServer(options);
+  OpenOnExit open(gate);
+  auto c = Connect(*server);
+  const size_t n = 1 << 18;
+  auto memory = SharedMemory::Create(n * 4);
+  ASSERT_TRUE(memory.ok());
+  const std::vector<uint32_t> input = RandomKeys<uint32_t>(n, 12);
+  std::memcpy(memory->data(), input.data(), n * 4);
+  ASSERT_TRUE(c->RegisterSystemRegion("doomed", memory->shm_key(), n * 4).ok());
+  auto sorted = std::async(std::launch::async, [&] {
+    RegionSort sort;
+    sort.keys = {"doomed", 0, n, v1::ELEMENT_TYPE_UINT32};
+    return c->SortRegion(sort).status();
+  });
+  ASSERT_TRUE(gate.WaitForArrivals(1));
+  Truncate(memory->shm_key(), 0);
+  gate.Open();
+  const absl::Status status = sorted.get();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  // The region stays refused; others still sort.
+  RegionSort again;
+  again.keys = {"doomed", 0, 16, v1::ELEMENT_TYPE_UINT32};
+  EXPECT_EQ(c->SortRegion(again).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto fine = SharedRegion::Create(*c, "fine", 4096);
+  ASSERT_TRUE(fine.ok());
+  auto keys = (*fine)->span<uint32_t>(1024);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = static_cast<uint32_t>(keys.size() - i);
+  ASSERT_TRUE(c->SortInRegion(**fine, keys).ok());
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_TRUE(c->UnregisterRegion("doomed").ok());
+}
+
 TEST(RegionTest, SortsRacingUnregisterEitherSortOrFailNotFound) {
   auto server = StartServer(WithRegions());
   auto c = Connect(*server);
@@ -468,6 +534,10 @@ TEST(RegionPeerTest, OnlyUnixSocketsAndLoopbackAreSameHost) {
   EXPECT_FALSE(IsSameHostPeer("ipv4:10.0.0.7:5555"));
   EXPECT_FALSE(IsSameHostPeer("ipv6:[2001:db8::1]:5555"));
   EXPECT_FALSE(IsSameHostPeer("ipv4:128.0.0.1:1"));
+  // --shared_memory_peers=unix: the socket only.
+  EXPECT_TRUE(IsSameHostPeer("unix:/run/sortd/sortd.sock", /*unix_socket_only=*/true));
+  EXPECT_FALSE(IsSameHostPeer("ipv4:127.0.0.1:5555", /*unix_socket_only=*/true));
+  EXPECT_FALSE(IsSameHostPeer("ipv6:[::1]:5555", /*unix_socket_only=*/true));
   RegionLimits limits;
   EXPECT_TRUE(ParseSharedMemoryKinds("cuda,system", &limits).ok());
   EXPECT_TRUE(limits.allow_cuda && limits.allow_system);
