@@ -5,7 +5,10 @@ built into <build>/python by the CMake target sortd_python_stubs.
 """
 
 from .client import Client, SortResult, DEFAULT_CHUNK_BYTES, DEFAULT_SERVICE_CONFIG, HEADROOM
+from .cuda_ipc import CudaError
 from .errors import ProtocolError, RequestError, SortdError
+from .regions import CudaRegion, RegionInfo, SharedArray
 
 __all__ = ["Client", "SortResult", "SortdError", "RequestError", "ProtocolError",
+           "SharedArray", "CudaRegion", "RegionInfo", "CudaError",
            "DEFAULT_CHUNK_BYTES", "DEFAULT_SERVICE_CONFIG", "HEADROOM"]

@@ -1,4 +1,5 @@
-"""The sortd client: Sort, SortPairs, SortStream, SortChunked and health."""
+"""The sortd client: Sort, SortPairs, SortStream, SortChunked, same-host
+regions and health."""
 
 import collections
 import collections.abc
@@ -13,6 +14,7 @@ from .arrays import TypedInput, finish_indices, indices_from
 from .errors import ProtocolError, RequestError, SortdError
 from .health import HealthChecker
 from . import native as native_sessions
+from .regions import Regions, SharedArray
 from .session import SessionTransport
 
 _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
@@ -87,6 +89,10 @@ class Client:
     `service_config` is the channel's gRPC service config (JSON):
     DEFAULT_SERVICE_CONFIG load-balances and retries; None leaves gRPC's
     defaults (pick_first, no retries).
+    Same-host regions (shared_array, register_cuda_array; the server needs
+    --shared_memory): arrays inside them are sorted in place by reference,
+    and the target must reach one server on this host (unix:/path or
+    loopback).
     The client is thread-safe; use it as a context manager or call close().
     """
 
@@ -131,6 +137,7 @@ class Client:
         self._sort_chunked = self._channel.stream_stream(
             path + "SortChunked", response_deserializer=sort_pb2.SortChunkedResponse.FromString)
         self._health = HealthChecker(self._health_channel)
+        self._regions = Regions(self._channel)
         self.session_min_bytes = int(session_min_bytes or 0)
         self._start_session = self._channel.unary_unary(
             path + "StartSortSession",
@@ -158,6 +165,9 @@ class Client:
 
     # ---- lifecycle -----------------------------------------------------
     def close(self):
+        # Regions first: they unregister over the channel (bounded: a server
+        # that is gone must not hold close() up).
+        self._regions.close(timeout=self.timeout if self.timeout is not None else 10)
         if self._native is not None:
             self._native.close()
         self._sessions.close()
@@ -181,33 +191,113 @@ class Client:
         except grpc.RpcError as err:
             raise SortdError.from_rpc_error(err) from None
 
+    # ---- same-host regions ---------------------------------------------
+    def shared_array(self, shape_or_count, dtype, name=None, timeout=_DEFAULT):
+        """A numpy array in new POSIX shared memory registered with the
+        server under `name` (default: a unique one); sorts of it, or of any
+        contiguous 1-D slice of it, go by reference and sort in place.
+        unregister_region(region_of(array)) or Client.close() frees it (the
+        object is unlinked then; the memory stays mapped while views of it
+        live).
+        SharedArray gives the handle (name, shm_key, pinned, close())."""
+        return SharedArray(self, shape_or_count, dtype, name,
+                           timeout=self._deadline(timeout)).array
+
+    def register_system_region(self, name, shm_key, byte_size, offset=0, buffer=None,
+                               timeout=_DEFAULT):
+        """RegisterSystemRegion: bytes [offset, offset + byte_size) of the
+        shm_open object shm_key (offset page-aligned). Returns whether the
+        server pinned them. buffer: this process's mapping of those bytes,
+        so that sorts of arrays inside it take the region path (the client
+        holds a view of it while registered)."""
+        return self._regions.register_system(name, shm_key, byte_size, offset, buffer,
+                                             timeout=self._deadline(timeout))
+
+    def register_cuda_array(self, array, name=None, device_id=None, timeout=_DEFAULT):
+        """Registers the device allocation holding `array` (an object with
+        __cuda_array_interface__: CuPy, PyTorch, ...) through CUDA IPC;
+        returns its CudaRegion (name, device_id, close()). Sorts of device
+        arrays inside it then sort in place on the server's GPU. device_id:
+        the server's ordinal of that GPU, where the server numbers GPUs
+        otherwise (CUDA_VISIBLE_DEVICES); default: this process's. The
+        client keeps `array` referenced while registered (its allocation
+        must not be freed under the server). Needs the CUDA runtime here
+        (cuda_ipc; CudaError where there is none)."""
+        return self._regions.register_cuda(array, name, device_id,
+                                           timeout=self._deadline(timeout))
+
+    def unregister_region(self, name, timeout=_DEFAULT):
+        """UnregisterRegion; a region this client created (shared_array) is
+        unlinked too. Sorts using it that already started finish first."""
+        self._regions.unregister(name, timeout=self._deadline(timeout))
+
+    def list_regions(self, timeout=_DEFAULT):
+        """The server's registered regions (all clients'), as RegionInfo."""
+        return self._regions.list(timeout=self._deadline(timeout))
+
+    def region_of(self, array):
+        """The name of the region of this client holding `array`, or None."""
+        return self._regions.name_of(array)
+
     # ---- single sorts --------------------------------------------------
     def sort(self, keys, descending=False, return_indices=False, request_id="",
-             chunked=None, timeout=_DEFAULT, progress=None):
-        """Sorted keys, or (sorted keys, uint64 indices) with return_indices."""
+             chunked=None, timeout=_DEFAULT, progress=None, out=None, indices_out=None):
+        """Sorted keys, or (sorted keys, uint64 indices) with return_indices.
+
+        Keys in a registered region are sorted in place (see sort_full)."""
         res = self.sort_full(keys, None, descending, return_indices, request_id,
-                             chunked, timeout, progress)
+                             chunked, timeout, progress, out=out, indices_out=indices_out)
         return (res.keys, res.indices) if return_indices else res.keys
 
     def sort_pairs(self, keys, values, descending=False, request_id="",
-                   chunked=None, timeout=_DEFAULT, progress=None):
-        """(sorted keys, values permuted along with them)."""
+                   chunked=None, timeout=_DEFAULT, progress=None, out=None,
+                   values_out=None):
+        """(sorted keys, values permuted along with them).
+
+        Keys and values in registered regions are sorted in place (see
+        sort_full)."""
         res = self.sort_full(keys, values, descending, False, request_id,
-                             chunked, timeout, progress)
+                             chunked, timeout, progress, out=out, values_out=values_out)
         return res.keys, res.values
 
     def sort_full(self, keys, values=None, descending=False, return_indices=False,
                   request_id="", chunked=None, timeout=_DEFAULT, progress=None,
-                  connections=None):
+                  connections=None, out=None, values_out=None, indices_out=None):
         """Sort or SortPairs returning a SortResult (with engine and id).
 
-        chunked: None picks a sort session for numeric arrays of at least
-        session_min_bytes, else SortChunked only when the request or response
-        would exceed max_message_bytes - HEADROOM; True/False force
-        SortChunked or one message. progress(phase, done, total), for a
-        session, is called as "upload", "sort" and "download" advance (from
-        the client's transfer threads). connections overrides the client's.
+        chunked: None picks the region path for arrays in regions this
+        client registered, else a sort session for numeric arrays of at
+        least session_min_bytes, else SortChunked only when the request or
+        response would exceed max_message_bytes - HEADROOM; True/False force
+        SortChunked or one message (copies, for region arrays too).
+        progress(phase, done, total), for a session, is called as "upload",
+        "sort" and "download" advance (from the client's transfer threads).
+        connections overrides the client's.
+
+        The region path (keys, and values if given, inside regions of this
+        client: shared_array, register_system_region with buffer=,
+        register_cuda_array) sends references, not arrays, and the server
+        sorts them where they lie: IN PLACE, unlike every other path, and
+        the result holds the caller's own objects, now sorted. out= (and
+        values_out=) name region arrays of the same type and length to sort
+        into instead, leaving the input as it was. indices_out= names a
+        uint64 region array to receive the permutation (needs
+        return_indices=True); when omitted, the indices come in the
+        response, as on every path.
         """
+        if chunked is None:
+            refs = self._regions.plan(keys, values, out, values_out, indices_out,
+                                      return_indices)
+            if refs is not None:
+                order = (sort_pb2.SORT_ORDER_DESCENDING if descending
+                         else sort_pb2.SORT_ORDER_ASCENDING)
+                keys_out, values_out, indices, rid, engine = self._regions.sort(
+                    refs, self._sort, self._sort_pairs, order, return_indices, request_id,
+                    self._deadline(timeout))
+                return SortResult(keys_out, values_out, indices, rid, _engine_name(engine))
+        elif any(x is not None for x in (out, values_out, indices_out)):
+            raise ValueError("out=, values_out= and indices_out= need chunked=None "
+                             "(the region path)")
         k = TypedInput(keys, "keys")
         v = None if values is None else TypedInput(values, "values")
         if v is not None and v.n != k.n:
