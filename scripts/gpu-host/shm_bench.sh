@@ -8,7 +8,8 @@
 #      region, keys + values, a CUDA IPC region, the same keys through gRPC
 #      payloads (sort session, and SortChunked), the in-process CUB
 #      baseline, and 4 KiB request rates;
-#   3. the same large cases over loopback TCP (the peer check allows it).
+#   3. the same large cases over loopback TCP (the peer check allows it);
+#   4. the Python client's region tests, CUDA IPC cases included.
 # Carry .device/shm.tar.xz holding shm/{bin/{sortd,sortd_shm_bench,
 # sortd_gpu_worker_test,sortd_service_test,sortd_gpu_service_test},lib}.
 # LOG2 (default 28) and REPEAT (5) override the sizes.
@@ -46,3 +47,11 @@ echo "== over loopback TCP (large cases only)"
 timeout 200 "$B/sortd_shm_bench" --target="127.0.0.1:$(cat "$OUT/port")" --log2_keys="$LOG2" \
   --repeat=3 --cuda=false --grpc=false --small_seconds=0.5 --small_threads=1 | sed -n '3,8p'
 kill -TERM "$PID"; wait "$PID" || true
+
+echo "== Python client e2e (tests/e2e/test_regions.py; CUDA IPC with raw allocations, CuPy, PyTorch)"
+# The host's python3 (with its own grpcio) runs without the bundle's
+# libraries; sortd gets them through a wrapper.
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$LD_LIBRARY_PATH" "$B/sortd" > "$OUT/sortd"
+chmod +x "$OUT/sortd"
+env -u LD_LIBRARY_PATH SORTD_BIN="$OUT/sortd" PYTHONPATH=client/python:tests/e2e \
+  timeout 300 python3 tests/e2e/test_regions.py 2>&1 | tail -4
