@@ -63,9 +63,9 @@ absl::StatusOr<Slice> Resolve(const RegionRegistry& regions, const v1::RegionSli
         field, ": ", ref.count(), " elements of ", width, " bytes from offset ", ref.offset(),
         " lie outside region '", ref.region(), "' of ", size, " bytes"));
   }
-  absl::Status intact = s.region->CheckIntact(field);
-  if (!intact.ok()) return intact;
   s.count = static_cast<size_t>(ref.count());
+  absl::Status intact = s.region->CheckIntact(field, s.count * width >= Region::kStatBytes);
+  if (!intact.ok()) return intact;
   s.data = s.region->data() + ref.offset();
   s.begin = s.region->backing_offset() + ref.offset();
   s.end = s.begin + s.count * width;
@@ -124,7 +124,7 @@ absl::Status CopyInto(const Slice& out, const Slice& in) {
 // shm object meanwhile gets an error, not a sort of lost bytes).
 absl::Status CheckStillIntact(const std::vector<const Slice*>& slices) {
   for (const Slice* s : slices) {
-    absl::Status intact = s->region->CheckIntact(s->field);
+    absl::Status intact = s->region->CheckIntact(s->field, s->bytes() >= Region::kStatBytes);
     if (!intact.ok()) return intact;
   }
   return absl::OkStatus();

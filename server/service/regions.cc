@@ -95,11 +95,11 @@ Region::~Region() {
   }
 }
 
-absl::Status Region::CheckIntact(absl::string_view field) const {
+absl::Status Region::CheckIntact(absl::string_view field, bool read_size) const {
   if (kind_ != RegionKind::kSystem) return absl::OkStatus();
   struct stat st {};
-  const bool shrank = fstat(fd_, &st) != 0 ||
-                      static_cast<uint64_t>(st.st_size) < backing_offset_ + byte_size_;
+  const bool shrank = read_size && (fstat(fd_, &st) != 0 ||
+                                    static_cast<uint64_t>(st.st_size) < backing_offset_ + byte_size_);
   if (shrank || MappingBroken(guard_slot_)) {
     return absl::FailedPreconditionError(absl::StrCat(
         field, ": the shared-memory object behind region '", name_, "' (", shm_key_,
@@ -281,8 +281,7 @@ std::vector<std::shared_ptr<const Region>> RegionRegistry::List() const {
 }
 
 void RegionRegistry::CountRequest(RegionKind kind) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++requests_[static_cast<int>(kind)];
+  requests_[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
 }
 
 RegionCounts RegionRegistry::counts() const {
@@ -292,7 +291,7 @@ RegionCounts RegionRegistry::counts() const {
     ++c.regions[static_cast<int>(region->kind())];
     c.bytes[static_cast<int>(region->kind())] += region->byte_size();
   }
-  for (int k = 0; k < kRegionKinds; ++k) c.requests[k] = requests_[k];
+  for (int k = 0; k < kRegionKinds; ++k) c.requests[k] = requests_[k].load();
   return c;
 }
 

@@ -7,6 +7,7 @@
 #ifndef SORTD_SERVER_SERVICE_REGIONS_H_
 #define SORTD_SERVER_SERVICE_REGIONS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -62,9 +63,13 @@ class Region {
   uint64_t backing_offset() const { return backing_offset_; }
   // System regions: FAILED_PRECONDITION naming `field` when the client
   // shrank the shm object under the region (its bytes are gone: a sort
-  // that touched them got zero pages instead, mapping_guard.h); checked
-  // before and after every sort. OK for CUDA regions.
-  absl::Status CheckIntact(absl::string_view field) const;
+  // that touched them got zero pages instead, mapping_guard.h). Checked
+  // before and after every sort; `read_size` also asks the object's size
+  // (a system call: done for spans of kStatBytes and more, which may go to
+  // the GPU by DMA and never fault; smaller ones sort on the CPU, whose
+  // accesses the guard sees). OK for CUDA regions.
+  static constexpr uint64_t kStatBytes = uint64_t{64} << 10;
+  absl::Status CheckIntact(absl::string_view field, bool read_size) const;
 
  private:
   friend class RegionRegistry;
@@ -141,7 +146,7 @@ class RegionRegistry {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Region>, std::less<>> regions_;
   uint64_t bytes_ = 0;
-  uint64_t requests_[kRegionKinds] = {0, 0};
+  std::atomic<uint64_t> requests_[kRegionKinds] = {0, 0};
   std::function<bool(absl::string_view)> test_hook_;
 };
 
