@@ -310,6 +310,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.regions.unix_socket_only = peers == "unix";
+  if (options.regions.unix_socket_only && absl::GetFlag(FLAGS_unix_socket).empty()) {
+    std::cerr << "sortd: --shared_memory_peers=unix: needs --unix_socket (no caller could "
+                 "use regions)\n";
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_max_shm_regions) > 1024) {
     std::cerr << "sortd: --max_shm_regions=" << absl::GetFlag(FLAGS_max_shm_regions)
               << ": at most 1024\n";

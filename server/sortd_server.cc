@@ -230,6 +230,9 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     // Device memory is sorted only by a GPU engine: registering it here
     // would only lead to refused sorts.
     region_limits.allow_cuda = false;
+    region_limits.cuda_off_reason =
+        "--shared_memory asks for cuda, but no GPU engine runs (device memory is sorted on a GPU "
+        "only)";
     regions_note = " (cuda regions off: no GPU engine)";
   }
   s->regions_ = std::make_unique<RegionRegistry>(region_limits);

@@ -177,6 +177,10 @@ absl::Status ValidateRegionSortPairs(const v1::SortPairsRequest& request) {
 
 absl::Status CheckRegionsEnabled(const RegionRegistry* regions) {
   if (regions == nullptr || !regions->any_enabled()) {
+    if (regions != nullptr && !regions->limits().cuda_off_reason.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shared-memory regions are off on this server: ", regions->limits().cuda_off_reason));
+    }
     return absl::FailedPreconditionError(
         "shared-memory regions are off on this server (start sortd with "
         "--shared_memory=system, cuda or system,cuda)");

@@ -103,8 +103,8 @@ absl::Status Region::CheckIntact(absl::string_view field, bool read_size) const 
   if (shrank || MappingBroken(guard_slot_)) {
     return absl::FailedPreconditionError(absl::StrCat(
         field, ": the shared-memory object behind region '", name_, "' (", shm_key_,
-        ") was shrunk below the region while registered; its contents are lost. Unregister "
-        "the region"));
+        ") was shrunk below the region while registered (or its file system could not supply "
+        "a page: /dev/shm full); its contents are lost. Unregister the region"));
   }
   return absl::OkStatus();
 }
@@ -190,7 +190,9 @@ absl::StatusOr<std::shared_ptr<const Region>> RegionRegistry::RegisterSystem(
   InstallMappingGuard();
   region->guard_slot_ = GuardMapping(mapping, region->mapping_bytes_);
   if (region->guard_slot_ < 0) {
-    return absl::ResourceExhaustedError("regions: no room to guard another mapping");
+    return absl::ResourceExhaustedError(
+        "regions: 1024 system regions are mapped (registered, or unregistered but still used by "
+        "a running sort); unregister some or wait for those sorts");
   }
   region->data_ = static_cast<uint8_t*>(mapping);
   region->byte_size_ = byte_size;
@@ -209,7 +211,9 @@ absl::StatusOr<std::shared_ptr<const Region>> RegionRegistry::RegisterCuda(
     absl::string_view name, absl::string_view raw_handle, int device, uint64_t byte_size) {
   if (!limits_.allow_cuda) {
     return absl::FailedPreconditionError(
-        "CUDA IPC regions are off on this server (start sortd with --shared_memory=cuda)");
+        limits_.cuda_off_reason.empty()
+            ? "CUDA IPC regions are off on this server (start sortd with --shared_memory=cuda)"
+            : absl::StrCat("CUDA IPC regions are off on this server: ", limits_.cuda_off_reason));
   }
   absl::Status status = CheckName(name);
   if (!status.ok()) return status;

@@ -34,6 +34,9 @@ struct RegionLimits {
   // Only callers on a Unix domain socket (not loopback TCP, which port
   // forwarding and proxies also use): --shared_memory_peers=unix.
   bool unix_socket_only = false;
+  // Why cuda regions are off although asked for (set by the server when
+  // no GPU engine runs); empty otherwise.
+  std::string cuda_off_reason;
 };
 
 // Parses --shared_memory: "" or "none" (off), "system", "cuda", or

@@ -360,6 +360,7 @@ class StartupFaults(unittest.TestCase):
             ("--shared_memory=bogus", 2, "--shared_memory=bogus: unknown kind 'bogus'"),
             ("--shared_memory=system,gpu", 2, "--shared_memory=system,gpu: unknown kind 'gpu'"),
             ("--shared_memory_peers=anyone", 2, "--shared_memory_peers=anyone: expected local or unix"),
+            ("--shared_memory_peers=unix", 2, "--shared_memory_peers=unix: needs --unix_socket"),
             ("--max_shm_regions=5000", 2, "--max_shm_regions=5000: at most 1024"),
             ("--unix_socket_mode=999", 2, "--unix_socket_mode=999: must be octal"),
             ("--unix_socket_mode=", 2, "--unix_socket_mode=: must be octal"),

@@ -112,6 +112,14 @@ class RegionsCli(unittest.TestCase):
     def test_cuda_regions_are_off_without_a_gpu_engine(self):
         with SortdProcess(SORTD, "--shared_memory=system,cuda") as server:
             self.assertIn("cuda regions off: no GPU engine", server.read_log())
+            r = subprocess.run(
+                [BUF, "curl", "--protocol", "grpc", "--http2-prior-knowledge", "-d",
+                 json.dumps({"name": "g", "rawHandle": "AA" * 43, "byteSize": "4096"}),
+                 "http://%s/sortd.v1.RegionService/RegisterCudaRegion" % server.target],
+                capture_output=True, text=True, timeout=60) if BUF else None
+            if r is not None:
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn("no GPU engine runs", r.stderr)
             self.assertEqual(server.terminate(), 0)
 
     def buf_curl(self, method, body, service="RegionService"):
