@@ -157,11 +157,8 @@ absl::StatusOr<EngineKind> Dispatcher::SortOnGpu(int device, NumericSpan keys, v
 }
 
 absl::StatusOr<EngineKind> Dispatcher::SortArriving(const ArrivingSort& sort) {
-  SortEngine& engine = ForNumeric(sort.keys.type, sort.keys.size);
-  if (&engine != gpu_.get()) {
-    absl::Status status = engine.SortArriving(sort);
-    if (!status.ok()) return status;
-    return engine.kind();
+  if (&ForNumeric(sort.keys.type, sort.keys.size) != gpu_.get()) {
+    return absl::UnavailableError("not routed to a GPU");
   }
   absl::Status status = gpu_->SortArriving(sort);
   if (!status.ok()) return status;

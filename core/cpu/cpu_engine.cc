@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/cpu/arriving_sort.h"
 #include "core/cpu/parallel.h"
 #include "core/key_transform.h"
 #include "hwy/contrib/sort/vqsort.h"
@@ -40,23 +39,6 @@ class CpuEngine final : public SortEngine {
       options_.max_threads =
           std::max(1u, std::thread::hardware_concurrency());
     }
-    // Blocks of a sort while parts arrive are sorted one per thread.
-    if (options_.max_threads > 1) {
-      CpuEngineOptions single = options_;
-      single.max_threads = 1;
-      single_thread_ = std::make_unique<CpuEngine>(single);
-    }
-  }
-
-  // Keys-only arrays of at least twice the parallel threshold are sorted
-  // block by block as their parts land (core/cpu/arriving_sort.h).
-  absl::Status SortArriving(const ArrivingSort& sort) override {
-    SortEngine& blocks = single_thread_ != nullptr ? *single_thread_ : *this;
-    const SortOrder order = sort.order;
-    return cpu::SortKeysArriving(sort, options_.max_threads, options_.parallel_threshold,
-                                 [&blocks, order](NumericSpan block) {
-                                   return blocks.SortNumeric(block, order, {});
-                                 });
   }
 
   EngineKind kind() const override { return EngineKind::kCpu; }
@@ -257,8 +239,6 @@ class CpuEngine final : public SortEngine {
   }
 
   CpuEngineOptions options_;
-  // Sorts the blocks of SortArriving; null when this engine has one thread.
-  std::unique_ptr<SortEngine> single_thread_;
 };
 
 }  // namespace

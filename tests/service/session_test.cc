@@ -91,36 +91,6 @@ TEST(SessionTest, EveryKeyTypeSortsThroughSessionsAgainstTheReference) {
   ExpectSortedThroughSession<double>(10007, v1::SORT_ORDER_DESCENDING, false);
 }
 
-// The CPU engine sorts a keys-only session block by block as its parts
-// land (counted), and the answer is still the stable sort, both orders.
-TEST(SessionTest, TheCpuSortsKeysOnlySessionsWhileTheirPartsArrive) {
-  ServerOptions options;
-  options.dispatcher.cpu.parallel_threshold = 1 << 14;  // blocks of 16384 keys and up
-  auto server = StartServer(options);
-  client::ClientOptions session = SessionOptions();
-  session.part_bytes = 64 << 10;  // many parts, in any order over the connections
-  auto c = Connect(*server, session);
-  int sessions = 0;
-  for (v1::SortOrder order : {v1::SORT_ORDER_ASCENDING, v1::SORT_ORDER_DESCENDING}) {
-    const std::vector<double> keys = RandomKeys<double>(300007, 5 + order, /*distinct=*/1000);
-    std::vector<double> out(keys.size());
-    absl::StatusOr<v1::Engine> engine = c->SortInto<double>(keys, absl::MakeSpan(out), order);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    ++sessions;
-    const std::vector<uint64_t> perm = ReferencePermutation(keys, order);
-    for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(out[i], keys[perm[i]]) << i;
-  }
-  // With indices the CPU sorts after the upload (not counted).
-  std::vector<uint32_t> keys = RandomKeys<uint32_t>(100000, 6, 100);
-  std::vector<uint32_t> out(keys.size());
-  std::vector<uint64_t> indices(keys.size());
-  ASSERT_TRUE(c->SortInto<uint32_t>(keys, absl::MakeSpan(out), v1::SORT_ORDER_ASCENDING,
-                                    absl::MakeSpan(indices))
-                  .ok());
-  EXPECT_EQ(indices, ReferencePermutation(keys, v1::SORT_ORDER_ASCENDING));
-  EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), sessions);
-}
-
 TEST(SessionTest, PairsCarryEachValueWithItsKeyStably) {
   auto server = StartServer();
   auto c = Connect(*server, SessionOptions(4));
