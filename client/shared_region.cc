@@ -35,7 +35,7 @@ void ToProto(const RegionRef& ref, v1::RegionSlice* slice) {
 
 SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
   if (this != &other) {
-    this->~SharedMemory();
+    Reset();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     shm_key_ = std::move(other.shm_key_);
@@ -44,10 +44,13 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
   return *this;
 }
 
-SharedMemory::~SharedMemory() {
+SharedMemory::~SharedMemory() { Reset(); }
+
+void SharedMemory::Reset() {
   if (data_ != nullptr) munmap(data_, size_);
   if (owned_) shm_unlink(shm_key_.c_str());
   data_ = nullptr;
+  size_ = 0;
   owned_ = false;
 }
 

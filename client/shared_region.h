@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,7 +62,11 @@ class SharedMemory {
   // An existing object, all of it.
   static absl::StatusOr<SharedMemory> Attach(const std::string& shm_key);
 
-  SharedMemory(SharedMemory&& other) noexcept { *this = std::move(other); }
+  SharedMemory(SharedMemory&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        shm_key_(std::move(other.shm_key_)),
+        owned_(std::exchange(other.owned_, false)) {}
   SharedMemory& operator=(SharedMemory&& other) noexcept;
   SharedMemory(const SharedMemory&) = delete;
   SharedMemory& operator=(const SharedMemory&) = delete;
@@ -73,6 +78,7 @@ class SharedMemory {
 
  private:
   SharedMemory() = default;
+  void Reset();  // unmaps, and unlinks an object created here
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::string shm_key_;

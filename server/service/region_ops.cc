@@ -121,10 +121,13 @@ absl::Status CopyInto(const Slice& out, const Slice& in) {
 }
 
 // After a sort: every slice's memory still there (a client that shrank its
-// shm object meanwhile gets an error, not a sort of lost bytes).
-absl::Status CheckStillIntact(const std::vector<const Slice*>& slices) {
+// shm object meanwhile gets an error, not a sort of lost bytes). A sort by
+// DMA (`by_dma`: on a GPU) never faults on lost pages, so the size is read
+// for pinned slices of any span then.
+absl::Status CheckStillIntact(const std::vector<const Slice*>& slices, bool by_dma) {
   for (const Slice* s : slices) {
-    absl::Status intact = s->region->CheckIntact(s->field, s->bytes() >= Region::kStatBytes);
+    const bool read_size = s->bytes() >= Region::kStatBytes || (by_dma && s->region->pinned());
+    absl::Status intact = s->region->CheckIntact(s->field, read_size);
     if (!intact.ok()) return intact;
   }
   return absl::OkStatus();
@@ -211,6 +214,33 @@ bool OnDevice(const RegionRegistry& regions, bool set, const v1::RegionSlice& sl
 
 }  // namespace
 
+absl::Status CheckRegionReferences(const RegionRegistry* regions, const v1::SortRequest& r) {
+  absl::Status status = CheckRegionsEnabled(regions);
+  if (status.ok() && r.has_keys_region()) status = Resolve(*regions, r.keys_region(), "keys_region").status();
+  if (status.ok() && r.has_keys_out_region()) {
+    status = Resolve(*regions, r.keys_out_region(), "keys_out_region").status();
+  }
+  if (status.ok() && r.has_indices_region()) {
+    status = Resolve(*regions, r.indices_region(), "indices_region").status();
+  }
+  return status;
+}
+
+absl::Status CheckRegionReferences(const RegionRegistry* regions, const v1::SortPairsRequest& r) {
+  absl::Status status = CheckRegionsEnabled(regions);
+  if (status.ok() && r.has_keys_region()) status = Resolve(*regions, r.keys_region(), "keys_region").status();
+  if (status.ok() && r.has_values_region()) {
+    status = Resolve(*regions, r.values_region(), "values_region").status();
+  }
+  if (status.ok() && r.has_keys_out_region()) {
+    status = Resolve(*regions, r.keys_out_region(), "keys_out_region").status();
+  }
+  if (status.ok() && r.has_values_out_region()) {
+    status = Resolve(*regions, r.values_out_region(), "values_out_region").status();
+  }
+  return status;
+}
+
 bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortRequest& r) {
   return regions != nullptr &&
          (OnDevice(*regions, r.has_keys_region(), r.keys_region()) ||
@@ -286,7 +316,7 @@ absl::Status RunRegionSort(RegionRegistry& regions, Dispatcher& dispatcher,
       on_device ? dispatcher.SortOnGpu(device, span, nullptr, 0, order, permutation)
                 : dispatcher.SortNumeric(span, order, permutation);
   if (!ran.ok()) return ran.status();
-  status = CheckStillIntact(all);
+  status = CheckStillIntact(all, *ran != EngineKind::kCpu);
   if (!status.ok()) return status;
   response->set_engine(ToProtoEngine(*ran));
   return absl::OkStatus();
@@ -342,7 +372,7 @@ absl::Status RunRegionSortPairs(RegionRegistry& regions, Dispatcher& dispatcher,
                 span, values_out.data, width, order, {})
           : dispatcher.SortPairsNumeric(span, values_out.data, width, order);
   if (!ran.ok()) return ran.status();
-  status = CheckStillIntact(all);
+  status = CheckStillIntact(all, *ran != EngineKind::kCpu);
   if (!status.ok()) return status;
   response->set_engine(ToProtoEngine(*ran));
   return absl::OkStatus();

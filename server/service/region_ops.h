@@ -31,6 +31,14 @@ absl::Status CheckRegionAccess(const RegionRegistry* regions, absl::string_view 
 // Only the first part: FAILED_PRECONDITION when regions are off.
 absl::Status CheckRegionsEnabled(const RegionRegistry* regions);
 
+// Checks that every region a request names exists and that each slice is
+// well-typed, aligned and within its region, before the request is
+// admitted (so that a slice count past its region is INVALID_ARGUMENT, not
+// a request too large for admission). The sort checks again when it runs.
+absl::Status CheckRegionReferences(const RegionRegistry* regions, const v1::SortRequest& request);
+absl::Status CheckRegionReferences(const RegionRegistry* regions,
+                                   const v1::SortPairsRequest& request);
+
 // Whether a request names a CUDA region (its sort then runs on a GPU
 // whatever its size: never inline on a gRPC thread, and on the GPU pool).
 bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortRequest& request);

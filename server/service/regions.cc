@@ -55,7 +55,10 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
     case ENOENT: return absl::NotFoundError(text);
     case EACCES:
     case EPERM: return absl::PermissionDeniedError(text);
-    case ENOMEM: return absl::ResourceExhaustedError(text);
+    case ENOMEM:
+    case EMFILE:
+    case ENFILE:
+    case EAGAIN: return absl::ResourceExhaustedError(text);
     default: return absl::InvalidArgumentError(text);
   }
 }
@@ -187,7 +190,9 @@ absl::StatusOr<std::shared_ptr<const Region>> RegionRegistry::RegisterSystem(
   region->mapping_ = mapping;
   region->mapping_bytes_ = (byte_size + page - 1) / page * page;
   // A client that shrinks the object later must not crash the server.
-  InstallMappingGuard();
+  if (!InstallMappingGuard()) {
+    return absl::InternalError("regions: the SIGBUS guard could not be installed");
+  }
   region->guard_slot_ = GuardMapping(mapping, region->mapping_bytes_);
   if (region->guard_slot_ < 0) {
     return absl::ResourceExhaustedError(

@@ -163,10 +163,31 @@ absl::Status CheckResponseFits(const v1::SortPairsRequest& request, uint64_t max
   return absl::OkStatus();
 }
 
+namespace {
+
+// a * b, saturating far below overflow (counts are not validated yet).
+uint64_t SaturatingProduct(uint64_t a, uint64_t b) {
+  constexpr uint64_t kCap = uint64_t{1} << 62;
+  return a != 0 && b > kCap / a ? kCap : a * b;
+}
+
+uint64_t WidthOf(const v1::RegionSlice& slice) {
+  const std::optional<DataType> type = RegionKeyType(slice);
+  return type ? ElementSize(*type) : 8;
+}
+
+}  // namespace
+
 uint64_t InflightBytes(const v1::SortRequest& request) {
-  // Region requests hold no payload; only indices returned in the response.
+  // Region requests carry no payload, but the CPU engine's worst case
+  // allocates: scratch the size of the keys (floats' NaNs), and for an
+  // argsort 16 bytes of packed words per key, plus indices returned in
+  // the response.
   if (UsesRegions(request)) {
-    return request.return_indices() && !request.has_indices_region() ? 8 * KeysOf(request) : 0;
+    const uint64_t n = KeysOf(request);
+    uint64_t per_key = WidthOf(request.keys_region());
+    if (request.return_indices()) per_key += 16 + (request.has_indices_region() ? 0 : 8);
+    return SaturatingProduct(n, per_key);
   }
   const uint64_t keys = PayloadBytes(request.keys());
   const uint64_t indices = request.return_indices() ? LengthOf(request.keys()) * 8 : 0;
@@ -174,8 +195,12 @@ uint64_t InflightBytes(const v1::SortRequest& request) {
 }
 
 uint64_t InflightBytes(const v1::SortPairsRequest& request) {
-  // Region pairs: at most the CPU engine's permutation and values scratch.
-  if (UsesRegions(request)) return 16 * KeysOf(request);
+  // Region pairs on the CPU engine: an argsort's packed words and
+  // permutation (24 bytes per key), and copies of the keys and values.
+  if (UsesRegions(request)) {
+    return SaturatingProduct(KeysOf(request), 24 + WidthOf(request.keys_region()) +
+                                                  WidthOf(request.values_region()));
+  }
   return 2 * (PayloadBytes(request.keys()) + PayloadBytes(request.values())) +
          LengthOf(request.keys()) * 8;
 }

@@ -101,6 +101,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   const bool regions = status.ok() && UsesRegions(*request);
   if (regions) status = CheckRegionAccess(context->regions, ctx->peer());
   if (status.ok()) status = validate(*request);
+  if (status.ok() && regions) status = CheckRegionReferences(context->regions, *request);
   // Device memory is sorted on a GPU whatever the size.
   const bool on_device = regions && NamesDeviceRegion(context->regions, *request);
   if (status.ok()) status = CheckResponseFits(*request, context->limits.max_response_bytes);

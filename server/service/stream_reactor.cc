@@ -65,6 +65,7 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   const bool regions = status.ok() && UsesRegions(*request);
   if (regions) status = CheckRegionAccess(context_->regions, ctx_->peer());
   if (status.ok()) status = ValidateSortRequest(*request);
+  if (status.ok() && regions) status = CheckRegionReferences(context_->regions, *request);
   const bool on_device = regions && NamesDeviceRegion(context_->regions, *request);
   if (status.ok()) status = CheckResponseFits(*request, context_->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;

@@ -324,6 +324,9 @@ class Regions(RegionTest):
         got_k, got_v = self.client.sort_pairs(a[1:1], a[3:3])
         self.assertEqual((len(got_k), len(got_v)), (0, 0))
         np.testing.assert_array_equal(a, [4, 3, 2, 1])
+        # A region array of no elements registers and sorts to nothing.
+        empty = self.shared(self.client, 0, np.float64).array
+        self.assertEqual(len(self.client.sort(empty)), 0)
 
     def test_client_side_rules_of_the_region_path(self):
         a = self.shared(self.client, 8, np.uint32).array

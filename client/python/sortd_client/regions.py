@@ -93,9 +93,11 @@ class SharedArray:
         self._lock = threading.Lock()
         self._unlinked = False
         try:
+            # An empty array has no memory to recognise it by: register the
+            # 1-byte object, without a buffer to match arrays against.
             self.pinned = self._regions.register_system(
-                self.name, self.shm_key, max(self.nbytes, 1), buffer=self.array,
-                owner=self, timeout=timeout)
+                self.name, self.shm_key, max(self.nbytes, 1),
+                buffer=self.array if self.nbytes > 0 else None, owner=self, timeout=timeout)
         except BaseException:
             self._release()
             raise
