@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -92,6 +93,10 @@ class Dispatcher {
   bool has_gpu() const { return gpu_ != nullptr; }
   // GPUs serving (0 without the GPU engine).
   int gpu_count() const { return gpu_ == nullptr ? 0 : gpu_->gpu_count(); }
+  // Their CUDA ordinals.
+  std::vector<int> gpu_devices() const {
+    return gpu_ == nullptr ? std::vector<int>() : gpu_->devices();
+  }
   // Whether a request of `size` keys of `type` goes to the GPU engine (the
   // server runs such requests on a pool of their own, so that requests
   // waiting for a GPU never hold the CPU engine's threads).

@@ -40,6 +40,11 @@ class GpuRadixEngine final : public GpuEngine {
 
   EngineKind kind() const override { return EngineKind::kGpuRadix; }
   int gpu_count() const override { return static_cast<int>(workers_.size()); }
+  std::vector<int> devices() const override {
+    std::vector<int> ordinals;
+    for (const auto& w : workers_) ordinals.push_back(w->device());
+    return ordinals;
+  }
   bool any_healthy() const override {
     for (const auto& w : workers_) {
       if (w->healthy()) return true;

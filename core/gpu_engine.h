@@ -75,6 +75,8 @@ class GpuEngine : public SortEngine {
 
   // How many GPUs serve and which; one line for the startup log.
   virtual int gpu_count() const = 0;
+  // The CUDA ordinals of the GPUs that serve.
+  virtual std::vector<int> devices() const = 0;
   // False once every GPU has had a sticky error (the dispatcher then sends
   // everything to the CPU).
   virtual bool any_healthy() const = 0;

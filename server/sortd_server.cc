@@ -235,6 +235,7 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
         "only)";
     regions_note = " (cuda regions off: no GPU engine)";
   }
+  region_limits.cuda_devices = s->dispatcher_->gpu_devices();
   s->regions_ = std::make_unique<RegionRegistry>(region_limits);
   s->regions_->SetTestHook(options.test_site_hook);
   s->context_->regions = s->regions_.get();

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/gpu_info.h"
 #include "server/service/mapping_guard.h"
@@ -228,6 +230,13 @@ absl::StatusOr<std::shared_ptr<const Region>> RegionRegistry::RegisterCuda(
                                                    kCudaIpcHandleBytes));
   }
   if (byte_size == 0) return absl::InvalidArgumentError("byte_size: must be more than 0");
+  if (std::find(limits_.cuda_devices.begin(), limits_.cuda_devices.end(), device) ==
+      limits_.cuda_devices.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_id: ", device, " is not a GPU this server sorts on (",
+                     limits_.cuda_devices.empty() ? "none" : absl::StrJoin(limits_.cuda_devices, ", "),
+                     ")"));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     status = CheckRoom(name, byte_size);

@@ -37,6 +37,9 @@ struct RegionLimits {
   // Why cuda regions are off although asked for (set by the server when
   // no GPU engine runs); empty otherwise.
   std::string cuda_off_reason;
+  // CUDA regions only on these GPUs (the ones the GPU engine sorts on):
+  // opening a handle elsewhere would make a CUDA context there for nothing.
+  std::vector<int> cuda_devices;
 };
 
 // Parses --shared_memory: "" or "none" (off), "system", "cuda", or

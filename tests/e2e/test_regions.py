@@ -862,6 +862,16 @@ class CudaRegions(RegionTest):
         cls.client.close()
         stop_server(cls.server)
 
+    def test_a_gpu_the_server_does_not_sort_on_is_refused(self):
+        # Checked before the handle is opened: no CUDA context elsewhere.
+        raw = Raw(self.server.target)
+        self.addCleanup(raw.close)
+        with self.assertRaises(grpc.RpcError) as cm:
+            raw.register_cuda(sort_pb2.RegisterCudaRegionRequest(
+                name="elsewhere", raw_handle=bytes(64), device_id=99, byte_size=4096),
+                timeout=WAIT)
+        self.assertCode(cm, CODE.INVALID_ARGUMENT, "device_id: 99 is not a GPU this server sorts on")
+
     def allocation(self, nbytes):
         memory = DeviceArray(nbytes)
         self.addCleanup(memory.free)
