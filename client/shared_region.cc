@@ -112,7 +112,16 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Register(SortClient&
                                                                      SharedMemory memory) {
   absl::StatusOr<bool> pinned =
       client.RegisterSystemRegion(name, memory.shm_key(), memory.size());
-  if (!pinned.ok()) return pinned.status();
+  if (!pinned.ok()) {
+    // Deadline, cancellation, a lost connection: the server may still have
+    // registered it; the memory is about to go, so unregister, best effort.
+    const absl::StatusCode code = pinned.status().code();
+    if (code == absl::StatusCode::kDeadlineExceeded || code == absl::StatusCode::kCancelled ||
+        code == absl::StatusCode::kUnavailable) {
+      client.UnregisterRegion(name).IgnoreError();
+    }
+    return pinned.status();
+  }
   return std::unique_ptr<SharedRegion>(new SharedRegion(client, name, std::move(memory), *pinned));
 }
 

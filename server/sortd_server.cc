@@ -1,6 +1,7 @@
 // Server assembly and the drain sequence.
 #include "server/sortd_server.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,6 +100,33 @@ absl::StatusOr<BatchingMode> ParseBatchingMode(absl::string_view text) {
   return absl::InvalidArgumentError(
       absl::StrCat("batching: unknown value \"", text, "\" (expected auto, on or off)"));
 }
+
+namespace {
+
+// chmod of the socket sortd just created, by file descriptor: the path is
+// opened without following a symlink and must be a socket of this user, so
+// that a directory others can write to cannot redirect the chmod.
+absl::Status SetSocketMode(const std::string& path, uint32_t mode) {
+  const int fd = open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(absl::StrCat("unix_socket: ", path,
+                                               " is not a socket of this user after listening"));
+  }
+  // An O_PATH descriptor takes no fchmod; its /proc link names the inode.
+  const std::string by_fd = absl::StrCat("/proc/self/fd/", fd);
+  const int changed = chmod(by_fd.c_str(), static_cast<mode_t>(mode));
+  const int err = errno;
+  close(fd);
+  if (changed != 0) {
+    return absl::UnavailableError(absl::StrCat("unix_socket: cannot set the mode of ", path, ": ",
+                                               std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     const ServerOptions& options) {
@@ -299,10 +327,9 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                          : " (address in use or not local, or tls_key is not the key of "
                            "tls_cert?)"));
   }
-  if (!options.unix_socket.empty() &&
-      chmod(options.unix_socket.c_str(), static_cast<mode_t>(options.unix_socket_mode)) != 0) {
-    return absl::UnavailableError(absl::StrCat("unix_socket: cannot set the mode of ",
-                                               options.unix_socket, ": ", std::strerror(errno)));
+  if (!options.unix_socket.empty()) {
+    absl::Status mode = SetSocketMode(options.unix_socket, options.unix_socket_mode);
+    if (!mode.ok()) return mode;
   }
   if (options.serving_at_start) s->MarkServing();
   return s;

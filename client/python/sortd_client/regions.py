@@ -168,6 +168,12 @@ def _rpc(call, request, timeout):
         raise SortdError.from_rpc_error(err) from None
 
 
+# Statuses after which a registration may have happened on the server
+# although the client did not hear back.
+_OUTCOME_UNKNOWN = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+                    grpc.StatusCode.UNAVAILABLE)
+
+
 class Regions:
     """RegionService calls and the client's registry of its regions
     (thread-safe). Client methods delegate here."""
@@ -205,7 +211,7 @@ class Regions:
                 raise ValueError("buffer: must be contiguous memory")
             if keep.nbytes < byte_size:
                 raise ValueError("buffer: %d bytes, the region has %d" % (keep.nbytes, byte_size))
-        resp = _rpc(self._register_system, sort_pb2.RegisterSystemRegionRequest(
+        resp = self._register(self._register_system, sort_pb2.RegisterSystemRegionRequest(
             name=name, shm_key=shm_key, offset=offset, byte_size=byte_size), timeout)
         if keep is not None:
             with self._lock:
@@ -233,12 +239,28 @@ class Regions:
         handle = cuda_ipc.ipc_handle(device, base)
         name = name or _default_name()
         server_device = device if device_id is None else int(device_id)
-        _rpc(self._register_cuda, sort_pb2.RegisterCudaRegionRequest(
+        self._register(self._register_cuda, sort_pb2.RegisterCudaRegionRequest(
             name=name, raw_handle=handle, device_id=server_device, byte_size=size), timeout)
         region = CudaRegion(self, name, server_device, base, size, array)
         with self._lock:
             self._local[name] = _Local(name, device, base, size, region, array)
         return region
+
+    def _register(self, call, request, timeout):
+        """A registration; when its outcome is unknown (deadline, cancel,
+        connection lost) the server may still complete it, so the name is
+        unregistered, best effort, before the error is raised: the caller
+        is about to free the memory behind it."""
+        try:
+            return _rpc(call, request, timeout)
+        except SortdError as err:
+            if err.code in _OUTCOME_UNKNOWN:
+                try:
+                    _rpc(self._unregister, sort_pb2.UnregisterRegionRequest(name=request.name),
+                         timeout)
+                except SortdError:
+                    pass
+            raise
 
     def unregister(self, name, timeout=None):
         """UnregisterRegion, and the client's own part of it released (a

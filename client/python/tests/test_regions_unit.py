@@ -65,3 +65,37 @@ class RegionPathTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RegistrationOutcomeTest(unittest.TestCase):
+    """A registration whose answer never came may still have happened on
+    the server: the client unregisters the name before giving up."""
+
+    def test_an_unknown_outcome_is_unregistered_and_a_refusal_is_not(self):
+        import grpc
+        from sortd_client import regions as regions_module
+
+        class Failed(grpc.RpcError):
+            def __init__(self, code):
+                self._code = code
+
+            def code(self):
+                return self._code
+
+            def details(self):
+                return "injected"
+
+        unregistered = []
+        with Client("127.0.0.1:1") as client:
+            registry = client._regions
+            registry._unregister = lambda request, timeout=None: unregistered.append(request.name)
+            for code, undone in ((grpc.StatusCode.DEADLINE_EXCEEDED, True),
+                                 (grpc.StatusCode.UNAVAILABLE, True),
+                                 (grpc.StatusCode.ALREADY_EXISTS, False)):
+                def refuse(request, timeout=None, code=code):
+                    raise Failed(code)
+                registry._register_system = refuse
+                unregistered.clear()
+                with self.assertRaises(regions_module.SortdError):
+                    registry.register_system("r", "/x", 4096)
+                self.assertEqual(unregistered, ["r"] if undone else [], code)
