@@ -133,6 +133,12 @@ absl::Status CheckStillIntact(const std::vector<const Slice*>& slices, bool by_d
   return absl::OkStatus();
 }
 
+absl::Status DeviceNotHere() {
+  return absl::UnavailableError(
+      "a region this request names became a CUDA region after the request was routed (it was "
+      "unregistered and registered again); retry");
+}
+
 bool NotSet(const v1::TypedArray& array) { return array.array_case() == v1::TypedArray::ARRAY_NOT_SET; }
 
 }  // namespace
@@ -263,7 +269,8 @@ std::optional<DataType> RegionKeyType(const v1::RegionSlice& slice) {
 }
 
 absl::Status RunRegionSort(RegionRegistry& regions, Dispatcher& dispatcher,
-                           const v1::SortRequest& request, v1::SortResponse* response) {
+                           const v1::SortRequest& request, v1::SortResponse* response,
+                           bool device_allowed) {
   response->set_request_id(request.request_id());
   absl::StatusOr<Slice> keys = Resolve(regions, request.keys_region(), "keys_region");
   if (!keys.ok()) return keys.status();
@@ -310,6 +317,7 @@ absl::Status RunRegionSort(RegionRegistry& regions, Dispatcher& dispatcher,
   if (!status.ok()) return status;
   const NumericSpan span(out.type, out.data, out.count);
   const bool on_device = out.on_device() || (indices && indices->on_device());
+  if (!device_allowed && (on_device || keys->on_device())) return DeviceNotHere();
   const int device = out.on_device() ? out.region->device() : indices ? indices->region->device() : -1;
   const SortOrder order = ToCoreOrder(request.order());
   absl::StatusOr<EngineKind> ran =
@@ -324,7 +332,7 @@ absl::Status RunRegionSort(RegionRegistry& regions, Dispatcher& dispatcher,
 
 absl::Status RunRegionSortPairs(RegionRegistry& regions, Dispatcher& dispatcher,
                                 const v1::SortPairsRequest& request,
-                                v1::SortPairsResponse* response) {
+                                v1::SortPairsResponse* response, bool device_allowed) {
   response->set_request_id(request.request_id());
   absl::StatusOr<Slice> keys = Resolve(regions, request.keys_region(), "keys_region");
   if (!keys.ok()) return keys.status();
@@ -357,6 +365,11 @@ absl::Status RunRegionSortPairs(RegionRegistry& regions, Dispatcher& dispatcher,
   }
   absl::Status status = CheckDisjoint(all, {{&*keys, &keys_out}, {&*values, &values_out}});
   if (!status.ok()) return status;
+  if (!device_allowed) {
+    for (const Slice* s : all) {
+      if (s->on_device()) return DeviceNotHere();
+    }
+  }
   regions.CountRequest(keys->region->kind());
   regions.AtTestSite("region.resolved");
   status = CopyInto(keys_out, *keys);

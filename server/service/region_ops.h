@@ -52,11 +52,14 @@ std::optional<DataType> RegionKeyType(const v1::RegionSlice& slice);
 // field: NOT_FOUND for an unknown region, INVALID_ARGUMENT for a reference
 // out of bounds, misaligned, of the wrong type or count, or overlapping
 // another without being identical to it.
+// `device_allowed` false: a slice in a CUDA region (one re-registered as
+// such after the request was routed to a gRPC thread) is UNAVAILABLE.
 absl::Status RunRegionSort(RegionRegistry& regions, Dispatcher& dispatcher,
-                           const v1::SortRequest& request, v1::SortResponse* response);
+                           const v1::SortRequest& request, v1::SortResponse* response,
+                           bool device_allowed = true);
 absl::Status RunRegionSortPairs(RegionRegistry& regions, Dispatcher& dispatcher,
                                 const v1::SortPairsRequest& request,
-                                v1::SortPairsResponse* response);
+                                v1::SortPairsResponse* response, bool device_allowed = true);
 
 }  // namespace sortd
 

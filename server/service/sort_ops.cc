@@ -244,11 +244,11 @@ std::optional<EngineKind> FromProtoEngine(v1::Engine engine) {
 }
 
 absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
-                     v1::SortResponse* response, RegionRegistry* regions) {
+                     v1::SortResponse* response, RegionRegistry* regions, bool device_allowed) {
   if (UsesRegions(request)) {
     absl::Status access = CheckRegionsEnabled(regions);
     if (!access.ok()) return access;
-    return RunRegionSort(*regions, dispatcher, request, response);
+    return RunRegionSort(*regions, dispatcher, request, response, device_allowed);
   }
   response->set_request_id(request.request_id());
   // The permutation is written straight into the response.
@@ -268,11 +268,12 @@ absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
 
 absl::Status RunSortPairs(Dispatcher& dispatcher,
                           const v1::SortPairsRequest& request,
-                          v1::SortPairsResponse* response, RegionRegistry* regions) {
+                          v1::SortPairsResponse* response, RegionRegistry* regions,
+                          bool device_allowed) {
   if (UsesRegions(request)) {
     absl::Status access = CheckRegionsEnabled(regions);
     if (!access.ok()) return access;
-    return RunRegionSortPairs(*regions, dispatcher, request, response);
+    return RunRegionSortPairs(*regions, dispatcher, request, response, device_allowed);
   }
   response->set_request_id(request.request_id());
   std::vector<uint64_t> indices(LengthOf(request.keys()));

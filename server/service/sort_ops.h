@@ -68,11 +68,15 @@ void DescribeSuccess(const Request& request, const Response& response,
 // Run a validated request; fill `response` (request_id and engine included).
 // Requests naming regions are served from `regions` (FAILED_PRECONDITION
 // when null or off; the caller checked the peer: CheckRegionAccess).
+// `device_allowed` false (a sort on a gRPC thread): a request naming a
+// CUDA region is refused UNAVAILABLE instead of sorted there.
 absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
-                     v1::SortResponse* response, RegionRegistry* regions = nullptr);
+                     v1::SortResponse* response, RegionRegistry* regions = nullptr,
+                     bool device_allowed = true);
 absl::Status RunSortPairs(Dispatcher& dispatcher,
                           const v1::SortPairsRequest& request,
-                          v1::SortPairsResponse* response, RegionRegistry* regions = nullptr);
+                          v1::SortPairsResponse* response, RegionRegistry* regions = nullptr,
+                          bool device_allowed = true);
 
 // Batched execution (server/runtime/batcher.h). PrepareBatched sizes the
 // response's arrays and points `out` at request and response memory

@@ -115,13 +115,15 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   }
   // Sorts on the calling thread and finishes the call: a pool worker's
   // job, or the whole of an inline request on this gRPC thread.
-  auto sort_now = [=](Admitted& admitted) mutable {
+  // `on_grpc_thread`: device memory must not be sorted here (a region
+  // re-registered as a CUDA region since routing is refused, not sorted).
+  auto sort_now = [=](Admitted& admitted, bool on_grpc_thread) mutable {
     record.queue_seconds = SecondsSince(arrival);
     absl::Status result = CheckCallAlive(ctx);
     if (result.ok()) {
       result = Guarded(RpcMethodName(method), [&] {
         context->AtTestSite("unary.run");
-        return run(*context->dispatcher, *request, response);
+        return run(*context->dispatcher, *request, response, /*device_allowed=*/!on_grpc_thread);
       });
       // Counted as what the client saw: a call cancelled (or past its
       // deadline) while it was sorted gets no response.
@@ -138,7 +140,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   };
   if (!on_device && context->SortsInline(record.key_type, KeysOf(*request))) {
     Admitted admitted(context->admission, bytes);
-    sort_now(admitted);
+    sort_now(admitted, /*on_grpc_thread=*/true);
     return reactor;
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
@@ -168,7 +170,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
                       ? *context->gpu_pool
                       : context->PoolFor(record.key_type, KeysOf(*request));
   pool.Submit([sort_now, admitted]() mutable {
-    sort_now(*admitted);
+    sort_now(*admitted, /*on_grpc_thread=*/false);
   });
   return reactor;
 }
@@ -181,8 +183,8 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(grpc::CallbackServerContext* ctx
   return HandleUnary<v1::SortRequest, v1::SortResponse>(
       context_, RpcMethod::kSort, ctx, request, response, ValidateSortRequest,
       [regions = context_->regions](Dispatcher& dispatcher, const v1::SortRequest& request,
-                                    v1::SortResponse* response) {
-        return RunSort(dispatcher, request, response, regions);
+                                    v1::SortResponse* response, bool device_allowed) {
+        return RunSort(dispatcher, request, response, regions, device_allowed);
       });
 }
 
@@ -192,8 +194,8 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(grpc::CallbackServerContext
   return HandleUnary<v1::SortPairsRequest, v1::SortPairsResponse>(
       context_, RpcMethod::kSortPairs, ctx, request, response, ValidateSortPairsRequest,
       [regions = context_->regions](Dispatcher& dispatcher, const v1::SortPairsRequest& request,
-                                    v1::SortPairsResponse* response) {
-        return RunSortPairs(dispatcher, request, response, regions);
+                                    v1::SortPairsResponse* response, bool device_allowed) {
+        return RunSortPairs(dispatcher, request, response, regions, device_allowed);
       });
 }
 

@@ -90,7 +90,8 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
     lock.unlock();
     if (!on_device && context_->SortsInline(record.key_type, KeysOf(*request))) {
       // On this gRPC thread, as the pool would, without the hand-off.
-      SortNow(*request, record, arrival, Admitted(context_->admission, bytes));
+      SortNow(*request, record, arrival, Admitted(context_->admission, bytes),
+              /*on_grpc_thread=*/true);
     } else {
       auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
       std::shared_ptr<v1::SortRequest> shared(std::move(request));
@@ -116,7 +117,7 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
                              ? *context_->gpu_pool
                              : context_->PoolFor(record.key_type, KeysOf(*shared));
         pool.Submit([this, shared, admitted, record, arrival] {
-          SortNow(*shared, record, arrival, std::move(*admitted));
+          SortNow(*shared, record, arrival, std::move(*admitted), /*on_grpc_thread=*/false);
         });
       }
     }
@@ -128,7 +129,8 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
 }
 
 void SortStreamReactor::SortNow(const v1::SortRequest& request, RequestRecord record,
-                                SteadyClock::time_point arrival, Admitted admitted) {
+                                SteadyClock::time_point arrival, Admitted admitted,
+                                bool on_grpc_thread) {
   record.queue_seconds = SecondsSince(arrival);
   auto response = std::make_unique<v1::SortResponse>();
   absl::Status result = ctx_->IsCancelled()
@@ -136,7 +138,8 @@ void SortStreamReactor::SortNow(const v1::SortRequest& request, RequestRecord re
                             : Guarded("SortStream", [&] {
                                 context_->AtTestSite("stream.run");
                                 return RunSort(*context_->dispatcher, request, response.get(),
-                                               context_->regions);
+                                               context_->regions,
+                                               /*device_allowed=*/!on_grpc_thread);
                               });
   Deliver(request, std::move(response), result, record, arrival, /*own_launch=*/true,
           std::move(admitted));

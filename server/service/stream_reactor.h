@@ -52,7 +52,8 @@ class SortStreamReactor final
   // the gRPC thread for an inline request) and delivers the response with
   // the admission.
   void SortNow(const v1::SortRequest& request, RequestRecord record,
-               SteadyClock::time_point arrival, Admitted admitted);
+               SteadyClock::time_point arrival, Admitted admitted,
+               bool on_grpc_thread);
   // Reports a finished request (metrics, log) and queues its response (an
   // error response when `result` is not OK) with its admission.
   void Deliver(const v1::SortRequest& request, std::unique_ptr<v1::SortResponse> response,
