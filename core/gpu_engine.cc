@@ -55,31 +55,12 @@ class GpuRadixEngine final : public GpuEngine {
 
   absl::Status SortNumeric(NumericSpan keys, SortOrder order,
                            absl::Span<uint64_t> indices) override {
-    return SortKeysOn(Pick(), keys, order, indices, /*allow_merge=*/true);
-  }
-
-  absl::Status SortKeysOn(cuda::GpuWorker* worker, NumericSpan keys, SortOrder order,
-                          absl::Span<uint64_t> indices, bool allow_merge) {
-    const std::optional<cuda::RadixKeyType> type = RadixTypeOf(keys.type);
-    if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");
-    if (!indices.empty() && indices.size() != keys.size) {
-      return absl::InvalidArgumentError("indices: size must match keys");
-    }
-    if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
-    cuda::GpuSortJob job;
-    job.key_type = *type;
-    job.descending = order == SortOrder::kDescending;
-    job.num_items = keys.size;
-    job.keys = keys.data;
-    job.indices = indices.empty() ? nullptr : indices.data();
-    job.prefer_merge =
-        allow_merge && NumericKind(keys.size, !indices.empty()) == EngineKind::kGpuMerge;
-    return Outcome(*worker, worker->Sort(job));
+    return SortOn(Pick(), keys, order, indices, nullptr, 0, /*allow_merge=*/true);
   }
 
   absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
                                 SortOrder order) override {
-    return SortPairsOn(Pick(), keys, values, value_width, order);
+    return SortOn(Pick(), keys, order, {}, values, value_width, /*allow_merge=*/false);
   }
 
   absl::Status SortOnDevice(int device, NumericSpan keys, void* values, size_t value_width,
@@ -88,16 +69,22 @@ class GpuRadixEngine final : public GpuEngine {
     for (const auto& w : workers_) {
       if (w->device() == device && w->healthy()) worker = w.get();
     }
-    if (worker == nullptr) worker = Pick();
-    if (values != nullptr) return SortPairsOn(worker, keys, values, value_width, order);
-    return SortKeysOn(worker, keys, order, indices, /*allow_merge=*/false);
+    return SortOn(worker != nullptr ? worker : Pick(), keys, order, indices, values, value_width,
+                  /*allow_merge=*/false);
   }
 
-  absl::Status SortPairsOn(cuda::GpuWorker* worker, NumericSpan keys, void* values,
-                           size_t value_width, SortOrder order) {
+  // One in-place sort on `worker`: keys, with indices or with values (the
+  // radix payload). Small argsorts may take the merge sort when
+  // `allow_merge` (it widens positions on the host: not for device memory).
+  absl::Status SortOn(cuda::GpuWorker* worker, NumericSpan keys, SortOrder order,
+                      absl::Span<uint64_t> indices, void* values, size_t value_width,
+                      bool allow_merge) {
     const std::optional<cuda::RadixKeyType> type = RadixTypeOf(keys.type);
     if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");
-    if (value_width != 4 && value_width != 8) {
+    if (!indices.empty() && indices.size() != keys.size) {
+      return absl::InvalidArgumentError("indices: size must match keys");
+    }
+    if (values != nullptr && value_width != 4 && value_width != 8) {
       return absl::InvalidArgumentError(absl::StrCat("values: unsupported element size ", value_width));
     }
     if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
@@ -106,8 +93,11 @@ class GpuRadixEngine final : public GpuEngine {
     job.descending = order == SortOrder::kDescending;
     job.num_items = keys.size;
     job.keys = keys.data;
+    job.indices = indices.empty() ? nullptr : indices.data();
     job.values = values;
-    job.value_bytes = static_cast<int>(value_width);
+    job.value_bytes = values != nullptr ? static_cast<int>(value_width) : 0;
+    job.prefer_merge =
+        allow_merge && NumericKind(keys.size, !indices.empty()) == EngineKind::kGpuMerge;
     return Outcome(*worker, worker->Sort(job));
   }
 

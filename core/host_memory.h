@@ -53,7 +53,7 @@ class HostMemoryPool {
   // recently released first).
   HostMemoryPool(bool pin, size_t min_pinned_bytes, size_t keep_bytes)
       : pin_(pin), min_pinned_bytes_(min_pinned_bytes), keep_bytes_(keep_bytes) {}
-  ~HostMemoryPool();  // waits for background pinning, frees idle blocks
+  ~HostMemoryPool();  // frees the idle blocks
   HostMemoryPool(const HostMemoryPool&) = delete;
   HostMemoryPool& operator=(const HostMemoryPool&) = delete;
 

@@ -381,8 +381,8 @@ struct SortPlan {
   Layout layout{};
 };
 
-// `indices_pinned`: job.indices is pinned host memory (IsPinnedHost, asked
-// once per job by the caller). `value_bytes` (arriving jobs): the radix
+// `indices_pinned`: job.indices is copied directly (MemoryKindOf, asked
+// once per job by the caller). `value_bytes` (jobs with values): the radix
 // payload is the caller's values of that width instead of positions.
 cudaError_t PlanSort(const GpuSortJob& job, size_t n, bool indices_pinned, SortPlan& plan,
                      int value_bytes = 0) {
@@ -512,19 +512,27 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) {
   SortPlan plan;
   // Pinned host arrays (sort sessions' buffers, shared-memory regions) and
   // device memory (CUDA IPC regions) move by DMA alone.
-  const bool keys_pinned = n > 0 && IsPinnedHost(job.keys);
-  const bool indices_pinned = n > 0 && job.indices != nullptr && IsPinnedHost(job.indices);
+  // One pointer query per array: it decides the copies and whether the
+  // host may touch the array at all.
   const bool with_values = job.values != nullptr;
-  const bool values_pinned = n > 0 && with_values && IsPinnedHost(job.values);
+  auto kind_of = [n](const void* array) {
+    return n > 0 && array != nullptr ? MemoryKindOf(array) : MemoryKind::kPageable;
+  };
+  const MemoryKind keys_kind = kind_of(job.keys);
+  const MemoryKind indices_kind = kind_of(job.indices);
+  const MemoryKind values_kind = kind_of(job.values);
+  const bool keys_pinned = CopiesDirectly(keys_kind);
+  const bool indices_pinned = CopiesDirectly(indices_kind);
+  const bool values_pinned = CopiesDirectly(values_kind);
   if (with_values && ((job.value_bytes != 4 && job.value_bytes != 8) || job.indices != nullptr)) {
     Job run(st);
     return run.Finished(GpuSortOutcome::kFailedIntact, "values of 4 or 8 bytes, without indices");
   }
   // Device-resident arrays are never touched by the host (no staging, no
   // chunked merge), and merge-sorted argsorts widen positions on the host.
-  const bool on_device = n > 0 && (IsOnDevice(job.keys) ||
-                                   (job.indices != nullptr && IsOnDevice(job.indices)) ||
-                                   (with_values && IsOnDevice(job.values)));
+  const bool on_device = keys_kind == MemoryKind::kDevice ||
+                         indices_kind == MemoryKind::kDevice ||
+                         values_kind == MemoryKind::kDevice;
   GpuSortJob planned = job;
   if (on_device || with_values) planned.prefer_merge = false;
   if (n > 0) {
@@ -608,9 +616,9 @@ GpuSortReport GpuWorker::SortArriving(const GpuArrivingJob& job) {
   sort.num_items = n;
   sort.keys = job.keys;
   sort.indices = job.indices;
-  const bool keys_pinned = IsPinnedHost(job.keys);
-  const bool values_pinned = with_values && IsPinnedHost(job.values);
-  const bool indices_pinned = job.indices != nullptr && IsPinnedHost(job.indices);
+  const bool keys_pinned = CopiesDirectly(MemoryKindOf(job.keys));
+  const bool values_pinned = with_values && CopiesDirectly(MemoryKindOf(job.values));
+  const bool indices_pinned = job.indices != nullptr && CopiesDirectly(MemoryKindOf(job.indices));
   SortPlan plan;
   cudaError_t err = PlanSort(sort, n, indices_pinned, plan, with_values ? job.value_bytes : 0);
   if (err != cudaSuccess) return run.Fail(err, "sizing the sort");

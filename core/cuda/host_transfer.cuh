@@ -17,29 +17,29 @@
 
 namespace sortd::cuda {
 
-// Whether the device reads and writes `memory` by DMA directly, with no
-// staging copies: page-locked host memory (cudaHostAlloc'ed or registered:
-// session buffers, shared-memory regions), or device memory (CUDA IPC
-// regions). Copies use cudaMemcpyDefault, so either kind works.
-inline bool IsPinnedHost(const void* memory) {
+// Where an array lies, as the copies see it: pageable host memory (moved
+// through the staging chunks), page-locked host memory (by DMA: session
+// buffers, shared-memory regions) or device memory (device to device: CUDA
+// IPC regions; the CPU must never touch it). The direct copies use
+// cudaMemcpyDefault, so page-locked and device memory take the same path.
+enum class MemoryKind { kPageable, kPinned, kDevice };
+
+inline MemoryKind MemoryKindOf(const void* memory) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, memory) != cudaSuccess) {
     cudaGetLastError();  // not sticky: plain host memory on old runtimes
-    return false;
+    return MemoryKind::kPageable;
   }
-  return attributes.type == cudaMemoryTypeHost || attributes.type == cudaMemoryTypeDevice ||
-         attributes.type == cudaMemoryTypeManaged;
+  switch (attributes.type) {
+    case cudaMemoryTypeHost: return MemoryKind::kPinned;
+    case cudaMemoryTypeDevice:
+    case cudaMemoryTypeManaged: return MemoryKind::kDevice;
+    default: return MemoryKind::kPageable;
+  }
 }
 
-// Whether `memory` is device (or managed) memory: the CPU must not touch it.
-inline bool IsOnDevice(const void* memory) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, memory) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
-}
+// Whether copies move `kind` directly (no staging chunks).
+inline bool CopiesDirectly(MemoryKind kind) { return kind != MemoryKind::kPageable; }
 
 // Host -> device through the two pinned chunks: fill(staging, offset, len)
 // puts bytes [offset, offset + len) of the upload into a chunk, and that

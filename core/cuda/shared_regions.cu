@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/cuda/host_transfer.cuh"
 #include "core/gpu_info.h"
 
 namespace sortd {
@@ -122,12 +123,7 @@ void CloseCudaIpcMemory(void* memory, int device) {
 }
 
 bool IsDeviceMemory(const void* memory) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, memory) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  return cuda::MemoryKindOf(memory) == cuda::MemoryKind::kDevice;
 }
 
 bool CopyAnyMemory(void* dst, const void* src, size_t bytes, std::string* error) {

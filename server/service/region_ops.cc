@@ -17,7 +17,7 @@ namespace {
 // for as long as the sort runs (the region stays mapped meanwhile).
 struct Slice {
   std::shared_ptr<const Region> region;
-  std::string field;
+  absl::string_view field;  // a string literal: "keys_region", ...
   DataType type = DataType::kUint32;
   uint8_t* data = nullptr;
   size_t count = 0;
@@ -39,19 +39,19 @@ struct Slice {
 absl::StatusOr<Slice> Resolve(const RegionRegistry& regions, const v1::RegionSlice& ref,
                               absl::string_view field) {
   Slice s;
-  s.field = std::string(field);
+  s.field = field;
   if (ref.region().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".region: required"));
   }
-  absl::StatusOr<std::optional<DataType>> type =
-      SessionElementType(ref.type(), absl::StrCat(field, ".type"), /*optional=*/false);
-  if (!type.ok()) return type.status();
-  s.type = **type;
+  // Messages are built only for refusals: this runs for every request.
+  const std::optional<DataType> type = RegionKeyType(ref);
+  if (!type) {
+    return SessionElementType(ref.type(), absl::StrCat(field, ".type"), /*optional=*/false).status();
+  }
+  s.type = *type;
   const uint64_t width = ElementSize(s.type);
-  absl::StatusOr<std::shared_ptr<const Region>> region =
-      regions.Find(ref.region(), absl::StrCat(field, ".region"));
-  if (!region.ok()) return region.status();
-  s.region = *std::move(region);
+  s.region = regions.Lookup(ref.region());
+  if (s.region == nullptr) return RegionNotFound(ref.region(), absl::StrCat(field, ".region"));
   const uint64_t size = s.region->byte_size();
   if (ref.offset() % width != 0) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".offset: ", ref.offset(),
@@ -212,54 +212,48 @@ absl::Status CheckRegionAccess(const RegionRegistry* regions, absl::string_view 
 
 namespace {
 
-bool OnDevice(const RegionRegistry& regions, bool set, const v1::RegionSlice& slice) {
-  if (!set) return false;
-  absl::StatusOr<std::shared_ptr<const Region>> region = regions.Find(slice.region(), "");
-  return region.ok() && (*region)->kind() == RegionKind::kCuda;
+// The region slices a request names, with their field names.
+using NamedSlices = std::vector<std::pair<const v1::RegionSlice*, absl::string_view>>;
+
+NamedSlices SlicesOf(const v1::SortRequest& r) {
+  NamedSlices slices;
+  if (r.has_keys_region()) slices.emplace_back(&r.keys_region(), "keys_region");
+  if (r.has_keys_out_region()) slices.emplace_back(&r.keys_out_region(), "keys_out_region");
+  if (r.has_indices_region()) slices.emplace_back(&r.indices_region(), "indices_region");
+  return slices;
+}
+
+NamedSlices SlicesOf(const v1::SortPairsRequest& r) {
+  NamedSlices slices;
+  if (r.has_keys_region()) slices.emplace_back(&r.keys_region(), "keys_region");
+  if (r.has_values_region()) slices.emplace_back(&r.values_region(), "values_region");
+  if (r.has_keys_out_region()) slices.emplace_back(&r.keys_out_region(), "keys_out_region");
+  if (r.has_values_out_region()) slices.emplace_back(&r.values_out_region(), "values_out_region");
+  return slices;
+}
+
+absl::StatusOr<bool> CheckSlices(const RegionRegistry* regions, const NamedSlices& slices) {
+  absl::Status enabled = CheckRegionsEnabled(regions);
+  if (!enabled.ok()) return enabled;
+  bool on_device = false;
+  for (const auto& [slice, field] : slices) {
+    absl::StatusOr<Slice> resolved = Resolve(*regions, *slice, field);
+    if (!resolved.ok()) return resolved.status();
+    on_device = on_device || resolved->on_device();
+  }
+  return on_device;
 }
 
 }  // namespace
 
-absl::Status CheckRegionReferences(const RegionRegistry* regions, const v1::SortRequest& r) {
-  absl::Status status = CheckRegionsEnabled(regions);
-  if (status.ok() && r.has_keys_region()) status = Resolve(*regions, r.keys_region(), "keys_region").status();
-  if (status.ok() && r.has_keys_out_region()) {
-    status = Resolve(*regions, r.keys_out_region(), "keys_out_region").status();
-  }
-  if (status.ok() && r.has_indices_region()) {
-    status = Resolve(*regions, r.indices_region(), "indices_region").status();
-  }
-  return status;
+absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
+                                           const v1::SortRequest& request) {
+  return CheckSlices(regions, SlicesOf(request));
 }
 
-absl::Status CheckRegionReferences(const RegionRegistry* regions, const v1::SortPairsRequest& r) {
-  absl::Status status = CheckRegionsEnabled(regions);
-  if (status.ok() && r.has_keys_region()) status = Resolve(*regions, r.keys_region(), "keys_region").status();
-  if (status.ok() && r.has_values_region()) {
-    status = Resolve(*regions, r.values_region(), "values_region").status();
-  }
-  if (status.ok() && r.has_keys_out_region()) {
-    status = Resolve(*regions, r.keys_out_region(), "keys_out_region").status();
-  }
-  if (status.ok() && r.has_values_out_region()) {
-    status = Resolve(*regions, r.values_out_region(), "values_out_region").status();
-  }
-  return status;
-}
-
-bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortRequest& r) {
-  return regions != nullptr &&
-         (OnDevice(*regions, r.has_keys_region(), r.keys_region()) ||
-          OnDevice(*regions, r.has_keys_out_region(), r.keys_out_region()) ||
-          OnDevice(*regions, r.has_indices_region(), r.indices_region()));
-}
-
-bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortPairsRequest& r) {
-  return regions != nullptr &&
-         (OnDevice(*regions, r.has_keys_region(), r.keys_region()) ||
-          OnDevice(*regions, r.has_values_region(), r.values_region()) ||
-          OnDevice(*regions, r.has_keys_out_region(), r.keys_out_region()) ||
-          OnDevice(*regions, r.has_values_out_region(), r.values_out_region()));
+absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
+                                           const v1::SortPairsRequest& request) {
+  return CheckSlices(regions, SlicesOf(request));
 }
 
 std::optional<DataType> RegionKeyType(const v1::RegionSlice& slice) {

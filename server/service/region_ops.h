@@ -34,15 +34,13 @@ absl::Status CheckRegionsEnabled(const RegionRegistry* regions);
 // Checks that every region a request names exists and that each slice is
 // well-typed, aligned and within its region, before the request is
 // admitted (so that a slice count past its region is INVALID_ARGUMENT, not
-// a request too large for admission). The sort checks again when it runs.
-absl::Status CheckRegionReferences(const RegionRegistry* regions, const v1::SortRequest& request);
-absl::Status CheckRegionReferences(const RegionRegistry* regions,
-                                   const v1::SortPairsRequest& request);
-
-// Whether a request names a CUDA region (its sort then runs on a GPU
-// whatever its size: never inline on a gRPC thread, and on the GPU pool).
-bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortRequest& request);
-bool NamesDeviceRegion(const RegionRegistry* regions, const v1::SortPairsRequest& request);
+// a request too large for admission); the sort checks again when it runs.
+// Returns whether a slice is in a CUDA region: such a request is sorted on
+// a GPU whatever its size, never inline on a gRPC thread, on the GPU pool.
+absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
+                                           const v1::SortRequest& request);
+absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
+                                           const v1::SortPairsRequest& request);
 
 // The key type a region request names (for routing and metrics), if valid.
 std::optional<DataType> RegionKeyType(const v1::RegionSlice& slice);

@@ -280,15 +280,22 @@ absl::Status RegionRegistry::Unregister(absl::string_view name) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const Region>> RegionRegistry::Find(absl::string_view name,
-                                                                   absl::string_view field) const {
+absl::Status RegionNotFound(absl::string_view name, absl::string_view field) {
+  return absl::NotFoundError(absl::StrCat(field, ": no region named '", name,
+                                          "' is registered (RegionService.ListRegions)"));
+}
+
+std::shared_ptr<const Region> RegionRegistry::Lookup(absl::string_view name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = regions_.find(name);
-  if (it == regions_.end()) {
-    return absl::NotFoundError(absl::StrCat(field, ": no region named '", name,
-                                            "' is registered (RegionService.ListRegions)"));
-  }
-  return it->second;
+  return it == regions_.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<std::shared_ptr<const Region>> RegionRegistry::Find(absl::string_view name,
+                                                                   absl::string_view field) const {
+  std::shared_ptr<const Region> region = Lookup(name);
+  if (region == nullptr) return RegionNotFound(name, field);
+  return region;
 }
 
 std::vector<std::shared_ptr<const Region>> RegionRegistry::List() const {

@@ -132,6 +132,8 @@ class RegionRegistry {
   // NOT_FOUND naming `field` when no region has that name.
   absl::StatusOr<std::shared_ptr<const Region>> Find(absl::string_view name,
                                                      absl::string_view field) const;
+  // The same without a status: null when no region has that name.
+  std::shared_ptr<const Region> Lookup(absl::string_view name) const;
   std::vector<std::shared_ptr<const Region>> List() const;
 
   void CountRequest(RegionKind kind);
@@ -155,6 +157,9 @@ class RegionRegistry {
   std::atomic<uint64_t> requests_[kRegionKinds] = {0, 0};
   std::function<bool(absl::string_view)> test_hook_;
 };
+
+// Find's NOT_FOUND for `name`, naming `field`.
+absl::Status RegionNotFound(absl::string_view name, absl::string_view field);
 
 // Whether a gRPC peer (ServerContext::peer()) is on this host: a Unix
 // domain socket or (unless unix_socket_only) a loopback address.

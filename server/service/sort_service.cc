@@ -101,9 +101,13 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   const bool regions = status.ok() && UsesRegions(*request);
   if (regions) status = CheckRegionAccess(context->regions, ctx->peer());
   if (status.ok()) status = validate(*request);
-  if (status.ok() && regions) status = CheckRegionReferences(context->regions, *request);
   // Device memory is sorted on a GPU whatever the size.
-  const bool on_device = regions && NamesDeviceRegion(context->regions, *request);
+  bool on_device = false;
+  if (status.ok() && regions) {
+    absl::StatusOr<bool> device = CheckRegionReferences(context->regions, *request);
+    status = device.status();
+    on_device = device.value_or(false);
+  }
   if (status.ok()) status = CheckResponseFits(*request, context->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context->admission->Acquire(bytes);

@@ -65,8 +65,12 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
   const bool regions = status.ok() && UsesRegions(*request);
   if (regions) status = CheckRegionAccess(context_->regions, ctx_->peer());
   if (status.ok()) status = ValidateSortRequest(*request);
-  if (status.ok() && regions) status = CheckRegionReferences(context_->regions, *request);
-  const bool on_device = regions && NamesDeviceRegion(context_->regions, *request);
+  bool on_device = false;  // device memory: sorted on a GPU whatever the size
+  if (status.ok() && regions) {
+    absl::StatusOr<bool> device = CheckRegionReferences(context_->regions, *request);
+    status = device.status();
+    on_device = device.value_or(false);
+  }
   if (status.ok()) status = CheckResponseFits(*request, context_->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
   if (status.ok()) status = context_->admission->Acquire(bytes);

@@ -34,7 +34,14 @@ import numpy as np
 from sortd.v1 import sort_pb2
 from sortd_client import Client, CudaError, SharedArray, SortdError
 from sortd_client import cuda_ipc
+from sort_reference import bits, make_array as make_any_array, reference_permutation
 from sortd_process import SortdProcess, scrape, total, wait_until
+
+
+def make_array(rng, name, n):
+    """Test arrays with NaNs of either sign and several payloads."""
+    return make_any_array(rng, name, n, nans=True)
+
 
 SORTD = os.environ["SORTD_BIN"]
 KEY_TYPES = ["uint32", "int32", "float32", "uint64", "int64", "float64"]
@@ -43,63 +50,6 @@ ELEMENT_TYPE = {np.dtype(n): getattr(sort_pb2, "ELEMENT_TYPE_" + n.upper()) for 
 SIZES = (1, 1000, 1 << 20)  # 1 << 20: the large path (a GPU where one serves)
 WAIT = 30  # seconds any polled condition may take on a loaded 2-core VM
 CODE = grpc.StatusCode
-
-
-# --- references ---------------------------------------------------------
-def order_key(a):
-    """Unsigned values whose order is the server's ascending order of `a`,
-    equal exactly when the keys are one key (floats by their bits, -0.0 <
-    +0.0; every NaN the same key, after +inf)."""
-    if a.dtype.kind != "f":
-        return a
-    ubits = np.dtype("u%d" % a.itemsize)
-    b = a.view(ubits)
-    top = np.array(1 << (8 * a.itemsize - 1), ubits)
-    mapped = np.where(b & top, ~b, b | top)
-    return np.where(np.isnan(a), np.iinfo(ubits).max, mapped)
-
-
-def reference_permutation(keys, descending):
-    """The input position of each sorted key: stable in both directions."""
-    ok = order_key(keys)
-    if not descending:
-        return np.argsort(ok, kind="stable")
-    _, rank = np.unique(ok, return_inverse=True)
-    return np.argsort(-rank.astype(np.int64), kind="stable")
-
-
-def bits(a):
-    """A view for bitwise comparison (floats as unsigned integers)."""
-    a = np.asarray(a)
-    return a.view("u%d" % a.itemsize) if a.dtype.kind == "f" else a
-
-
-def make_array(rng, name, n):
-    """n elements of type `name`: half from a small pool (duplicates,
-    extremes, signed zeros, infinities, subnormals, NaNs of either sign and
-    several payloads), half at random."""
-    dt = np.dtype(name)
-    if dt.kind in "ui":
-        info = np.iinfo(dt)
-        pool = np.concatenate([
-            np.array([info.min, info.max, 0, 1, info.max - 1, info.min + 1], dt),
-            rng.integers(info.min, info.max, 24, dtype=dt, endpoint=True)])
-        full = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
-    else:
-        fi = np.finfo(dt)
-        u = np.dtype("<u%d" % dt.itemsize)
-        exp = (1 << (8 * dt.itemsize - 1)) - (1 << (fi.nmant))  # exponent all ones
-        nans = np.array([exp | 1, exp | (1 << (fi.nmant - 1)),
-                         (1 << (8 * dt.itemsize - 1)) | exp | 5], u).view(dt)
-        pool = np.concatenate([
-            np.array([-np.inf, np.inf, -0.0, 0.0, fi.max, -fi.max, fi.tiny, -fi.tiny,
-                      fi.smallest_subnormal, -fi.smallest_subnormal, 1.0, -1.0], dt),
-            nans, rng.standard_normal(24).astype(dt)])
-        full = (rng.standard_normal(n) * 1e6).astype(dt)
-    pick = rng.random(n) < 0.5
-    out = full.copy()
-    out[pick] = pool[rng.integers(0, len(pool), int(pick.sum()))]
-    return out
 
 
 def shm_objects():

@@ -27,6 +27,7 @@ import numpy as np
 from sortd.v1 import sort_pb2
 from sortd_client.client import Client
 from sortd_client.session import parse_part, part_message
+from sort_reference import bits, make_array, reference_permutation
 from sortd_process import SortdProcess, metric, scrape, total, wait_until
 
 SORTD = os.environ["SORTD_BIN"]
@@ -49,54 +50,6 @@ def session_requests(url, code="OK", key_type=None):
     if key_type is not None:
         labels["key_type"] = key_type
     return total(scrape(url), "sortd_requests_total", **labels)
-
-
-# --- references ---------------------------------------------------------
-def order_key(a):
-    """Values whose numeric order is the server's ascending order of `a`,
-    equal exactly when the keys are (floats by their bits: -0.0 < +0.0)."""
-    if a.dtype.kind != "f":
-        return a
-    ubits = np.dtype("u%d" % a.itemsize)
-    bits = a.view(ubits)
-    top = np.array(1 << (8 * a.itemsize - 1), ubits)
-    return np.where(bits & top, ~bits, bits | top)
-
-
-def reference_permutation(keys, descending):
-    """The input position of each sorted key: stable in both directions."""
-    ok = order_key(keys)
-    if not descending:
-        return np.argsort(ok, kind="stable")
-    _, rank = np.unique(ok, return_inverse=True)
-    return np.argsort(-rank.astype(np.int64), kind="stable")
-
-
-def bits(a):
-    """A view for bitwise comparison (floats as unsigned integers)."""
-    a = np.asarray(a)
-    return a.view("u%d" % a.itemsize) if a.dtype.kind == "f" else a
-
-
-def make_array(rng, name, n):
-    """n elements of type `name`: half drawn from a small pool (duplicates,
-    extremes, signed zeros, infinities, subnormals), half at random."""
-    dt = np.dtype(name)
-    if dt.kind in "ui":
-        info = np.iinfo(dt)
-        pool = np.concatenate([
-            np.array([info.min, info.max, 0, 1, info.max - 1, info.min + 1], dt),
-            rng.integers(info.min, info.max, 24, dtype=dt, endpoint=True)])
-        full = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
-    else:
-        fi = np.finfo(dt)
-        pool = np.concatenate([
-            np.array([-np.inf, np.inf, -0.0, 0.0, fi.max, -fi.max, fi.tiny, -fi.tiny,
-                      fi.smallest_subnormal, -fi.smallest_subnormal, 1.0, -1.0], dt),
-            rng.standard_normal(24).astype(dt)])
-        full = (rng.standard_normal(n) * 1e6).astype(dt)
-    pick = rng.random(n) < 0.5
-    return np.where(pick, pool[rng.integers(0, len(pool), n)], full).astype(dt)
 
 
 # --- raw grpcio -------------------------------------------------------------

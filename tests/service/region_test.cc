@@ -36,6 +36,14 @@ ServerOptions WithRegions(uint64_t max_regions = 64) {
   return options;
 }
 
+// A server whose region sorts stop at `gate` once they hold their regions
+// (the "region.resolved" test site), before they touch them.
+std::unique_ptr<SortdServer> StartHeldAtResolve(Gate& gate) {
+  ServerOptions options = WithRegions();
+  options.test_site_hook = gate.Hook();
+  return StartServer(options);
+}
+
 template <typename T>
 std::vector<T> RandomKeys(size_t n, uint64_t seed, int distinct = 0) {
   std::mt19937_64 rng(seed);
@@ -353,9 +361,7 @@ TEST(RegionTest, RegionsOffRefusesEveryRegionCall) {
 TEST(RegionTest, ARegionUnregisteredDuringASortStaysMappedUntilItEnds) {
   // The sort stops once it holds its region, before it reads it.
   Gate gate("region.resolved");
-  ServerOptions options = WithRegions();
-  options.test_site_hook = gate.Hook();
-  auto server = StartServer(options);
+  auto server = StartHeldAtResolve(gate);
   OpenOnExit open(gate);
   auto c = Connect(*server);
   const size_t n = 100000;
@@ -440,9 +446,7 @@ TEST(RegionTest, AnObjectShrunkDuringASortFailsThatSortNotTheServer) {
   // The sort holds its region at the gate; the object shrinks; the sort
   // then touches pages that are gone (SIGBUS, caught by the guard).
   Gate gate("region.resolved");
-  ServerOptions options = WithRegions();
-  options.test_site_hook = gate.Hook();
-  auto server = StartServer(options);
+  auto server = StartHeldAtResolve(gate);
   OpenOnExit open(gate);
   auto c = Connect(*server);
   const size_t n = 1 << 18;
