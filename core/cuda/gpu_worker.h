@@ -1,6 +1,6 @@
 // One GPU's sorting worker: owns the device context's streams, a pool of
-// device ping-pong buffers and pinned host staging, and runs numeric sorts
-// from host memory to host memory on the OneSweep radix core. CUDA runtime
+// device ping-pong buffers and pinned host staging (core/cuda/device_pool.cuh),
+// and runs the job kinds (core/cuda/gpu_job.cuh) on them. CUDA runtime
 // only (no abseil: the GPU host image has none); core/gpu_engine.cc wraps it
 // in the SortEngine interface.
 #ifndef SORTD_CORE_CUDA_GPU_WORKER_H_
@@ -17,6 +17,9 @@
 #include "core/cuda/radix_sort.cuh"
 
 namespace sortd::cuda {
+
+// Slots, pool and health (core/cuda/gpu_job.cuh).
+struct WorkerContext;
 
 struct GpuWorkerOptions {
   int device = 0;
@@ -173,12 +176,8 @@ class GpuWorker {
   size_t max_pool_bytes() const;
 
  private:
-  struct State;
-  class Job;
-  explicit GpuWorker(std::unique_ptr<State> state);
-  GpuSortReport SortInChunks(const GpuSortJob& job, size_t chunk_items);
-  GpuSortReport MergeChunks(const GpuSortJob& job, size_t chunk_items, size_t block_items);
-  std::unique_ptr<State> state_;
+  explicit GpuWorker(std::unique_ptr<WorkerContext> context);
+  std::unique_ptr<WorkerContext> context_;
 };
 
 }  // namespace sortd::cuda

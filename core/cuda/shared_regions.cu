@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/cuda/host_transfer.cuh"
+#include "core/cuda/transfer.cuh"
 #include "core/gpu_info.h"
 
 namespace sortd {

@@ -1,0 +1,311 @@
+// Numeric sorts on one slot (GpuWorker::Sort and SortArriving): plan the
+// device layout, lease a slot, upload (whole, or range by range as the
+// input arrives), sort on the radix or merge core, download. Arrays larger
+// than the pool go to chunked_sort.cu.
+#include <algorithm>
+#include <chrono>
+
+#include "core/cuda/gpu_job.cuh"
+#include "core/cuda/merge_sort.cuh"
+#include "core/cuda/radix_kernels.cuh"
+
+namespace sortd::cuda {
+namespace {
+
+// Sub-buffers of one slot's device allocation for one sort of n keys: keys
+// in/out, radix payload in/out (positions, or the caller's values; the merge
+// argsort writes 4-byte positions out only), temp.
+struct Layout {
+  size_t keys_in, keys_out, index_in, index_out, temp, temp_bytes, total;
+};
+
+struct SortPlan {
+  bool merge = false;
+  size_t index_bytes = 0;
+  RadixSortProblem radix;
+  MergeSortProblem merge_problem;
+  Layout layout{};
+};
+
+// `indices_direct`: job.indices is copied directly (pinned or device).
+// `value_bytes` (jobs with values): the radix payload is the caller's
+// values of that width instead of positions.
+cudaError_t PlanSort(const GpuSortJob& job, size_t n, bool indices_direct, SortPlan& plan,
+                     int value_bytes = 0) {
+  const size_t key_bytes = RadixKeyBytes(job.key_type);
+  plan.merge = job.prefer_merge && job.indices != nullptr && n < (size_t{1} << 32);
+  // 4-byte positions are widened to the caller's uint64 on the host, in the
+  // staging copy; direct destinations (sort sessions' pinned buffers,
+  // regions) take 8-byte ones by DMA instead, which costs less than a host
+  // pass for large arrays (and device memory cannot be widened by the CPU).
+  plan.index_bytes = value_bytes != 0                                              ? value_bytes
+                     : job.indices == nullptr                                      ? 0
+                     : (n < (size_t{1} << 32) && (plan.merge || !indices_direct)) ? 4
+                                                                                  : 8;
+  Layout& l = plan.layout;
+  l.keys_in = 0;
+  l.keys_out = l.keys_in + AlignUp(n * key_bytes);
+  l.index_in = l.keys_out + AlignUp(n * key_bytes);
+  l.index_out = l.index_in + (plan.merge ? 0 : AlignUp(n * plan.index_bytes));
+  l.temp = l.index_out + AlignUp(n * plan.index_bytes);
+  cudaError_t err;
+  if (plan.merge) {
+    MergeSortProblem& p = plan.merge_problem;
+    p.key_type = job.key_type;
+    p.num_items = n;
+    p.descending = job.descending;
+    // Sizing depends on whether positions are wanted; the real address is
+    // set once the slot's buffer is known.
+    static uint32_t sizing_placeholder;
+    p.d_indices_out = &sizing_placeholder;
+    err = MergeSort(nullptr, l.temp_bytes, p, nullptr);
+  } else {
+    RadixSortProblem& p = plan.radix;
+    p.key_type = job.key_type;
+    p.num_items = n;
+    p.descending = job.descending;
+    p.value_bytes = static_cast<int>(plan.index_bytes);
+    err = RadixSort(nullptr, l.temp_bytes, p, nullptr);
+  }
+  l.total = l.temp + AlignUp(l.temp_bytes);
+  return err;
+}
+
+// Out-of-core sorts: chunks smaller than this are not worth a GPU round
+// trip each (the CPU engine serves instead).
+constexpr size_t kMinChunkItems = size_t{1} << 16;
+
+// Device bytes of merging one block of m keys (keys and 8-byte indices in
+// and out, and the merge's scratch copies), with room for the pass plan.
+size_t MergeBlockBytes(size_t m, size_t key_bytes, bool indices) {
+  const size_t per_key = 3 * (key_bytes + (indices ? 8 : 0));
+  return m * per_key + (size_t{4} << 20);
+}
+
+// Points the plan's problem at the slot's device buffer.
+void PlaceOnDevice(SortPlan& plan, char* base) {
+  const Layout& l = plan.layout;
+  RadixSortProblem& radix = plan.radix;
+  MergeSortProblem& merge = plan.merge_problem;
+  radix.d_keys_in = merge.d_keys_in = base + l.keys_in;
+  radix.d_keys_out = merge.d_keys_out = base + l.keys_out;
+  radix.d_values_in = plan.index_bytes ? base + l.index_in : nullptr;
+  radix.d_values_out = plan.index_bytes ? base + l.index_out : nullptr;
+  if (plan.merge) merge.d_indices_out = reinterpret_cast<uint32_t*>(base + l.index_out);
+}
+
+// Fills the radix payload with positions 0..n-1 (an argsort's indices).
+cudaError_t StartPositions(const SortPlan& plan, char* base, size_t n, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 4096));
+  if (plan.index_bytes == 4) {
+    IotaKernel<uint32_t><<<blocks, 256, 0, stream>>>(
+        reinterpret_cast<uint32_t*>(base + plan.layout.index_in), n);
+  } else if (plan.index_bytes == 8) {
+    IotaKernel<uint64_t><<<blocks, 256, 0, stream>>>(
+        reinterpret_cast<uint64_t*>(base + plan.layout.index_in), n);
+  }
+  return cudaGetLastError();
+}
+
+// A numeric job's arrays and where each lies (one pointer query per array:
+// it decides the copies and whether the host may touch the array at all).
+struct Arrays {
+  Extent keys, values, indices;
+  bool on_device() const {
+    return keys.kind == MemoryKind::kDevice || values.kind == MemoryKind::kDevice ||
+           indices.kind == MemoryKind::kDevice;
+  }
+};
+
+Extent Locate(void* array, size_t bytes) {
+  return HostExtent(array, bytes,
+                    bytes > 0 && array != nullptr ? MemoryKindOf(array) : MemoryKind::kPageable);
+}
+
+Arrays LocateArrays(const void* keys, const void* values, int value_bytes, const uint64_t* indices,
+                    size_t n, size_t key_bytes) {
+  Arrays a;
+  a.keys = Locate(const_cast<void*>(keys), n * key_bytes);
+  a.values = Locate(const_cast<void*>(values), values != nullptr ? n * value_bytes : 0);
+  a.indices = Locate(const_cast<uint64_t*>(indices), indices != nullptr ? n * 8 : 0);
+  return a;
+}
+
+// Sorts what the job uploaded (on the slot's stream, behind the upload) and
+// brings the results back into the arrays: the keys in place, and the radix
+// payload into the values, or into the indices (4-byte positions widened).
+GpuSortReport SortAndDownload(Job& run, SortPlan& plan, size_t n, const Arrays& arrays,
+                              bool with_values) {
+  Slot& s = run.slot();
+  char* base = s.device;
+  const Layout& l = plan.layout;
+  size_t temp_bytes = l.temp_bytes;
+  cudaError_t err = plan.merge ? MergeSort(base + l.temp, temp_bytes, plan.merge_problem, s.stream())
+                               : RadixSort(base + l.temp, temp_bytes, plan.radix, s.stream());
+  if (err == cudaSuccess) err = run.Injected("sort");
+  if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
+  if ((err = cudaEventRecord(s.sort_stop, s.stream())) != cudaSuccess) return run.Fail(err, "event");
+  err = run.Download(base + l.keys_out, OneExtent{arrays.keys});
+  if (err == cudaSuccess) err = run.Injected("download");
+  if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
+  if (with_values) {
+    err = run.Download(base + l.index_out, OneExtent{arrays.values});
+  } else if (arrays.indices.data != nullptr && plan.index_bytes == 4) {
+    err = run.Download(base + l.index_out, OneExtent{HostExtent(arrays.indices.data, n * 4)},
+                       WidenOut());
+  } else if (arrays.indices.data != nullptr) {
+    err = run.Download(base + l.index_out, OneExtent{arrays.indices});
+  }
+  if (err != cudaSuccess) return run.Fail(err, "device to host copy");
+  run.RecordTimes();
+  return run.report();
+}
+
+bool ValuesUnsupported(const void* values, int value_bytes, const uint64_t* indices) {
+  return values != nullptr && ((value_bytes != 4 && value_bytes != 8) || indices != nullptr);
+}
+
+}  // namespace
+
+GpuSortReport RunSort(WorkerContext& ctx, const GpuSortJob& job) {
+  const size_t n = job.num_items;
+  const size_t key_bytes = RadixKeyBytes(job.key_type);
+  const bool with_values = job.values != nullptr;
+  if (ValuesUnsupported(job.values, job.value_bytes, job.indices)) {
+    Job run(ctx);
+    return run.Finished(GpuSortOutcome::kFailedIntact, "values of 4 or 8 bytes, without indices");
+  }
+  const Arrays arrays = LocateArrays(job.keys, job.values, job.value_bytes, job.indices, n, key_bytes);
+  const bool indices_direct = CopiesDirectly(arrays.indices.kind);
+  // Device-resident arrays are never touched by the host (no chunked merge),
+  // and merge-sorted argsorts widen positions on the host.
+  const bool on_device = arrays.on_device();
+  GpuSortJob planned = job;
+  if (on_device || with_values) planned.prefer_merge = false;
+  SortPlan plan;
+  if (n > 0) {
+    const cudaError_t err =
+        PlanSort(planned, n, indices_direct, plan, with_values ? job.value_bytes : 0);
+    if (err != cudaSuccess) {
+      Job run(ctx);
+      return run.Fail(err, "sizing the sort");
+    }
+    const size_t max_bytes = ctx.pool.max_bytes();
+    if (plan.layout.total > max_bytes && (on_device || with_values)) {
+      Job run(ctx);
+      return run.NoMemory(plan.layout.total);
+    }
+    if (plan.layout.total > max_bytes) {
+      // Larger than the pool: chunks of half the pool at most (the other
+      // slots keep working), sorted and then merged on the GPU.
+      size_t chunk = size_t{1} << 62;
+      while (chunk * 2 > n) chunk /= 2;
+      for (; chunk >= kMinChunkItems; chunk /= 2) {
+        SortPlan chunk_plan;
+        GpuSortJob chunk_job = job;
+        chunk_job.prefer_merge = false;
+        if (PlanSort(chunk_job, chunk, indices_direct, chunk_plan) != cudaSuccess) break;
+        if (chunk_plan.layout.total <= max_bytes / 2 &&
+            MergeBlockBytes(chunk, key_bytes, job.indices != nullptr) <= max_bytes / 2) {
+          return RunSortInChunks(ctx, job, chunk);
+        }
+      }
+    }
+  }
+  Job run(ctx);
+  if (run.Refused()) return run.report();
+  if (n == 0) return run.report();
+  const Layout& l = plan.layout;
+  if (auto failed = run.Reserve(l.total)) return *failed;
+  cudaError_t err = cudaSuccess;
+  Slot& s = run.slot();
+  char* base = s.device;
+  PlaceOnDevice(plan, base);
+  // The merge sort generates positions itself; values are the payload.
+  if (!plan.merge && !with_values &&
+      (err = StartPositions(plan, base, n, s.stream())) != cudaSuccess) {
+    return run.Fail(err, "iota");
+  }
+  if ((err = cudaEventRecord(s.upload_start, s.stream())) != cudaSuccess) return run.Fail(err, "event");
+  err = run.Upload(base + l.keys_in, OneExtent{arrays.keys});
+  if (err == cudaSuccess && with_values) err = run.Upload(base + l.index_in, OneExtent{arrays.values});
+  if (err != cudaSuccess) return run.Fail(err, "host to device copy");
+  if ((err = cudaEventRecord(s.sort_start, s.stream())) != cudaSuccess) return run.Fail(err, "event");
+  return SortAndDownload(run, plan, n, arrays, with_values);
+}
+
+GpuSortReport RunSortArriving(WorkerContext& ctx, const GpuArrivingJob& job) {
+  const size_t n = job.num_items;
+  Job run(ctx);
+  if (run.Refused()) return run.report();
+  if (n == 0 || job.input == nullptr) return run.Finished(GpuSortOutcome::kBusy, "nothing arriving");
+  const bool with_values = job.values != nullptr;
+  if (ValuesUnsupported(job.values, job.value_bytes, job.indices)) {
+    return run.Finished(GpuSortOutcome::kBusy, "values of 4 or 8 bytes, without indices");
+  }
+  GpuSortJob sort;
+  sort.key_type = job.key_type;
+  sort.descending = job.descending;
+  sort.num_items = n;
+  sort.keys = job.keys;
+  sort.indices = job.indices;
+  const size_t key_bytes = RadixKeyBytes(job.key_type);
+  const Arrays arrays = LocateArrays(job.keys, job.values, job.value_bytes, job.indices, n, key_bytes);
+  SortPlan plan;
+  cudaError_t err = PlanSort(sort, n, CopiesDirectly(arrays.indices.kind), plan,
+                             with_values ? job.value_bytes : 0);
+  if (err != cudaSuccess) return run.Fail(err, "sizing the sort");
+  const Layout& l = plan.layout;
+  // Larger than the pool: Sort takes it in chunks once it is complete.
+  if (l.total > ctx.pool.max_bytes()) return run.NoMemory(l.total);
+  err = run.ReserveArriving(l.total);
+  if (err == cudaErrorNotReady || err == cudaErrorMemoryAllocation) {
+    return run.Finished(GpuSortOutcome::kBusy, "no arriving slot with room free now");
+  }
+  if (err != cudaSuccess) return run.Fail(err, "preparing the device");
+  Slot& s = run.slot();
+  char* base = s.device;
+  PlaceOnDevice(plan, base);
+  if (!with_values && (err = StartPositions(plan, base, n, s.stream())) != cudaSuccess) {
+    return run.Fail(err, "iota");
+  }
+  // Each range goes to the device as it lands: by DMA from pinned memory
+  // (queued; the bytes are never written again before the sort), else
+  // through the staging chunks (the turn carries across ranges).
+  for (;;) {
+    ArrivedRange range;
+    const ArrivingInput::Next next = job.input->Wait(&range);
+    if (next == ArrivingInput::Next::kComplete) break;
+    if (next == ArrivingInput::Next::kAbandoned) {
+      // The caller frees the host arrays after this returns: no copy may
+      // still be reading them.
+      if ((err = cudaStreamSynchronize(s.stream())) != cudaSuccess) return run.Fail(err, "abandoning");
+      return run.Finished(GpuSortOutcome::kAbandoned, "the input was abandoned");
+    }
+    const bool keys = range.array == ArrivedRange::kKeys;
+    if (range.begin >= range.end || range.end > n || (!keys && !with_values)) {
+      cudaStreamSynchronize(s.stream());
+      return run.Finished(GpuSortOutcome::kFailedIntact, "arriving input: a range out of bounds");
+    }
+    const Extent& array = keys ? arrays.keys : arrays.values;
+    const size_t width = keys ? key_bytes : static_cast<size_t>(job.value_bytes);
+    const Extent piece = HostExtent(static_cast<const char*>(array.data) + range.begin * width,
+                                    (range.end - range.begin) * width, array.kind);
+    err = run.Upload(base + (keys ? l.keys_in : l.index_in) + range.begin * width, OneExtent{piece});
+    if (err != cudaSuccess) return run.Fail(err, "host to device copy");
+  }
+  // What the overlap left: the copies still queued when the input completed.
+  const auto tail_start = std::chrono::steady_clock::now();
+  if ((err = cudaEventRecord(s.upload_start, s.stream())) != cudaSuccess) return run.Fail(err, "event");
+  if ((err = cudaEventSynchronize(s.upload_start)) != cudaSuccess) {
+    return run.Fail(err, "host to device copy");
+  }
+  const double upload_tail =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - tail_start).count();
+  if ((err = cudaEventRecord(s.sort_start, s.stream())) != cudaSuccess) return run.Fail(err, "event");
+  GpuSortReport report = SortAndDownload(run, plan, n, arrays, with_values);
+  report.h2d_seconds = upload_tail;
+  return report;
+}
+
+}  // namespace sortd::cuda
