@@ -26,12 +26,31 @@ __global__ void MakeFinite32(uint32_t* w, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) w[i] &= 0xBFFFFFFFu;
 }
 
+// Presorted inputs (32-bit words; distinct keys): in order, in reverse
+// order, and 8 sorted runs one after another (interleaved values).
+enum class Order { kRandom, kSorted, kReversed, kRuns8 };
+
+__global__ void FillOrdered(uint32_t* w, size_t n, Order order) {
+  const size_t run = (n + 7) / 8;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    switch (order) {
+      case Order::kSorted: w[i] = static_cast<uint32_t>(i); break;
+      case Order::kReversed: w[i] = static_cast<uint32_t>(n - 1 - i); break;
+      default: w[i] = static_cast<uint32_t>((i % run) * 8 + i / run); break;
+    }
+  }
+}
+
 struct Case {
   std::string name;
   sortd::cuda::RadixKeyType key;
   int key_bytes;
   int value_bytes;
   int bits;  // significant key bits (32/64 = uniform)
+  Order order = Order::kRandom;  // u32 keys only when not random
+  // Sorted input may stay in the input (RadixSortProblem::allow_result_in_input;
+  // CUB's DoubleBuffer API has the same freedom but sorts all the same).
+  bool result_in_input = false;
 };
 
 using SortFn = cudaError_t (*)(void*, size_t&, const sortd::cuda::RadixSortProblem&, cudaStream_t,
@@ -127,7 +146,11 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
     CHECK(cudaMalloc(&vcub, vb));
   }
   const uint32_t mask = c.bits >= 32 ? 0xffffffffu : ((1u << c.bits) - 1);
-  FillRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 12345, mask);  // narrow cases are 32-bit
+  if (c.order == Order::kRandom) {
+    FillRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 12345, mask);  // narrow cases are 32-bit
+  } else {
+    FillOrdered<<<1024, 256>>>((uint32_t*)kin, n, c.order);
+  }
   if (c.key == sortd::cuda::RadixKeyType::kFloat32) MakeFinite32<<<1024, 256>>>((uint32_t*)kin, n);
   if (vb) FillRandom<<<1024, 256>>>((uint32_t*)vin, vb / 4, 777, 0xffffffffu);
   CHECK(cudaGetLastError());
@@ -140,6 +163,7 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
   p.value_bytes = c.value_bytes;
   p.d_values_in = vin;
   p.d_values_out = vout;
+  p.allow_result_in_input = c.result_in_input;
   size_t ours_bytes = 0;
   CHECK(ours(nullptr, ours_bytes, p, 0, nullptr));
   const size_t cub_bytes = CubTempBytes<Key, Value>(n);
@@ -166,8 +190,10 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
   unsigned long long* d_count;
   CHECK(cudaMalloc(&d_count, 8));
   CHECK(cudaMemset(d_count, 0, 8));
-  CountMismatches<<<1024, 256>>>((const uint32_t*)kout, (const uint32_t*)kcub, kb / 4, d_count);
-  if (vb) CountMismatches<<<1024, 256>>>((const uint32_t*)vout, (const uint32_t*)vcub, vb / 4, d_count);
+  const void* kres = stats.result_in_input ? kin : kout;
+  const void* vres = stats.result_in_input ? vin : vout;
+  CountMismatches<<<1024, 256>>>((const uint32_t*)kres, (const uint32_t*)kcub, kb / 4, d_count);
+  if (vb) CountMismatches<<<1024, 256>>>((const uint32_t*)vres, (const uint32_t*)vcub, vb / 4, d_count);
   unsigned long long mismatches = 0;
   CHECK(cudaMemcpy(&mismatches, d_count, 8, cudaMemcpyDeviceToHost));
 
@@ -246,6 +272,15 @@ int main(int argc, char** argv) {
     }
   }
   for (const Case& c : narrow) run(c, size_t{1} << std::min(26, max_log2));
+  const std::vector<Case> presorted = {
+      {"u32 sorted", K::kUint32, 4, 0, 32, Order::kSorted},
+      {"u32 sorted in place", K::kUint32, 4, 0, 32, Order::kSorted, true},
+      {"u32 reversed", K::kUint32, 4, 0, 32, Order::kReversed},
+      {"u32 8 sorted runs", K::kUint32, 4, 0, 32, Order::kRuns8},
+      {"u32/u32 sorted", K::kUint32, 4, 4, 32, Order::kSorted},
+      {"u32/u32 reversed", K::kUint32, 4, 4, 32, Order::kReversed},
+  };
+  for (const Case& c : presorted) run(c, size_t{1} << std::min(26, max_log2));
 
   std::printf("\nGPU: %s (%d SMs), CUDA runtime %d, median of %d after warm-up\n", prop.name,
               prop.multiProcessorCount, CUDART_VERSION, repeats);

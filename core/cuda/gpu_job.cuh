@@ -106,6 +106,7 @@ class Job {
     return err;
   }
 
+  const GpuWorkerOptions& options() const { return ctx_.options; }
   Slot& slot() { return lease_.slot(); }
   Staging& staging() { return lease_.slot().staging; }
   cudaStream_t stream() { return lease_.slot().stream(); }

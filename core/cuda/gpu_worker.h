@@ -43,6 +43,10 @@ struct GpuWorkerOptions {
   // (docs/benchmarks.md, "Batching in the service"); sleeping frees the cores on a
   // host where the CPU is the scarce part.
   bool blocking_wait = false;
+  // Radix sorts of at least this many keys look at the input's order first
+  // (RadixSortProblem::presorted_min_items): input already in order is
+  // downloaded from where it was uploaded, input in reverse order reversed.
+  size_t presorted_min_items = size_t{1} << 25;
   // Tests only: a device error to inject into numeric sorts (a cudaError_t
   // value; 0 for none), asked at "sort" (after the sort is queued, before
   // any output: the caller's arrays stay intact) and at "download" (after
@@ -139,6 +143,7 @@ struct GpuSortReport {
   double kernel_seconds = 0;   // the sort on the device (CUDA events)
   double d2h_seconds = 0;      // device -> host, including the staging copies
   size_t pool_bytes = 0;       // device bytes the pool holds after this job
+  bool presorted = false;      // the input was found in order or in reverse order
 };
 
 class GpuWorker {

@@ -63,22 +63,115 @@ struct OneSweepPassArgs {
 // alternate buffers, bit 2 decodes.
 inline constexpr unsigned int kRouteRun = 1, kRouteToAlt = 2, kRouteDecode = 4;
 
+// What the histogram saw of the keys' order (plan word [2], in ordered
+// words, so "ascending" is the requested order): some key above its
+// successor (the input is not already sorted), some key below it (not
+// reverse-sorted), some key equal to it.
+inline constexpr unsigned long long kOrderDescent = 1, kOrderAscent = 2, kOrderTie = 4;
+
 template <int kPasses>
 __device__ __forceinline__ unsigned int SpeculativeRoute(const unsigned long long* plan) {
   const unsigned long long nans = plan[0];
   const unsigned int trivial = static_cast<unsigned int>(plan[1]) & ((1u << kPasses) - 1);
+  // Input in order or in reverse order is copied or reversed instead.
+  const unsigned long long order = plan[2];
+  if (!(order & kOrderDescent) || !(order & kOrderAscent)) return 0;
   if (nans != 0 || (trivial & 1u)) return 0;
   const int passes = kPasses - __popc(trivial);
   return kRouteRun | (passes % 2 == 0 ? kRouteToAlt : 0) | (passes == 1 ? kRouteDecode : 0);
 }
 
+// Notes the keys' order (kOrder* bits ORed into *order; kOrderNan when a
+// NaN is seen, canonical_nan masks): each key is compared with its
+// successor, from the next lane (the warp reads consecutive keys) or, for a
+// warp's last lane, loaded with the others. Blocks stop as soon as the input
+// is known to be in neither order (both bits set), which random input shows
+// in its first keys, so there the kernel costs about one launch; in- or
+// reverse-ordered input is read once at memory speed.
+inline constexpr unsigned long long kOrderNan = 8;
+inline constexpr unsigned long long kOrderNeither = kOrderDescent | kOrderAscent;
+
+// The kOrder* bits of one tile of kBlockThreads * kItems keys from `base`
+// (each key against its successor; the warp's last lane loads its own).
+template <typename Word, int kBlockThreads, int kItems>
+__device__ __forceinline__ unsigned int TileOrder(const Word* __restrict__ keys, size_t n, size_t base,
+                                                  const KeyMasks<Word>& masks) {
+  const int lane = threadIdx.x & 31;
+  Word bits[kItems], after[kItems];
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const size_t j = base + static_cast<size_t>(k) * kBlockThreads + threadIdx.x;
+    bits[k] = j < n ? keys[j] : Word{0};
+    after[k] = lane == 31 && j + 1 < n ? keys[j + 1] : Word{0};
+  }
+  unsigned int seen = 0;
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const size_t j = base + static_cast<size_t>(k) * kBlockThreads + threadIdx.x;
+    const Word w = masks.Encode(bits[k]);
+    Word next = __shfl_down_sync(0xffffffffu, w, 1);
+    if (lane == 31) next = masks.Encode(after[k]);
+    if (j + 1 < n) seen |= (w > next ? 1u : 0u) | (w < next ? 2u : 0u) | (w == next ? 4u : 0u);
+    if (j < n && masks.canonical_nan && KeyCodec<Word>::IsNan(bits[k])) seen |= 8u;
+  }
+  return __reduce_or_sync(0xffffffffu, seen);
+}
+
+// Each block first probes one key per thread at the start of its first
+// tile (random input shows both bits there, so every block stops after one
+// small read); then it reads whole tiles, checking between them whether the
+// input is already known to be in neither order. Only news goes to the
+// shared word: ordered input would otherwise make every warp of every tile
+// hit that one address.
+template <typename Word, int kBlockThreads, int kItems>
+__global__ void __launch_bounds__(kBlockThreads)
+KeyOrderKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> masks,
+               unsigned long long* order) {
+  constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
+  __shared__ unsigned int s_known;  // the bits already in *order
+  volatile unsigned long long* shared_word = order;
+  const int lane = threadIdx.x & 31;
+  // Publishes this warp's news, and shares `read` (the word as thread 0
+  // read it) with the block: whether to stop.
+  auto settle = [&](unsigned int seen, unsigned int read, unsigned int* known) {
+    if (lane == 0 && (seen & ~*known) != 0) atomicOr(order, static_cast<unsigned long long>(seen));
+    if (threadIdx.x == 0) s_known = read | seen;
+    __syncthreads();
+    *known = s_known;
+    __syncthreads();  // s_known is rewritten next time
+    return (*known & kOrderNeither) == kOrderNeither;
+  };
+  unsigned int known = 0;
+  const size_t first = blockIdx.x * kTile;
+  if (first >= n) return;
+  // The probe: published, then the word read back before any tile.
+  const unsigned int probe = TileOrder<Word, kBlockThreads, 1>(keys, n, first, masks);
+  if (lane == 0 && probe != 0) atomicOr(order, static_cast<unsigned long long>(probe));
+  __syncthreads();
+  if (settle(probe, threadIdx.x == 0 ? static_cast<unsigned int>(*shared_word) : 0u, &known)) return;
+  for (size_t base = first; base < n; base += static_cast<size_t>(gridDim.x) * kTile) {
+    // The word is read as the tile's loads go out, so its latency hides.
+    const unsigned int read = threadIdx.x == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
+    if (settle(TileOrder<Word, kBlockThreads, kItems>(keys, n, base, masks), read, &known)) return;
+  }
+}
+
 // Counts, in one read of the keys, the digits of every pass (and NaNs).
-// hist is [passes][kRadixBins], zeroed by the caller.
+// hist is [passes][kRadixBins], zeroed by the caller. `order`, when not
+// null: with `ordered_skip` it was set by KeyOrderKernel before, and input
+// in or in reverse order is not counted (it is copied or reversed instead;
+// the host counts again if neither applies); without, the order was not
+// looked at and block 0 marks it "neither" for the passes and the host.
 template <typename Word, int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
 GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> masks,
                       unsigned long long* __restrict__ hist,
-                      unsigned long long* __restrict__ nan_count) {
+                      unsigned long long* __restrict__ nan_count,
+                      unsigned long long* __restrict__ order, bool ordered_skip) {
+  if (order != nullptr) {
+    if (ordered_skip && (*order & kOrderNeither) != kOrderNeither) return;
+    if (!ordered_skip && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(order, kOrderNeither);
+  }
   constexpr int kPasses = sizeof(Word) * 8 / kRadixBits;
   __shared__ unsigned int counts[kPasses * kRadixBins];
   for (int i = threadIdx.x; i < kPasses * kRadixBins; i += kBlockThreads) counts[i] = 0;
@@ -110,6 +203,27 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
   }
   nans = __reduce_add_sync(0xffffffffu, nans);
   if ((threadIdx.x & 31) == 0 && nans != 0) atomicAdd(nan_count, static_cast<unsigned long long>(nans));
+}
+
+// out[i] = in[n - 1 - i] for keys and (optionally) values: the stable sort
+// of input in strictly reverse order. Each thread swaps one pair, so in and
+// out may be the same array.
+template <typename Word, typename Value>
+__global__ void ReverseKernel(const Word* keys_in, Word* keys_out, const Value* values_in,
+                              Value* values_out, size_t n) {
+  const size_t half = (n + 1) / 2;
+  for (size_t t = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; t < half;
+       t += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t u = n - 1 - t;
+    const Word a = keys_in[t], b = keys_in[u];
+    keys_out[t] = b;
+    keys_out[u] = a;
+    if constexpr (!std::is_same_v<Value, NoValue>) {
+      const Value va = values_in[t], vb = values_in[u];
+      values_out[t] = vb;
+      values_out[u] = va;
+    }
+  }
 }
 
 // One block per pass: offsets[p][d] = sum of hist[p][0..d); and, for pass

@@ -170,7 +170,7 @@ cudaError_t RunPassChain(const std::vector<int>& passes, int first_slot, bool en
 // exit.
 class PinnedPlanWords {
  public:
-  static constexpr int kWords = 2;
+  static constexpr int kWords = 3;
   ~PinnedPlanWords() {
     if (words_ != nullptr) cudaFreeHost(words_);  // may fail at process exit: nothing to do
   }
@@ -279,8 +279,8 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   char* index_a = is_float ? t.Take<char>(n * index_bytes) : nullptr;
   char* index_b = is_float ? t.Take<char>(n * index_bytes) : nullptr;
   // hist: [passes][kRadixBins] counts, then the plan words the passes and
-  // the host read: the NaN count and the trivial-digit mask.
-  unsigned long long* hist = t.Take<unsigned long long>(kPasses * kRadixBins + 2);
+  // the host read: the NaN count, the trivial-digit mask, the order bits.
+  unsigned long long* hist = t.Take<unsigned long long>(kPasses * kRadixBins + PinnedPlanWords::kWords);
   unsigned long long* offsets = t.Take<unsigned long long>(kPasses * kRadixBins);
   unsigned long long* status = t.Take<unsigned long long>(std::max<size_t>(tiles, 1) * kRadixBins);
   // Slots: the speculative first pass, then up to kPasses more.
@@ -297,7 +297,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   const Word flip = p.descending ? ~Word{0} : Word{0};
   const Word* keys_in = static_cast<const Word*>(p.d_keys_in);
   Word* keys_out = static_cast<Word*>(p.d_keys_out);
-  unsigned long long* plan = hist + kPasses * kRadixBins;  // [0] NaNs, [1] trivial mask
+  unsigned long long* plan = hist + kPasses * kRadixBins;  // [0] NaNs, [1] trivial mask, [2] order
 
   // One zeroing up front, from the histogram to the tile counters (taken
   // in that order above; the offsets between are overwritten anyway):
@@ -307,21 +307,38 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   const size_t zero_bytes =
       static_cast<size_t>(reinterpret_cast<char*>(tile_counters + kPasses + 1) - reinterpret_cast<char*>(hist));
   SORTD_CUDA_TRY(cudaMemsetAsync(hist, 0, zero_bytes, stream));
-  // Histogram of every digit in one read, then per-digit offsets and the
+  // The keys' order first (a launch for random input, one read for ordered
+  // input) wherever the plan is read back; then the histogram of every digit
+  // in one read (skipped for ordered input), per-digit offsets and the
   // trivial-digit mask.
   int sms = 0, device = 0;
   SORTD_CUDA_TRY(cudaGetDevice(&device));
   SORTD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const bool read_back = p.skip_trivial_passes || is_float;
+  const bool detect_order = read_back && n >= p.presorted_min_items;
+  const KeyMasks<Word> count_masks = KeyMasks<Word>::For(cls, flip, /*nans_present=*/true);
+  if (detect_order) {
+    // 64 bytes of keys per thread in flight, 8 blocks per SM.
+    constexpr int kOrderThreads = 256, kOrderItems = 64 / sizeof(Word);
+    const size_t order_tiles = (n + kOrderThreads * kOrderItems - 1) / (kOrderThreads * kOrderItems);
+    KeyOrderKernel<Word, kOrderThreads, kOrderItems>
+        <<<static_cast<int>(std::min<size_t>(order_tiles, static_cast<size_t>(sms) * 8)), kOrderThreads, 0,
+           stream>>>(keys_in, n, count_masks, plan + 2);
+    SORTD_CUDA_TRY(cudaGetLastError());
+  }
   const int hist_grid = static_cast<int>(std::min<size_t>(
       static_cast<size_t>(sms) * HistogramTuning::kBlocksPerSm,
       std::max<size_t>(1, (n + HistogramTuning::kBlockThreads - 1) / HistogramTuning::kBlockThreads)));
-  GlobalHistogramKernel<Word, HistogramTuning::kBlockThreads>
-      <<<hist_grid, HistogramTuning::kBlockThreads, 0, stream>>>(
-          keys_in, n, KeyMasks<Word>::For(cls, flip, /*nans_present=*/true), hist, plan);
-  SORTD_CUDA_TRY(cudaGetLastError());
-  DigitOffsetsKernel<kRadixBins><<<kPasses, kRadixBins, 0, stream>>>(hist, n, p.skip_trivial_passes,
-                                                             offsets, plan + 1);
-  SORTD_CUDA_TRY(cudaGetLastError());
+  auto count_digits = [&](unsigned long long* order, bool ordered_skip) -> cudaError_t {
+    GlobalHistogramKernel<Word, HistogramTuning::kBlockThreads>
+        <<<hist_grid, HistogramTuning::kBlockThreads, 0, stream>>>(keys_in, n, count_masks, hist, plan,
+                                                                  order, ordered_skip);
+    SORTD_CUDA_TRY(cudaGetLastError());
+    DigitOffsetsKernel<kRadixBins><<<kPasses, kRadixBins, 0, stream>>>(hist, n, p.skip_trivial_passes,
+                                                               offsets, plan + 1);
+    return cudaGetLastError();
+  };
+  SORTD_CUDA_TRY(count_digits(read_back ? plan + 2 : nullptr, detect_order));
 
   PassShared<Word> shared;
   shared.n = n;
@@ -382,20 +399,68 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     return PassLauncher<Word, Value, Tuning, decltype(transform_tag)::value>(stream).Launch(a);
   }));
   SORTD_CUDA_TRY(cudaEventSynchronize(plan_read.get()));
-  const unsigned long long nans = plan_host[0];
-  const unsigned long long trivial = plan_host[1];  // 0 unless skipping
+  unsigned long long nans = plan_host[0];
+  unsigned long long trivial = plan_host[1];  // 0 unless skipping
+  const unsigned long long order = plan_host[2];
+  // Input already in order (every key equal included): the input is the
+  // answer. In reverse order: reversed, when that is the stable answer (no
+  // equal neighbours, or keys only without NaNs: equal keys are then equal
+  // bits). Such input was not counted (GlobalHistogramKernel).
+  const bool ordered = (order & kOrderNeither) != kOrderNeither;
+  // Every key equal (every digit trivial) also counts when the order was
+  // not looked at.
+  const bool all_trivial = p.skip_trivial_passes &&
+                           (trivial & ((1ull << kPasses) - 1)) == ((1ull << kPasses) - 1);
+  const bool in_order = !(order & kOrderDescent) || all_trivial;
+  const bool reversible = !(order & kOrderAscent) &&
+                          (!(order & kOrderTie) || (p.value_bytes == 0 && !(order & kOrderNan)));
+  if (stats != nullptr && (in_order || reversible)) {
+    stats->passes_run = 0;
+    stats->presorted = in_order ? RadixSortStats::Presorted::kSorted : RadixSortStats::Presorted::kReversed;
+  }
+  if (in_order && p.allow_result_in_input) {
+    if (stats != nullptr) stats->result_in_input = true;
+    return cudaSuccess;
+  }
+  if (!in_order && reversible) {
+    return WithValueType(p.value_bytes, [&](auto value_tag) {
+      using Value = decltype(value_tag);
+      const Value* values_in = nullptr;
+      Value* values_out = nullptr;
+      if constexpr (!std::is_same_v<Value, NoValue>) {
+        values_in = static_cast<const Value*>(p.d_values_in);
+        values_out = static_cast<Value*>(p.d_values_out);
+      }
+      ReverseKernel<Word, Value><<<GridFor((n + 1) / 2, 256), 256, 0, stream>>>(
+          keys_in, keys_out, values_in, values_out, n);
+      return cudaGetLastError();
+    });
+  }
+  if (ordered && !in_order) {
+    // In reverse order, but with ties a reversal would not keep (pairs, or
+    // NaNs): count now and sort in full (the speculative pass stood down).
+    const size_t plan_bytes = 2 * sizeof(unsigned long long);
+    SORTD_CUDA_TRY(cudaMemsetAsync(hist, 0, kPasses * kRadixBins * sizeof(unsigned long long) + plan_bytes,
+                                   stream));
+    SORTD_CUDA_TRY(count_digits(nullptr, false));
+    SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host, plan, plan_bytes, cudaMemcpyDeviceToHost, stream));
+    SORTD_CUDA_TRY(cudaEventRecord(plan_read.get(), stream));
+    SORTD_CUDA_TRY(cudaEventSynchronize(plan_read.get()));
+    nans = plan_host[0];
+    trivial = plan_host[1];
+  }
   std::vector<int> passes;
   for (int pass = 0; pass < kPasses; ++pass) {
     if (!((trivial >> pass) & 1)) passes.push_back(pass);
   }
   // The same rule as SpeculativeRoute on the device.
-  const bool first_pass_ran = nans == 0 && !(trivial & 1);
-  if (stats != nullptr) {
+  const bool first_pass_ran = !ordered && nans == 0 && !(trivial & 1);
+  if (stats != nullptr && !in_order) {
     stats->passes_run = static_cast<int>(passes.size());
     stats->nan_mode = nans > 0;
   }
 
-  if (passes.empty()) {  // every key equal: the input order is the answer
+  if (in_order) {
     if (keys_out != keys_in) {
       SORTD_CUDA_TRY(cudaMemcpyAsync(keys_out, keys_in, n * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
     }

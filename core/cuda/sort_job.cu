@@ -140,24 +140,32 @@ GpuSortReport SortAndDownload(Job& run, SortPlan& plan, size_t n, const Arrays& 
   char* base = s.device;
   const Layout& l = plan.layout;
   size_t temp_bytes = l.temp_bytes;
+  // Input found already sorted stays where it was uploaded (no device copy):
+  // the results are then downloaded from the input buffers.
+  RadixSortStats stats;
+  plan.radix.allow_result_in_input = true;
+  plan.radix.presorted_min_items = run.options().presorted_min_items;
   cudaError_t err = plan.merge ? MergeSort(base + l.temp, temp_bytes, plan.merge_problem, s.stream())
-                               : RadixSort(base + l.temp, temp_bytes, plan.radix, s.stream());
+                               : RadixSort(base + l.temp, temp_bytes, plan.radix, s.stream(), &stats);
   if (err == cudaSuccess) err = run.Injected("sort");
   if (err != cudaSuccess) return run.Fail(err, plan.merge ? "merge sort" : "radix sort");
   if ((err = cudaEventRecord(s.sort_stop, s.stream())) != cudaSuccess) return run.Fail(err, "event");
-  err = run.Download(base + l.keys_out, OneExtent{arrays.keys});
+  const size_t keys_at = stats.result_in_input ? l.keys_in : l.keys_out;
+  const size_t payload_at = stats.result_in_input ? l.index_in : l.index_out;
+  err = run.Download(base + keys_at, OneExtent{arrays.keys});
   if (err == cudaSuccess) err = run.Injected("download");
   if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
   if (with_values) {
-    err = run.Download(base + l.index_out, OneExtent{arrays.values});
+    err = run.Download(base + payload_at, OneExtent{arrays.values});
   } else if (arrays.indices.data != nullptr && plan.index_bytes == 4) {
-    err = run.Download(base + l.index_out, OneExtent{HostExtent(arrays.indices.data, n * 4)},
+    err = run.Download(base + payload_at, OneExtent{HostExtent(arrays.indices.data, n * 4)},
                        WidenOut());
   } else if (arrays.indices.data != nullptr) {
-    err = run.Download(base + l.index_out, OneExtent{arrays.indices});
+    err = run.Download(base + payload_at, OneExtent{arrays.indices});
   }
   if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   run.RecordTimes();
+  run.report().presorted = stats.presorted != RadixSortStats::Presorted::kNo;
   return run.report();
 }
 

@@ -382,8 +382,10 @@ using namespace sortd::cuda::testing;  // NOLINT: test helpers
 // Values as the radix payload (GpuSortJob::values): keys and values come
 // back permuted together, stably, from pageable and from pinned memory.
 template <typename K, typename V>
-void CheckPairsJob(GpuWorker& worker, size_t n, bool descending, bool pinned, uint64_t seed) {
-  const std::vector<K> input = Random<K>(n, seed, 6);  // 64 distinct keys: stability shows
+void CheckPairsJob(GpuWorker& worker, size_t n, bool descending, bool pinned, uint64_t seed,
+                   bool presorted = false) {
+  std::vector<K> input = Random<K>(n, seed, 6);  // 64 distinct keys: stability shows
+  if (presorted) std::stable_sort(input.begin(), input.end(), Less<K>);
   const std::vector<V> values_in = Random<V>(n, seed + 1);
   K* keys = nullptr;
   V* values = nullptr;
@@ -431,6 +433,49 @@ TEST(GpuWorkerPairs, ValuesOfFourAndEightBytesMoveWithTheirKeys) {
       CheckPairsJob<uint64_t, uint32_t>(*worker, 70000, descending, pinned, 4);
     }
   }
+}
+
+// Input already in order is left where it was uploaded and downloaded
+// from there (keys, values, 4-byte positions widened, 8-byte positions to
+// pinned memory); input in reverse order is reversed on the device.
+TEST(GpuWorkerPairs, PresortedInputComesBackFromWhereItWasUploaded) {
+  SKIP_WITHOUT_GPU();
+  GpuWorkerOptions o;
+  o.staging_chunk_bytes = 1 << 16;
+  o.presorted_min_items = 0;  // every size the test uses
+  std::string error;
+  auto worker = GpuWorker::Create(o, &error);
+  ASSERT_NE(worker, nullptr) << error;
+  for (bool pinned : {false, true}) {
+    for (bool descending : {false, true}) {
+      CheckPairsJob<uint32_t, uint32_t>(*worker, 300001, descending, pinned, 5, true);
+      CheckPairsJob<double, uint64_t>(*worker, 100000, descending, pinned, 6, true);
+    }
+  }
+  auto sorted = Random<int64_t>(200003, 7);
+  std::sort(sorted.begin(), sorted.end());
+  for (bool descending : {false, true}) {
+    for (bool indices : {false, true}) CheckJob(*worker, sorted, descending, indices, "presorted");
+    // The report says the order was found (distinct keys: both directions).
+    std::vector<int64_t> keys = sorted;
+    GpuSortJob job;
+    job.key_type = RadixKeyType::kInt64;
+    job.descending = descending;
+    job.num_items = keys.size();
+    job.keys = keys.data();
+    const GpuSortReport report = worker->Sort(job);
+    ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << report.message;
+    EXPECT_TRUE(report.presorted) << (descending ? "reversed" : "in order");
+  }
+  // Random input is not.
+  std::vector<int64_t> random = Random<int64_t>(200003, 8);
+  GpuSortJob job;
+  job.key_type = RadixKeyType::kInt64;
+  job.num_items = random.size();
+  job.keys = random.data();
+  const GpuSortReport report = worker->Sort(job);
+  ASSERT_EQ(report.outcome, GpuSortOutcome::kOk) << report.message;
+  EXPECT_FALSE(report.presorted);
 }
 
 TEST(GpuWorkerPairs, PairsOverThePoolAreRefusedUntouched) {

@@ -29,7 +29,7 @@ using namespace sortd::cuda::testing;  // NOLINT: test helpers
 template <typename T>
 void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
                RadixSortStats* stats_out = nullptr, const std::string& what = "",
-               bool skip_trivial_passes = true) {
+               bool skip_trivial_passes = true, size_t presorted_min_items = 0) {
   const size_t n = keys.size();
   DeviceBuffer d_in(n * sizeof(T)), d_out(n * sizeof(T));
   DeviceBuffer d_vin(n * 8), d_vout(n * 8);
@@ -46,6 +46,9 @@ void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
   p.d_values_in = value_bytes ? d_vin.ptr : nullptr;
   p.d_values_out = value_bytes ? d_vout.ptr : nullptr;
   p.skip_trivial_passes = skip_trivial_passes;
+  // Order detection at every size the tests use (the default leaves arrays
+  // below 2^25 keys alone; RadixSortPresortedTest covers that too).
+  p.presorted_min_items = presorted_min_items;
   size_t temp_bytes = 0;
   ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
   DeviceBuffer temp(temp_bytes);
@@ -112,6 +115,138 @@ TYPED_TEST(RadixSortTest, DegenerateAndNarrowInputs) {
       CheckSort(reversed, desc, vb, nullptr, "reversed");
       CheckSort(few, desc, vb, nullptr, "few distinct");
       for (int bits : {8, 16, 24}) CheckSort(Random<TypeParam>(n, bits, bits), desc, vb, nullptr, "narrow");
+    }
+  }
+}
+
+// Input already in the requested order is copied (0 passes), input in
+// reverse order reversed, in the histogram's read: every key type, keys and
+// pairs. Ties stop the reversal where it would not be stable (pairs, NaNs),
+// and a single key out of place anywhere (a lane, warp or load boundary of
+// the histogram, the last key) means a full sort.
+TYPED_TEST(RadixSortTest, PresortedInputIsCopiedOrReversed) {
+  SKIP_WITHOUT_GPU();
+  using Presorted = RadixSortStats::Presorted;
+  for (size_t n : {size_t{1}, size_t{2}, size_t{33}, size_t{4097}, (size_t{1} << 20) + 7}) {
+    const std::string at = " n=" + std::to_string(n);
+    auto sorted = Random<TypeParam>(n, n + 3);
+    std::sort(sorted.begin(), sorted.end(), Less<TypeParam>);
+    sorted.erase(std::unique(sorted.begin(), sorted.end(),
+                             [](TypeParam a, TypeParam b) { return !Less(a, b) && !Less(b, a); }),
+                 sorted.end());
+    for (int vb : {0, 4, 8}) {
+      RadixSortStats stats;
+      CheckSort(sorted, false, vb, &stats, "sorted" + at);
+      EXPECT_EQ(stats.presorted, Presorted::kSorted) << at << " vb=" << vb;
+      EXPECT_EQ(stats.passes_run, 0);
+      // Distinct keys asked for in the other order: a stable reversal.
+      CheckSort(sorted, true, vb, &stats, "reversed" + at);
+      if (sorted.size() > 1) EXPECT_EQ(stats.presorted, Presorted::kReversed) << at << " vb=" << vb;
+    }
+    if (n < 64) continue;
+    // Ties in reverse order: keys only (integers: equal keys are equal bits)
+    // reverse; pairs must keep equal keys' input order, so they sort.
+    auto ties = Random<TypeParam>(n, n + 4, 6);
+    std::sort(ties.begin(), ties.end(), Less<TypeParam>);
+    RadixSortStats stats;
+    CheckSort(ties, true, 4, &stats, "ties reversed, pairs" + at);
+    EXPECT_EQ(stats.presorted, Presorted::kNo) << at;
+    CheckSort(ties, true, 0, &stats, "ties reversed, keys" + at);
+    EXPECT_EQ(stats.presorted, Presorted::kReversed) << at;
+    CheckSort(ties, false, 8, &stats, "ties in order, pairs" + at);
+    EXPECT_EQ(stats.presorted, Presorted::kSorted) << at;
+    // One pair of neighbours out of order.
+    for (size_t swap : {size_t{0}, size_t{30}, size_t{31}, size_t{32}, n / 2, n - 2}) {
+      if (swap + 1 >= sorted.size()) continue;
+      auto almost = sorted;
+      std::swap(almost[swap], almost[swap + 1]);
+      CheckSort(almost, false, 4, &stats, "swapped at " + std::to_string(swap) + at);
+      EXPECT_EQ(stats.presorted, Presorted::kNo) << "swapped at " << swap << at;
+      auto almost_reversed = sorted;
+      std::reverse(almost_reversed.begin(), almost_reversed.end());
+      std::swap(almost_reversed[swap], almost_reversed[swap + 1]);
+      CheckSort(almost_reversed, false, 0, &stats, "reversed, swapped at " + std::to_string(swap) + at);
+      EXPECT_EQ(stats.presorted, Presorted::kNo) << "reversed, swapped at " << swap << at;
+    }
+  }
+  if constexpr (std::is_floating_point_v<TypeParam>) {
+    // NaNs (all sort as one key, payloads in input order): in order is
+    // copied; the other order is not a stable reversal, so it sorts.
+    auto specials = FloatSpecials<TypeParam>(100003, 9);
+    std::stable_sort(specials.begin(), specials.end(), Less<TypeParam>);
+    RadixSortStats stats;
+    CheckSort(specials, false, 0, &stats, "specials in order");
+    EXPECT_EQ(stats.presorted, Presorted::kSorted);
+    CheckSort(specials, true, 0, &stats, "specials, other order");
+    EXPECT_EQ(stats.presorted, Presorted::kNo);
+  }
+}
+
+// With allow_result_in_input, sorted input is neither sorted nor copied:
+// the output buffer is never written and the stats point at the input.
+TEST(RadixSortPresortedTest, SortedInputMayStayInTheInput) {
+  SKIP_WITHOUT_GPU();
+  const size_t n = (size_t{1} << 20) + 5;
+  auto keys = Random<uint64_t>(n, 77);
+  std::sort(keys.begin(), keys.end());
+  DeviceBuffer d_in(n * 8), d_out(n * 8), d_vin(n * 4), d_vout(n * 4);
+  ASSERT_EQ(cudaMemcpy(d_in.ptr, keys.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
+  UploadPositionValues(d_vin.ptr, n, 4);
+  ASSERT_EQ(cudaMemset(d_out.ptr, 0xab, n * 8), cudaSuccess);
+  RadixSortProblem p;
+  p.key_type = RadixKeyType::kUint64;
+  p.num_items = n;
+  p.d_keys_in = d_in.ptr;
+  p.d_keys_out = d_out.ptr;
+  p.value_bytes = 4;
+  p.d_values_in = d_vin.ptr;
+  p.d_values_out = d_vout.ptr;
+  p.allow_result_in_input = true;
+  p.presorted_min_items = 0;
+  size_t temp_bytes = 0;
+  ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
+  DeviceBuffer temp(temp_bytes);
+  RadixSortStats stats;
+  ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(stats.result_in_input);
+  EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kSorted);
+  std::vector<uint64_t> in(n), out(n);
+  cudaMemcpy(in.data(), d_in.ptr, n * 8, cudaMemcpyDeviceToHost);
+  cudaMemcpy(out.data(), d_out.ptr, n * 8, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(in, keys);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 0xababababababababull) << "output written at " << i;
+  // Random input ignores the option: sorted into the output as always.
+  std::shuffle(keys.begin(), keys.end(), std::mt19937_64(5));
+  ASSERT_EQ(cudaMemcpy(d_in.ptr, keys.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_FALSE(stats.result_in_input);
+  EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kNo);
+  cudaMemcpy(out.data(), d_out.ptr, n * 8, cudaMemcpyDeviceToHost);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(out, keys);
+}
+
+// Below presorted_min_items the order is not looked at: sorted input takes
+// the ordinary passes (and the speculative first pass still runs).
+TEST(RadixSortPresortedTest, SmallArraysAreNotCheckedForOrder) {
+  SKIP_WITHOUT_GPU();
+  std::vector<uint32_t> sorted(100003);
+  std::iota(sorted.begin(), sorted.end(), 7u);
+  RadixSortStats stats;
+  CheckSort(sorted, false, 4, &stats, "sorted, below the minimum", true, size_t{1} << 20);
+  EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kNo);
+  EXPECT_EQ(stats.passes_run, 3);  // the top digit is constant below 2^24
+  CheckSort(sorted, true, 0, &stats, "reversed, below the minimum", true, size_t{1} << 20);
+  EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kNo);
+  // Every digit trivial (one key, equal keys): the input is the answer.
+  for (size_t n : {size_t{1}, size_t{5000}}) {
+    for (int vb : {0, 4, 8}) {
+      CheckSort(std::vector<uint32_t>(n, 42), false, vb, &stats, "equal keys", true, size_t{1} << 20);
+      EXPECT_EQ(stats.passes_run, 0);
+      CheckSort(std::vector<double>(n, -1.5), true, vb, &stats, "equal keys", true, size_t{1} << 20);
+      EXPECT_EQ(stats.passes_run, 0);
     }
   }
 }
