@@ -157,8 +157,11 @@ absl::StatusOr<EngineKind> Dispatcher::SortOnGpu(int device, NumericSpan keys, v
 }
 
 absl::StatusOr<EngineKind> Dispatcher::SortArriving(const ArrivingSort& sort) {
-  if (&ForNumeric(sort.keys.type, sort.keys.size) != gpu_.get()) {
-    return absl::UnavailableError("not routed to a GPU");
+  SortEngine& engine = ForNumeric(sort.keys.type, sort.keys.size);
+  if (&engine != gpu_.get()) {
+    absl::Status status = engine.SortArriving(sort);
+    if (!status.ok()) return status;
+    return engine.kind();
   }
   absl::Status status = gpu_->SortArriving(sort);
   if (!status.ok()) return status;

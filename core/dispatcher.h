@@ -61,12 +61,15 @@ class Dispatcher {
   absl::StatusOr<EngineKind> SortOnGpu(int device, NumericSpan keys, void* values,
                                        size_t value_width, SortOrder order,
                                        absl::Span<uint64_t> indices);
-  // Starts a numeric sort while its input still arrives (sort sessions)
-  // when it routes to a GPU with an arriving slot free: the input goes to
-  // the device as it lands, and this returns once it is sorted.
-  // UNAVAILABLE when not taken (a CPU-routed size, no slot, over the pool,
-  // an error before output): the arrays are untouched, so sort them with
-  // SortNumeric once complete. CANCELLED: the input was abandoned.
+  // Sorts a numeric array while its input still arrives (sort sessions)
+  // on ForNumeric's engine: on a GPU with an arriving slot free the input
+  // goes to the device as it lands; on the CPU, keys-only arrays are partitioned
+  // into buckets as they land and the buckets sorted at the end
+  // (core/cpu/arriving_sort.h). Returns once it is
+  // sorted. UNAVAILABLE when not taken (no slot, over the pool, values or
+  // indices or a small array on the CPU, an error before output): the
+  // arrays are untouched, so sort them with SortNumeric once complete.
+  // CANCELLED: the input was abandoned.
   absl::StatusOr<EngineKind> SortArriving(const ArrivingSort& sort);
   // Batches of small numeric arrays (the server's batcher): on the GPU's
   // segmented kernel when a GPU serves, else on the CPU engine; a batch the

@@ -55,6 +55,12 @@ class SortEngine {
   virtual absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
                                         SortOrder order);
 
+  // Sorts input that is still arriving (sort sessions; ArrivingSort says
+  // how), returning once it is sorted. The default takes none: UNAVAILABLE,
+  // the arrays untouched, sort them once complete. CANCELLED when the input
+  // was abandoned.
+  virtual absl::Status SortArriving(const ArrivingSort& sort);
+
   // Sorts many independent arrays of one numeric type in one go (the
   // batcher's launch). The default sorts them one by one.
   virtual absl::Status SortBatch(DataType type, SortOrder order, absl::Span<const BatchItem> items);

@@ -94,7 +94,7 @@ class GpuEngine : public SortEngine {
   // error before output): the arrays are untouched, sort them once
   // complete. CANCELLED when the input was abandoned; INTERNAL after output
   // started.
-  virtual absl::Status SortArriving(const ArrivingSort& sort) = 0;
+  absl::Status SortArriving(const ArrivingSort& sort) override = 0;
   // Sorts in place on GPU `device` (its CUDA ordinal) when it serves and is
   // healthy, else on the GPU picked as usual: for device memory, which is
   // read and written fastest by its own GPU. `values` (4 or 8 bytes each,

@@ -2,7 +2,8 @@
 // (after moving NaNs aside for floats, so that their payloads and input order
 // survive); sorts that need the permutation sort packed (ordered key, index)
 // words, which makes vqsort stable. Byte strings use std::stable_sort on
-// indices. Large arrays are split across threads and merged.
+// indices. Large arrays are split across threads and merged. Keys-only
+// sessions are partitioned while their parts arrive (core/cpu/arriving_sort.h).
 #include "core/cpu/cpu_engine.h"
 
 #include <algorithm>
@@ -13,24 +14,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu/arriving_sort.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/vqsort_words.h"
 #include "core/key_transform.h"
-#include "hwy/contrib/sort/vqsort.h"
 
 namespace sortd {
 namespace {
-
-// vqsort on one contiguous chunk, in the requested direction.
-// A Sorter owns vqsort's small scratch buffer; one per thread is reused.
-template <typename T>
-void VqSortChunk(T* data, size_t n, bool descending) {
-  thread_local hwy::Sorter sorter;
-  if (descending) {
-    sorter(data, n, hwy::SortDescending());
-  } else {
-    sorter(data, n, hwy::SortAscending());
-  }
-}
 
 class CpuEngine final : public SortEngine {
  public:
@@ -42,6 +32,12 @@ class CpuEngine final : public SortEngine {
   }
 
   EngineKind kind() const override { return EngineKind::kCpu; }
+
+  // Keys-only arrays from the parallel threshold up are partitioned while
+  // their parts land (core/cpu/arriving_sort.h); the others: UNAVAILABLE.
+  absl::Status SortArriving(const ArrivingSort& sort) override {
+    return cpu::SortKeysArriving(sort, {options_.max_threads, options_.parallel_threshold});
+  }
 
   absl::Status SortNumeric(NumericSpan keys, SortOrder order,
                            absl::Span<uint64_t> indices) override {
@@ -116,22 +112,11 @@ class CpuEngine final : public SortEngine {
     });
   }
 
-  // Sorts words with vqsort, on one thread or partitioned across threads.
-  // Used for keys and for packed (key, index) words: equal words are
-  // bit-identical, so the partitioned sort needs no stability.
+  // Sorts words with vqsort (core/cpu/vqsort_words.h), on one thread or
+  // partitioned across threads by size.
   template <typename W>
   void SortWords(W* data, size_t n, bool descending) {
-    const int threads = ThreadsFor(n);
-    auto chunk = [descending](W* p, size_t len) {
-      VqSortChunk(p, len, descending);
-    };
-    if (descending) {
-      cpu::ParallelPartitionSort(
-          data, n, threads, [](const W& a, const W& b) { return b < a; }, chunk);
-    } else {
-      cpu::ParallelPartitionSort(
-          data, n, threads, [](const W& a, const W& b) { return a < b; }, chunk);
-    }
+    cpu::SortWords(data, n, ThreadsFor(n), descending);
   }
 
   template <typename T>

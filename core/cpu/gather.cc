@@ -1,6 +1,6 @@
 // Permutation gather for numeric value arrays (pairs sorts), and the
-// default SortEngine::SortBatch (arrays one by one) and SortPairsNumeric
-// (argsort, then gather).
+// default SortEngine::SortBatch (arrays one by one), SortPairsNumeric
+// (argsort, then gather) and SortArriving (none).
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -45,6 +45,10 @@ absl::Status SortEngine::SortPairsNumeric(NumericSpan keys, void* values, size_t
   std::unique_ptr<char[]> before(new char[keys.size * value_width]);
   std::memcpy(before.get(), values, keys.size * value_width);
   return GatherByIndex(before.get(), value_width, indices, values);
+}
+
+absl::Status SortEngine::SortArriving(const ArrivingSort&) {
+  return absl::UnavailableError("this engine sorts only complete input");
 }
 
 absl::Status SortEngine::SortBatch(DataType type, SortOrder order,

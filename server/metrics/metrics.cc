@@ -116,9 +116,10 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
       families.push_back(std::move(expired));
       prometheus::MetricFamily arriving = GaugeFamily(
           "sortd_sort_sessions_sorted_arriving_total",
-          "Sort sessions sorted on a GPU that took their parts as they arrived (the others "
-          "sorted after the upload: a CPU-routed size, the GPU's arriving slot busy, or over "
-          "the device pool).",
+          "Sort sessions sorted while their parts arrived: by a GPU that took each part as it "
+          "landed, or by the CPU engine, which partitioned the keys as they landed (the others "
+          "sorted after the upload: the GPU's arriving slot busy, over the device pool, or on "
+          "the CPU values, indices or a small array).",
           0);
       arriving.type = prometheus::MetricType::Counter;
       arriving.metric[0].counter.value = static_cast<double>(sorted_arriving_());

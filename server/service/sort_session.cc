@@ -175,7 +175,7 @@ SortSession::~SortSession() {
 
 void SortSession::StartArriving(Dispatcher& dispatcher) {
   const size_t n = keys_.elements();
-  if (request_.transfer_only() || n == 0 || !dispatcher.RoutesToGpu(key_type_, n)) return;
+  if (request_.transfer_only() || n == 0) return;
   ArrivingSort sort;
   sort.keys = NumericSpan(key_type_, keys_.data(), n);
   sort.order = ToCoreOrder(request_.order());

@@ -89,10 +89,11 @@ class SortSession {
   SortSession(const SortSession&) = delete;
   SortSession& operator=(const SortSession&) = delete;
 
-  // Starts the sort while the parts still arrive when it routes to a GPU
-  // with an arriving slot free (Dispatcher::SortArriving): each part goes
-  // on to the device as it lands, so the copy overlaps the network, and
-  // values are sorted on the device with the keys. Otherwise RunSort sorts
+  // Starts the sort while the parts still arrive (Dispatcher::SortArriving)
+  // where the engine takes it: a GPU with an arriving slot free copies each
+  // part to the device as it lands, so the copy overlaps the network, and
+  // sorts values on the device with the keys; the CPU engine
+  // partitions keys-only arrays into buckets as they land. Otherwise RunSort sorts
   // once the upload is complete. Call once, before any part is accepted
   // (StartSortSession's handler).
   void StartArriving(Dispatcher& dispatcher);

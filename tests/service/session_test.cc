@@ -91,6 +91,52 @@ TEST(SessionTest, EveryKeyTypeSortsThroughSessionsAgainstTheReference) {
   ExpectSortedThroughSession<double>(10007, v1::SORT_ORDER_DESCENDING, false);
 }
 
+// The CPU engine partitions a keys-only session's keys as its parts land
+// (counted by sortd_sort_sessions_sorted_arriving_total), and each answer is
+// still the stable sort, for every key type and both orders; sessions with
+// indices or values are sorted after the upload and not counted.
+template <typename T>
+void ExpectSortedArriving(client::SortClient& c, size_t n, v1::SortOrder order) {
+  const std::vector<T> keys = RandomKeys<T>(n, n + order, /*distinct=*/n / 3);
+  std::vector<T> out(n);
+  absl::StatusOr<v1::Engine> engine = c.SortInto<T>(keys, absl::MakeSpan(out), order);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(*engine, v1::ENGINE_CPU);
+  const std::vector<uint64_t> perm = ReferencePermutation(keys, order);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], keys[perm[i]]) << "position " << i;
+}
+
+TEST(SessionTest, TheCpuSortsKeysOnlySessionsWhileTheirPartsArrive) {
+  ServerOptions options;
+  options.dispatcher.cpu.parallel_threshold = 1 << 14;  // the arriving path from 16384 keys
+  auto server = StartServer(options);
+  client::ClientOptions session = SessionOptions();
+  session.part_bytes = 64 << 10;  // many parts, in any order over the connections
+  auto c = Connect(*server, session);
+  ExpectSortedArriving<uint32_t>(*c, 300007, v1::SORT_ORDER_ASCENDING);
+  ExpectSortedArriving<int32_t>(*c, 100000, v1::SORT_ORDER_DESCENDING);
+  ExpectSortedArriving<float>(*c, 100003, v1::SORT_ORDER_DESCENDING);
+  ExpectSortedArriving<uint64_t>(*c, 70001, v1::SORT_ORDER_ASCENDING);
+  ExpectSortedArriving<int64_t>(*c, 50000, v1::SORT_ORDER_DESCENDING);
+  ExpectSortedArriving<double>(*c, 65536, v1::SORT_ORDER_ASCENDING);
+  const int arriving = 6;
+  EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), arriving);
+
+  // With indices, or values, the CPU sorts after the upload (not counted).
+  std::vector<uint32_t> keys = RandomKeys<uint32_t>(100000, 6, 100);
+  std::vector<uint32_t> out(keys.size());
+  std::vector<uint64_t> indices(keys.size());
+  ASSERT_TRUE(c->SortInto<uint32_t>(keys, absl::MakeSpan(out), v1::SORT_ORDER_ASCENDING,
+                                    absl::MakeSpan(indices))
+                  .ok());
+  EXPECT_EQ(indices, ReferencePermutation(keys, v1::SORT_ORDER_ASCENDING));
+  auto pairs = c->SortPairs<uint32_t, uint32_t>(keys, keys);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  // Under the threshold: sorted after the upload too.
+  ExpectSortedArriving<uint32_t>(*c, 10000, v1::SORT_ORDER_ASCENDING);
+  EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), arriving);
+}
+
 TEST(SessionTest, PairsCarryEachValueWithItsKeyStably) {
   auto server = StartServer();
   auto c = Connect(*server, SessionOptions(4));
