@@ -64,6 +64,14 @@ class Admitted {
 
   // Adds bytes to this admission (already reserved by AcquireMoreBytes).
   void AddBytes(uint64_t bytes) { bytes_ += bytes; }
+  // Reserves `bytes` more for this admission and holds them with it, or
+  // explains why not (nothing reserved then). OK without a control.
+  absl::Status AcquireMoreBytes(uint64_t bytes) {
+    if (control_ == nullptr) return absl::OkStatus();
+    absl::Status status = control_->AcquireMoreBytes(bytes);
+    if (status.ok()) bytes_ += bytes;
+    return status;
+  }
   // Gives the request slot back now and keeps the bytes (a response that
   // waits to be written holds memory, not a place in the queue).
   void ReleaseRequestSlot() {

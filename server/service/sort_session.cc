@@ -176,6 +176,13 @@ SortSession::~SortSession() {
 void SortSession::StartArriving(Dispatcher& dispatcher) {
   const size_t n = keys_.elements();
   if (request_.transfer_only() || n == 0) return;
+  if (!dispatcher.RoutesToGpu(key_type_, n)) {
+    // The CPU engine takes keys only, and holds a pool about the keys' size
+    // for the whole upload: reserved like the buffers (released with them),
+    // else the sort waits for the upload, as it does without room.
+    if (value_type_.has_value() || request_.return_indices()) return;
+    if (!admitted_.AcquireMoreBytes(keys_.bytes()).ok()) return;
+  }
   ArrivingSort sort;
   sort.keys = NumericSpan(key_type_, keys_.data(), n);
   sort.order = ToCoreOrder(request_.order());

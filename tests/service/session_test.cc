@@ -137,6 +137,39 @@ TEST(SessionTest, TheCpuSortsKeysOnlySessionsWhileTheirPartsArrive) {
   EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), arriving);
 }
 
+// The CPU's arriving sort holds a pool about the keys' size during the
+// upload; a server without room for it as well as the session's buffer
+// sorts after the upload instead (same results, not counted), and the
+// reservation goes back with the session.
+TEST(SessionTest, ACpuSessionWithoutRoomForItsPoolSortsAfterTheUpload) {
+  ServerOptions options;
+  options.dispatcher.cpu.parallel_threshold = 1 << 14;
+  const size_t n = 300007;
+  options.max_inflight_bytes = n * 4 + n * 2;  // the buffer, not buffer and pool
+  auto server = StartServer(options);
+  client::ClientOptions session = SessionOptions();
+  session.part_bytes = 64 << 10;
+  auto c = Connect(*server, session);
+  // Each session's memory is given back a moment after it ends (once gRPC
+  // lets go of its last part): the next one starts on an empty server.
+  auto drained = [&] {
+    return Sample(ScrapeUntil(*server, [](const std::string& t) {
+                    return Sample(t, "sortd_inflight_bytes") == 0;
+                  }),
+                  "sortd_inflight_bytes") == 0;
+  };
+  ExpectSortedArriving<uint32_t>(*c, n, v1::SORT_ORDER_ASCENDING);
+  ASSERT_TRUE(drained());
+  ExpectSortedArriving<float>(*c, n, v1::SORT_ORDER_DESCENDING);
+  ASSERT_TRUE(drained());
+  EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), 0);
+  // Half the keys leave room for both: sorted while arriving.
+  ExpectSortedArriving<uint32_t>(*c, n / 2, v1::SORT_ORDER_ASCENDING);
+  EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), 1);
+  // The pool's reservation went back with the session.
+  EXPECT_TRUE(drained());
+}
+
 TEST(SessionTest, PairsCarryEachValueWithItsKeyStably) {
   auto server = StartServer();
   auto c = Connect(*server, SessionOptions(4));
