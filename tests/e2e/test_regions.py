@@ -478,6 +478,20 @@ class Regions(RegionTest):
         self.assertCode(cm, CODE.FAILED_PRECONDITION, "CUDA IPC regions are off")
         self.assertEqual({r.name for r in self.client.list_regions()}, before | {"dup"})
 
+    def test_shared_arrays_are_owner_only_unless_a_mode_is_given(self):
+        for mode in (None, 0o660, 0o640):
+            kwargs = {} if mode is None else {"mode": mode}
+            shared = SharedArray(self.client, 1024, np.uint32, **kwargs)
+            self.addCleanup(shared.close)
+            path = "/dev/shm" + shared.shm_key
+            self.assertEqual(os.stat(path).st_mode & 0o777, mode or 0o600)
+            # Registered and sorted in place like any other.
+            shared.array[:] = np.arange(1024, dtype=np.uint32)[::-1]
+            self.client.sort(shared.array)
+            np.testing.assert_array_equal(shared.array, np.arange(1024, dtype=np.uint32))
+            shared.close()
+            self.assertFalse(os.path.exists(path))
+
     def test_list_regions_and_unregister(self):
         h = self.shared(self.client, 1000, np.int64, name="listed")
         regions = {r.name: r for r in self.client.list_regions()}

@@ -192,16 +192,17 @@ class Client:
             raise SortdError.from_rpc_error(err) from None
 
     # ---- same-host regions ---------------------------------------------
-    def shared_array(self, shape_or_count, dtype, name=None, timeout=_DEFAULT):
+    def shared_array(self, shape_or_count, dtype, name=None, timeout=_DEFAULT, mode=0o600):
         """A numpy array in new POSIX shared memory registered with the
         server under `name` (default: a unique one); sorts of it, or of any
         contiguous 1-D slice of it, go by reference and sort in place.
         unregister_region(region_of(array)) or Client.close() frees it (the
         object is unlinked then; the memory stays mapped while views of it
-        live).
+        live). mode: the object's permissions (owner-only by default; 0o660
+        for a server running as another user of the object's group).
         SharedArray gives the handle (name, shm_key, pinned, close())."""
         return SharedArray(self, shape_or_count, dtype, name,
-                           timeout=self._deadline(timeout)).array
+                           timeout=self._deadline(timeout), mode=mode).array
 
     def register_system_region(self, name, shm_key, byte_size, offset=0, buffer=None,
                                timeout=_DEFAULT):

@@ -75,7 +75,7 @@ class SharedArray:
     returns just the array.
     """
 
-    def __init__(self, client, shape_or_count, dtype, name=None, timeout=None):
+    def __init__(self, client, shape_or_count, dtype, name=None, timeout=None, mode=0o600):
         shape = ((int(shape_or_count),) if np.isscalar(shape_or_count)
                  else tuple(int(d) for d in shape_or_count))
         dtype = np.dtype(dtype)
@@ -88,6 +88,16 @@ class SharedArray:
             name="sortd-py-%d-%s" % (os.getpid(), secrets.token_hex(8)), create=True,
             size=max(self.nbytes, 1))
         self.shm_key = "/" + self._shm.name
+        if mode != 0o600:
+            # SharedMemory creates owner-only objects; fchmod is not
+            # filtered by the umask (a server running as another user of
+            # the object's group needs 0660, docs/deploy.md).
+            try:
+                os.fchmod(self._shm._fd, mode)
+            except BaseException:
+                self._shm.close()
+                self._shm.unlink()
+                raise
         self.array = np.asarray(_Mapping(self._shm, shape, dtype))
         self._regions = client._regions
         self._lock = threading.Lock()
