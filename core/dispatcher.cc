@@ -158,14 +158,9 @@ absl::StatusOr<EngineKind> Dispatcher::SortOnGpu(int device, NumericSpan keys, v
 
 absl::StatusOr<EngineKind> Dispatcher::SortArriving(const ArrivingSort& sort) {
   SortEngine& engine = ForNumeric(sort.keys.type, sort.keys.size);
-  if (&engine != gpu_.get()) {
-    absl::Status status = engine.SortArriving(sort);
-    if (!status.ok()) return status;
-    return engine.kind();
-  }
-  absl::Status status = gpu_->SortArriving(sort);
+  absl::Status status = engine.SortArriving(sort);
   if (!status.ok()) return status;
-  return EngineKind::kGpuRadix;
+  return engine.kind();
 }
 
 }  // namespace sortd

@@ -251,12 +251,18 @@ class ArrivingPartition {
     if (mine.nans != nans_before) mine.nan_pieces.emplace_back(begin, end);
   }
 
+  Stored* Block(size_t id) const { return pool_ + id * block_; }
+  // Keys in block i of w's chain for bucket b: full but for the last one.
+  size_t BlockKeys(const WorkerBuckets<Stored>& w, int b, size_t i) const {
+    return i + 1 < w.chain[b].size() ? block_
+                                     : static_cast<size_t>(w.cursor[b].at - Block(w.chain[b][i]));
+  }
   // Keys of worker t's bucket b.
   size_t Count(int t, int b) const {
     const WorkerBuckets<Stored>& w = *buckets_[t];
-    return (w.chain[b].size() - 1) * block_ + static_cast<size_t>(w.cursor[b].at - Block(w.chain[b].back()));
+    const size_t last = w.chain[b].size() - 1;
+    return last * block_ + BlockKeys(w, b, last);
   }
-  Stored* Block(size_t id) const { return pool_ + id * block_; }
 
   // Bucket b's blocks, in order, as (source, keys) pairs.
   std::vector<std::pair<const Stored*, size_t>> Pieces(int b) const {
@@ -264,9 +270,7 @@ class ArrivingPartition {
     for (int t = 0; t < threads_; ++t) {
       const WorkerBuckets<Stored>& w = *buckets_[t];
       for (size_t i = 0; i < w.chain[b].size(); ++i) {
-        const size_t len = i + 1 < w.chain[b].size()
-                               ? block_
-                               : static_cast<size_t>(w.cursor[b].at - Block(w.chain[b][i]));
+        const size_t len = BlockKeys(w, b, i);
         if (len > 0) out.emplace_back(Block(w.chain[b][i]), len);
       }
     }

@@ -46,7 +46,7 @@ struct GpuWorkerOptions {
   // Radix sorts of at least this many keys look at the input's order first
   // (RadixSortProblem::presorted_min_items): input already in order is
   // downloaded from where it was uploaded, input in reverse order reversed.
-  size_t presorted_min_items = size_t{1} << 25;
+  size_t presorted_min_items = RadixSortProblem{}.presorted_min_items;
   // Tests only: a device error to inject into numeric sorts (a cudaError_t
   // value; 0 for none), asked at "sort" (after the sort is queued, before
   // any output: the caller's arrays stay intact) and at "download" (after

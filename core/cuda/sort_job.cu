@@ -117,7 +117,7 @@ struct Arrays {
   }
 };
 
-Extent Locate(void* array, size_t bytes) {
+Extent Locate(const void* array, size_t bytes) {
   return HostExtent(array, bytes,
                     bytes > 0 && array != nullptr ? MemoryKindOf(array) : MemoryKind::kPageable);
 }
@@ -125,9 +125,9 @@ Extent Locate(void* array, size_t bytes) {
 Arrays LocateArrays(const void* keys, const void* values, int value_bytes, const uint64_t* indices,
                     size_t n, size_t key_bytes) {
   Arrays a;
-  a.keys = Locate(const_cast<void*>(keys), n * key_bytes);
-  a.values = Locate(const_cast<void*>(values), values != nullptr ? n * value_bytes : 0);
-  a.indices = Locate(const_cast<uint64_t*>(indices), indices != nullptr ? n * 8 : 0);
+  a.keys = Locate(keys, n * key_bytes);
+  a.values = Locate(values, values != nullptr ? n * value_bytes : 0);
+  a.indices = Locate(indices, indices != nullptr ? n * 8 : 0);
   return a;
 }
 

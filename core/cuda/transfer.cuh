@@ -203,6 +203,7 @@ cudaError_t Download(Staging& s, const void* dev, const Extents& sink, DownloadM
   // `first`, `within` bytes into it.
   struct Step {
     bool direct;
+    int chunk;  // staged: the chunk it went through
     size_t at, len, first, within;
   };
   std::vector<Step> steps;
@@ -224,13 +225,13 @@ cudaError_t Download(Staging& s, const void* dev, const Extents& sink, DownloadM
       }
       if (Out::kDirect && CopiesDirectly(e.kind)) {
         open = false;
-        steps.push_back(Step{true, at, e.bytes, i, 0});
+        steps.push_back(Step{true, 0, at, e.bytes, i, 0});
         at += e.bytes;
         continue;
       }
       for (size_t done = 0; done < e.bytes;) {
         if (!open) {
-          steps.push_back(Step{false, at, 0, i, done});
+          steps.push_back(Step{false, 0, at, 0, i, done});
           open = true;
         }
         const size_t take = std::min(e.bytes - done, s.chunk_bytes - steps.back().len);
@@ -241,13 +242,13 @@ cudaError_t Download(Staging& s, const void* dev, const Extents& sink, DownloadM
       }
     }
   }
-  // Chunk b of each staged step in flight, in order (at most two).
-  int in_flight[2];
-  size_t pending_head = 0, pending = 0, next = 0;
-  std::vector<int> chunk_of(steps.size(), 0);
+  // Steps are queued in order, at most two staged ones in flight (one per
+  // chunk), and the staged ones copied out in the same order.
+  size_t next = 0, consumed = 0;
+  int pending = 0;
   auto enqueue = [&]() -> cudaError_t {
     for (; next < steps.size(); ++next) {
-      const Step& st = steps[next];
+      Step& st = steps[next];
       cudaError_t err;
       if (st.direct) {
         marks->started = true;
@@ -255,8 +256,7 @@ cudaError_t Download(Staging& s, const void* dev, const Extents& sink, DownloadM
       } else {
         if (pending == 2) break;
         const int b = static_cast<int>(s.turn++ & 1);
-        chunk_of[next] = b;
-        in_flight[(pending_head + pending) & 1] = static_cast<int>(next);
+        st.chunk = b;
         ++pending;
         err = cudaMemcpyAsync(s.chunk[b], base + st.at, st.len, cudaMemcpyDeviceToHost, s.stream);
         if (err == cudaSuccess) err = cudaEventRecord(s.done[b], s.stream);
@@ -267,8 +267,9 @@ cudaError_t Download(Staging& s, const void* dev, const Extents& sink, DownloadM
   };
   cudaError_t err = enqueue();
   while (err == cudaSuccess && pending > 0) {
-    const Step& st = steps[in_flight[pending_head & 1]];
-    const int b = chunk_of[in_flight[pending_head & 1]];
+    while (steps[consumed].direct) ++consumed;
+    const Step& st = steps[consumed++];
+    const int b = st.chunk;
     if ((err = cudaEventSynchronize(s.done[b])) != cudaSuccess) return err;
     marks->started = true;
     const auto start = std::chrono::steady_clock::now();
@@ -282,7 +283,6 @@ cudaError_t Download(Staging& s, const void* dev, const Extents& sink, DownloadM
     }
     marks->host_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ++pending_head;
     --pending;
     err = enqueue();
   }
