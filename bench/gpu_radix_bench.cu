@@ -3,6 +3,8 @@
 // the GPU for every timed size. Prints a table of Gkeys/s and ratios last.
 //   sortd_gpu_radix_bench [--max_log2=28] [--repeats=7] [--only='u32 keys']
 //   sortd_gpu_radix_bench --tune   (alternative pass tunings side by side)
+//   sortd_gpu_radix_bench --small  (the library call at 1..65536 keys: host
+//                                   time of call + stream sync, vs CUB)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -203,19 +205,127 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
   return Row{c.name, n, n / ours_ms / 1e6, n / cub_ms / 1e6, stats.passes_run, mismatches == 0};
 }
 
+// The library call on few keys, as a caller sees it: host time from the
+// call to the stream's completion (both libraries allocate nothing here;
+// temp storage is sized once). Ours with the single launch, ours with it
+// turned off (the general path: counts, plan read back, a launch per
+// pass), and CUB; outputs compared with CUB's.
+struct SmallRow {
+  std::string name;
+  size_t n;
+  double ours_us, general_us, cub_us;
+  bool single_launch, match;
+};
+
+template <typename Key, typename Value>
+SmallRow RunSmall(const Case& c, size_t n, int repeats) {
+  const size_t kb = n * c.key_bytes, vb = n * c.value_bytes;
+  void *kin, *kout, *kcub, *vin = nullptr, *vout = nullptr, *vcub = nullptr;
+  CHECK(cudaMalloc(&kin, kb));
+  CHECK(cudaMalloc(&kout, kb));
+  CHECK(cudaMalloc(&kcub, kb));
+  if (vb) {
+    CHECK(cudaMalloc(&vin, vb));
+    CHECK(cudaMalloc(&vout, vb));
+    CHECK(cudaMalloc(&vcub, vb));
+    FillRandom<<<64, 256>>>((uint32_t*)vin, vb / 4, 777, 0xffffffffu);
+  }
+  FillRandom<<<64, 256>>>((uint32_t*)kin, kb / 4, 12345 + n, 0xffffffffu);
+  if (c.key == sortd::cuda::RadixKeyType::kFloat32) MakeFinite32<<<64, 256>>>((uint32_t*)kin, n);
+  CHECK(cudaDeviceSynchronize());
+  sortd::cuda::RadixSortProblem p;
+  p.key_type = c.key;
+  p.num_items = n;
+  p.d_keys_in = kin;
+  p.d_keys_out = kout;
+  p.value_bytes = c.value_bytes;
+  p.d_values_in = vin;
+  p.d_values_out = vout;
+  sortd::cuda::RadixSortProblem general = p;
+  general.single_launch_max_items = 0;
+  size_t ours_bytes = 0;
+  CHECK(sortd::cuda::RadixSort(nullptr, ours_bytes, p, 0));
+  const size_t cub_bytes = CubTempBytes<Key, Value>(n);
+  void* temp;
+  CHECK(cudaMalloc(&temp, std::max(ours_bytes, cub_bytes)));
+  sortd::cuda::RadixSortStats stats;
+  auto cub_call = [&] {
+    size_t bytes = cub_bytes;
+    if constexpr (std::is_same_v<Value, void>) {
+      CHECK(cub::DeviceRadixSort::SortKeys(temp, bytes, (const Key*)kin, (Key*)kcub, n));
+    } else {
+      CHECK(cub::DeviceRadixSort::SortPairs(temp, bytes, (const Key*)kin, (Key*)kcub, (const Value*)vin,
+                                            (Value*)vcub, n));
+    }
+  };
+  // Interleaved rounds so that clock drift hits all three alike.
+  std::vector<double> ours_t, general_t, cub_t;
+  for (int round = 0; round < 5; ++round) {
+    ours_t.push_back(HostTime([&] { CHECK(sortd::cuda::RadixSort(temp, ours_bytes, p, 0, &stats)); },
+                              repeats, 0));
+    general_t.push_back(HostTime([&] { CHECK(sortd::cuda::RadixSort(temp, ours_bytes, general, 0)); },
+                                 repeats, 0));
+    cub_t.push_back(HostTime(cub_call, repeats, 0));
+  }
+  CHECK(sortd::cuda::RadixSort(temp, ours_bytes, p, 0, &stats));
+  const bool match = Mismatches(kout, kcub, kb, 0) == 0 && (vb == 0 || Mismatches(vout, vcub, vb, 0) == 0);
+  for (void* ptr : {kin, kout, kcub, vin, vout, vcub, temp}) cudaFree(ptr);
+  return SmallRow{c.name, n, ::Median(ours_t) * 1e6, ::Median(general_t) * 1e6, ::Median(cub_t) * 1e6,
+                  stats.single_launch, match};
+}
+
+int RunSmallTable(int repeats) {
+  using K = sortd::cuda::RadixKeyType;
+  const std::vector<Case> cases = {
+      {"u32 keys", K::kUint32, 4, 0, 32},      {"f32 keys", K::kFloat32, 4, 0, 32},
+      {"u64 keys", K::kUint64, 8, 0, 64},      {"u32/u32 pairs", K::kUint32, 4, 4, 32},
+      {"u64/u32 pairs", K::kUint64, 8, 4, 64},
+  };
+  std::vector<SmallRow> rows;
+  for (const Case& c : cases) {
+    for (size_t n : {size_t{1}, size_t{32}, size_t{256}, size_t{1024}, size_t{4096}, size_t{16384},
+                     size_t{65536}}) {
+      if (c.key_bytes == 4 && c.value_bytes == 0) {
+        rows.push_back(c.key == K::kFloat32 ? RunSmall<float, void>(c, n, repeats)
+                                            : RunSmall<uint32_t, void>(c, n, repeats));
+      } else if (c.key_bytes == 4) {
+        rows.push_back(RunSmall<uint32_t, uint32_t>(c, n, repeats));
+      } else if (c.value_bytes == 0) {
+        rows.push_back(RunSmall<uint64_t, void>(c, n, repeats));
+      } else {
+        rows.push_back(RunSmall<uint64_t, uint32_t>(c, n, repeats));
+      }
+    }
+  }
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("\nGPU: %s (%d SMs), CUDA runtime %d; library call, host us (call + stream sync), median\n",
+              prop.name, prop.multiProcessorCount, CUDART_VERSION);
+  std::printf("%-14s %6s %9s %9s %9s %11s %7s %6s\n", "case", "n", "ours", "general", "CUB",
+              "ours / CUB", "single", "match");
+  for (const SmallRow& r : rows) {
+    std::printf("%-14s %6zu %9.1f %9.1f %9.1f %10.2fx %7s %6s\n", r.name.c_str(), r.n, r.ours_us,
+                r.general_us, r.cub_us, r.ours_us / r.cub_us, r.single_launch ? "yes" : "no",
+                r.match ? "yes" : "NO");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int min_log2 = 16, max_log2 = 28, repeats = 7;
   std::string only;
-  bool tune = false;
+  bool tune = false, small = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--min_log2=", 11) == 0) min_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
     if (std::strcmp(argv[i], "--tune") == 0) tune = true;
+    if (std::strcmp(argv[i], "--small") == 0) small = true;
   }
+  if (small) return RunSmallTable(repeats * 20);
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   using K = sortd::cuda::RadixKeyType;

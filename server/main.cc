@@ -87,6 +87,9 @@ ABSL_FLAG(bool, diagnostics, false,
           "sortctl bench --with_echo");
 ABSL_FLAG(int, max_message_bytes, 64 << 20,
           "largest gRPC message received or sent (bytes)");
+ABSL_FLAG(int, receive_window_bytes, 8 << 20,
+          "HTTP/2 receive window per stream (bytes), gRPC's bandwidth probe off: bounds what "
+          "the server buffers per connection; 0 = gRPC's own window, grown by its probe");
 ABSL_FLAG(int, worker_threads, 0,
           "threads running sorts; 0 = one per usable core (the container's CPU limit where lower)");
 ABSL_FLAG(int, cpu_sort_threads, 0,
@@ -206,6 +209,7 @@ std::string InvalidFlagValue() {
   for (const std::string& problem : {
            // Below 1024, no SortChunked response could carry its framing.
            BelowMinimum(FLAGS_max_message_bytes, 1024),
+           BelowMinimum(FLAGS_receive_window_bytes, 0),
            BelowMinimum(FLAGS_max_stream_pending, 1),
            BelowMinimum(FLAGS_max_sessions, 1),
            BelowMinimum(FLAGS_session_idle_timeout, absl::Milliseconds(1)),
@@ -263,6 +267,7 @@ int main(int argc, char** argv) {
   sortd::ServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.receive_window_bytes = absl::GetFlag(FLAGS_receive_window_bytes);
   options.dispatcher.engine = *engine;
   options.dispatcher.cpu.max_threads = absl::GetFlag(FLAGS_cpu_sort_threads);
   options.dispatcher.cpu.parallel_threshold = absl::GetFlag(FLAGS_cpu_parallel_threshold);

@@ -39,6 +39,13 @@ struct ServerOptions {
   std::string listen_address = "0.0.0.0:50051";
   // Largest message received or sent; larger requests get RESOURCE_EXHAUSTED.
   int max_message_bytes = 64 << 20;
+  // HTTP/2 receive window per stream, with gRPC's bandwidth (BDP) probe
+  // off: bounds what a connection can have in flight to the server. 0:
+  // gRPC's own window, which the probe grows on fast connections; received
+  // bytes then wait in the server's memory (on an H100 host, 8 warm
+  // connections: peak RSS 1397 MiB around a 1 GiB sort against 1230 MiB
+  // with 8 MiB windows, at the same sort time; docs/benchmarks.md).
+  int receive_window_bytes = 8 << 20;
   // Engine choice and CPU engine tuning.
   DispatcherOptions dispatcher;
   // Worker threads running sorts; 0 means one per core.

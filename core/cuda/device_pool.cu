@@ -57,12 +57,7 @@ cudaError_t DevicePool::Init(const DevicePoolOptions& options, const char** step
         return err;
       }
     }
-    for (void*& p : s.staging.chunk) {
-      if ((err = cudaMallocHost(&p, options.staging_chunk_bytes)) != cudaSuccess) {
-        *step = "cudaMallocHost (staging)";
-        return err;
-      }
-    }
+    // Staging chunks are pinned on first use (Staging::AllocateChunks).
   }
   return cudaSuccess;
 }

@@ -63,7 +63,8 @@ class DevicePool {
   DevicePool(const DevicePool&) = delete;
   DevicePool& operator=(const DevicePool&) = delete;
 
-  // Creates every slot's stream, events and staging on the current device.
+  // Creates every slot's stream and events on the current device (the
+  // staging chunks are pinned on first use).
   // On failure returns the error and sets *step to what failed.
   cudaError_t Init(const DevicePoolOptions& options, const char** step);
 

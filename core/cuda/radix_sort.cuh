@@ -47,6 +47,11 @@ struct RadixSortProblem {
   // input, 1-3% of a sort of 2^24 keys and under 1% from 2^26
   // (docs/benchmarks.md): below this many keys the input is not looked at.
   size_t presorted_min_items = size_t{1} << 25;
+  // Arrays of up to this many keys (capped at 4096, one block's tile) are
+  // sorted by one kernel launch: no temp storage used, nothing read back,
+  // passes skipped on the GPU. 0 turns it off (tests, benchmarks). Arrays
+  // whose order is looked at (presorted_min_items) take the general path.
+  size_t single_launch_max_items = 4096;
 };
 
 // What a sort did (for tests, benchmarks and metrics).
@@ -59,6 +64,9 @@ struct RadixSortStats {
   enum class Presorted { kNo, kSorted, kReversed };
   Presorted presorted = Presorted::kNo;
   bool result_in_input = false;  // see RadixSortProblem::allow_result_in_input
+  // Sorted by the single-launch kernel: it skips trivial passes on the GPU,
+  // so the host does not know how many ran (passes_run = passes_total).
+  bool single_launch = false;
 };
 
 // Sizes temp storage (d_temp_storage == nullptr) or sorts. Stable, both

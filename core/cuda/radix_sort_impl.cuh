@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/cuda/radix_kernels.cuh"
+#include "core/cuda/radix_small_kernel.cuh"
 #include "core/cuda/radix_sort.cuh"
 
 namespace sortd::cuda::detail {
@@ -258,6 +259,47 @@ cudaError_t WithValueType(int value_bytes, Fn&& fn) {
   }
 }
 
+// One key is its own sort; up to a block's tile, one launch
+// (SmallRadixSortKernel) with the fewest items per thread that hold n.
+template <typename Word>
+cudaError_t SortSmall(const RadixSortProblem& p, cudaStream_t stream, RadixSortStats* stats) {
+  const size_t n = p.num_items;
+  if (n == 1) {
+    if (p.d_keys_out != p.d_keys_in) {
+      SORTD_CUDA_TRY(cudaMemcpyAsync(p.d_keys_out, p.d_keys_in, sizeof(Word), cudaMemcpyDeviceToDevice, stream));
+    }
+    if (p.value_bytes > 0 && p.d_values_out != p.d_values_in) {
+      SORTD_CUDA_TRY(cudaMemcpyAsync(p.d_values_out, p.d_values_in, p.value_bytes, cudaMemcpyDeviceToDevice,
+                                     stream));
+    }
+    return cudaSuccess;
+  }
+  SmallSortArgs<Word> a;
+  a.keys_in = static_cast<const Word*>(p.d_keys_in);
+  a.keys_out = static_cast<Word*>(p.d_keys_out);
+  a.values_in = p.d_values_in;
+  a.values_out = p.d_values_out;
+  a.value_bytes = p.value_bytes;
+  a.n = static_cast<unsigned int>(n);
+  a.masks = KeyMasks<Word>::For(ClassOf(p.key_type), p.descending ? ~Word{0} : Word{0}, /*nans_present=*/true);
+  a.skip_trivial_passes = p.skip_trivial_passes;
+  // 256 threads, as few keys each as hold n. More warps with fewer keys
+  // each measured slower at 4096 keys (H100: 256 x 16 24.7 us per call,
+  // 512 x 8 25.8-26.2, 1024 x 4 29.5; docs/benchmarks.md).
+  if (n <= 256 * 4) {
+    SmallRadixSortKernel<Word, 256, 4><<<1, 256, 0, stream>>>(a);
+  } else if (n <= 256 * 8) {
+    SmallRadixSortKernel<Word, 256, 8><<<1, 256, 0, stream>>>(a);
+  } else {
+    SmallRadixSortKernel<Word, 256, 16><<<1, 256, 0, stream>>>(a);
+  }
+  if (stats != nullptr) {
+    stats->passes_run = stats->passes_total;
+    stats->single_launch = true;
+  }
+  return cudaGetLastError();
+}
+
 template <typename Word, typename Tuning>
 cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& p,
                       cudaStream_t stream, RadixSortStats* stats) {
@@ -293,6 +335,11 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   if (p.value_bytes != 0 && p.value_bytes != 4 && p.value_bytes != 8) return cudaErrorInvalidValue;
   if (stats != nullptr) *stats = RadixSortStats{kPasses, 0, false};
   if (n == 0) return cudaSuccess;
+  const bool read_back = p.skip_trivial_passes || is_float;
+  const bool detect_order = read_back && n >= p.presorted_min_items;
+  if (!detect_order && n <= std::min(p.single_launch_max_items, kSmallSortMaxItems)) {
+    return SortSmall<Word>(p, stream, stats);
+  }
 
   const Word flip = p.descending ? ~Word{0} : Word{0};
   const Word* keys_in = static_cast<const Word*>(p.d_keys_in);
@@ -314,8 +361,6 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   int sms = 0, device = 0;
   SORTD_CUDA_TRY(cudaGetDevice(&device));
   SORTD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const bool read_back = p.skip_trivial_passes || is_float;
-  const bool detect_order = read_back && n >= p.presorted_min_items;
   const KeyMasks<Word> count_masks = KeyMasks<Word>::For(cls, flip, /*nans_present=*/true);
   if (detect_order) {
     // 64 bytes of keys per thread in flight, 8 blocks per SM.

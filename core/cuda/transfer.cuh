@@ -88,12 +88,27 @@ ExtentsOf<At> ExtentsFrom(size_t count, At at) {
 // the next transfer takes and carries across calls, so that a series of
 // small uploads (the ranges of an arriving input) also fills one chunk
 // while the other moves.
+// The chunks are pinned on first use (AllocateChunks): a slot that only
+// ever moves pinned or device memory (sort sessions, shared regions) holds
+// none, which keeps the server's resident memory at the arrays it serves
+// (issue #17: 2 x 8 MiB per slot, 48 MiB per GPU by default).
 struct Staging {
   cudaStream_t stream = nullptr;
   void* chunk[2] = {nullptr, nullptr};
   cudaEvent_t done[2] = {nullptr, nullptr};
   size_t chunk_bytes = 0;
   unsigned turn = 0;
+
+  cudaError_t AllocateChunks() {
+    for (void*& p : chunk) {
+      if (p != nullptr) continue;
+      if (cudaError_t err = cudaMallocHost(&p, chunk_bytes); err != cudaSuccess) {
+        p = nullptr;
+        return err;
+      }
+    }
+    return cudaSuccess;
+  }
 };
 
 // Host -> device: the extents, in order, fill dev[0, sum of their bytes).
@@ -112,6 +127,7 @@ cudaError_t Upload(Staging& s, void* dev, const Extents& source) {
     return err == cudaSuccess ? cudaEventRecord(s.done[b], s.stream) : err;
   };
   auto open = [&]() -> cudaError_t {
+    if (cudaError_t err = s.AllocateChunks(); err != cudaSuccess) return err;
     b = static_cast<int>(s.turn++ & 1);
     // The chunk's previous transfer (this job's or an earlier one's) must
     // be done before its bytes are overwritten.
@@ -255,6 +271,7 @@ cudaError_t Download(Staging& s, const void* dev, const Extents& sink, DownloadM
         err = cudaMemcpyAsync(sink[st.first].data, base + st.at, st.len, cudaMemcpyDefault, s.stream);
       } else {
         if (pending == 2) break;
+        if ((err = s.AllocateChunks()) != cudaSuccess) return err;
         const int b = static_cast<int>(s.turn++ & 1);
         st.chunk = b;
         ++pending;

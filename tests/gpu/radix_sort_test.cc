@@ -119,6 +119,102 @@ TYPED_TEST(RadixSortTest, DegenerateAndNarrowInputs) {
   }
 }
 
+// Up to one block's tile (4096 keys) the sort is one launch: every type,
+// both orders, keys and pairs, sizes around the item counts per thread and
+// the warp, narrow and equal keys (passes skipped on the GPU), float
+// specials, and every pass when skipping is off. Order detection is off
+// here (it would take the general path).
+constexpr size_t kNoOrderDetection = ~size_t{0};
+
+TYPED_TEST(RadixSortTest, SingleLaunchUpToOneTile) {
+  SKIP_WITHOUT_GPU();
+  for (size_t n : {size_t{2}, size_t{3}, size_t{31}, size_t{32}, size_t{33}, size_t{255}, size_t{1023},
+                   size_t{1024}, size_t{1025}, size_t{2047}, size_t{2048}, size_t{2049}, size_t{4095},
+                   size_t{4096}}) {
+    for (bool desc : {false, true}) {
+      for (int vb : {0, 4, 8}) {
+        const std::string what = "single launch n=" + std::to_string(n);
+        RadixSortStats stats;
+        CheckSort(Random<TypeParam>(n, n + 3), desc, vb, &stats, what + " random", true, kNoOrderDetection);
+        EXPECT_TRUE(stats.single_launch) << what;
+        CheckSort(Random<TypeParam>(n, n + 4, 12), desc, vb, &stats, what + " 12-bit", true, kNoOrderDetection);
+        CheckSort(Random<TypeParam>(n, n + 5, 2), desc, vb, &stats, what + " 2-bit", false, kNoOrderDetection);
+        CheckSort(std::vector<TypeParam>(n, static_cast<TypeParam>(3)), desc, vb, &stats, what + " equal", true,
+                  kNoOrderDetection);
+        if constexpr (std::is_floating_point_v<TypeParam>) {
+          CheckSort(FloatSpecials<TypeParam>(n, n + 6), desc, vb, &stats, what + " specials", true,
+                    kNoOrderDetection);
+          EXPECT_TRUE(stats.single_launch) << what;
+          EXPECT_FALSE(stats.nan_mode) << what;
+        }
+      }
+    }
+  }
+  // One key past the tile: the general path.
+  RadixSortStats stats;
+  CheckSort(Random<TypeParam>(4097, 7), false, 4, &stats, "n=4097", true, kNoOrderDetection);
+  EXPECT_FALSE(stats.single_launch);
+}
+
+// The single launch reads every input before it writes: the output may be
+// the input.
+TEST(RadixSortSingleLaunchTest, InPlace) {
+  SKIP_WITHOUT_GPU();
+  for (size_t n : {size_t{2}, size_t{1000}, size_t{4096}}) {
+    auto keys = FloatSpecials<double>(n, n);
+    DeviceBuffer d_keys(n * 8), d_values(n * 4);
+    ASSERT_EQ(cudaMemcpy(d_keys.ptr, keys.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
+    UploadPositionValues(d_values.ptr, n, 4);
+    RadixSortProblem p;
+    p.key_type = RadixKeyType::kFloat64;
+    p.num_items = n;
+    p.descending = true;
+    p.d_keys_in = p.d_keys_out = d_keys.ptr;
+    p.value_bytes = 4;
+    p.d_values_in = p.d_values_out = d_values.ptr;
+    size_t temp_bytes = 0;
+    ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
+    RadixSortStats stats;
+    DeviceBuffer temp(temp_bytes);
+    ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
+    ASSERT_TRUE(stats.single_launch);
+    std::vector<double> out(n);
+    std::vector<uint32_t> values(n);
+    ASSERT_EQ(cudaMemcpy(out.data(), d_keys.ptr, n * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(values.data(), d_values.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    const std::vector<uint64_t> ref = ReferenceOrder(keys, true);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::memcmp(&out[i], &keys[ref[i]], 8), 0) << "n=" << n << " at " << i;
+      ASSERT_EQ(values[i], ref[i]) << "n=" << n << " at " << i;
+    }
+  }
+}
+
+// single_launch_max_items = 0 keeps every size on the general path.
+TEST(RadixSortSingleLaunchTest, CanBeTurnedOff) {
+  SKIP_WITHOUT_GPU();
+  const size_t n = 1000;
+  DeviceBuffer d_in(n * 4), d_out(n * 4);
+  const auto keys = Random<uint32_t>(n, 9);
+  ASSERT_EQ(cudaMemcpy(d_in.ptr, keys.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  RadixSortProblem p;
+  p.num_items = n;
+  p.d_keys_in = d_in.ptr;
+  p.d_keys_out = d_out.ptr;
+  p.single_launch_max_items = 0;
+  size_t temp_bytes = 0;
+  ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
+  DeviceBuffer temp(temp_bytes);
+  RadixSortStats stats;
+  ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
+  EXPECT_FALSE(stats.single_launch);
+  std::vector<uint32_t> out(n);
+  ASSERT_EQ(cudaMemcpy(out.data(), d_out.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  auto expect = keys;
+  std::sort(expect.begin(), expect.end());
+  EXPECT_EQ(out, expect);
+}
+
 // Input already in the requested order is copied (0 passes), input in
 // reverse order reversed, in the histogram's read: every key type, keys and
 // pairs. Ties stop the reversal where it would not be stable (pairs, NaNs),
@@ -348,6 +444,13 @@ namespace {
 // Small and quick: the case compute-sanitizer (memcheck, racecheck) runs.
 TEST(RadixSortSanitizerTest, SmallMixedSizes) {
   SKIP_WITHOUT_GPU();
+  // The single launch (order detection off), then the general path.
+  for (size_t n : {size_t{2}, size_t{1000}, size_t{2000}, size_t{4096}}) {
+    const size_t off = ~size_t{0};
+    CheckSort(Random<uint32_t>(n, n), false, 4, nullptr, "u32 single launch", true, off);
+    CheckSort(Random<uint64_t>(n, n + 2, 40), true, 8, nullptr, "u64 single launch", true, off);
+    CheckSort(FloatSpecials<float>(n, n), true, 0, nullptr, "f32 single launch", true, off);
+  }
   for (size_t n : {size_t{1}, size_t{33}, size_t{4097}, size_t{10000}, size_t{30000}}) {
     CheckSort(Random<uint32_t>(n, n), false, 4, nullptr, "u32");
     CheckSort(Random<uint32_t>(n, n + 1), true, 0, nullptr, "u32 keys-only desc");  // unstable first pass
