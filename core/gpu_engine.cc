@@ -34,9 +34,14 @@ class GpuRadixEngine final : public GpuEngine {
   GpuRadixEngine(std::vector<std::unique_ptr<cuda::GpuWorker>> workers,
                  const GpuEngineOptions& options, std::string description)
       : workers_(std::move(workers)),
+        rotation_(workers_.size()),
+        clock_(options.clock),
         observer_(options.observer),
         merge_argsort_max_keys_(options.merge_argsort_max_keys),
-        description_(std::move(description)) {}
+        description_(std::move(description)) {
+    for (auto& r : rotation_) r = std::make_unique<GpuRotation>(options.rotation);
+    if (!clock_) clock_ = [] { return absl::Now(); };
+  }
 
   EngineKind kind() const override { return EngineKind::kGpuRadix; }
   int gpu_count() const override { return static_cast<int>(workers_.size()); }
@@ -66,8 +71,9 @@ class GpuRadixEngine final : public GpuEngine {
   absl::Status SortOnDevice(int device, NumericSpan keys, void* values, size_t value_width,
                             SortOrder order, absl::Span<uint64_t> indices) override {
     cuda::GpuWorker* worker = nullptr;
-    for (const auto& w : workers_) {
-      if (w->device() == device && w->healthy()) worker = w.get();
+    const absl::Time now = clock_();
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (workers_[i]->device() == device && Serves(i, now)) worker = workers_[i].get();
     }
     return SortOn(worker != nullptr ? worker : Pick(), keys, order, indices, values, value_width,
                   /*allow_merge=*/false);
@@ -119,9 +125,11 @@ class GpuRadixEngine final : public GpuEngine {
     // GPUs in turn, until one has an arriving slot free.
     const size_t first = next_start_.fetch_add(1, std::memory_order_relaxed);
     std::string busy = "no healthy GPU";
+    const absl::Time now = clock_();
     for (size_t tried = 0; tried < workers_.size(); ++tried) {
-      cuda::GpuWorker* worker = workers_[(first + tried) % workers_.size()].get();
-      if (!worker->healthy()) continue;
+      const size_t index = (first + tried) % workers_.size();
+      cuda::GpuWorker* worker = workers_[index].get();
+      if (!Serves(index, now)) continue;
       const cuda::GpuSortReport report = worker->SortArriving(job);
       if (report.outcome == cuda::GpuSortOutcome::kBusy) {
         busy = report.message;
@@ -195,6 +203,7 @@ class GpuRadixEngine final : public GpuEngine {
   // Worker outcome -> status (UNAVAILABLE: host arrays intact, the
   // dispatcher sorts on the CPU), with metrics.
   absl::Status Outcome(cuda::GpuWorker& worker, const cuda::GpuSortReport& report) {
+    UpdateRotation(worker, report.outcome);
     switch (report.outcome) {
       case cuda::GpuSortOutcome::kOk:
         if (observer_ != nullptr) {
@@ -223,13 +232,39 @@ class GpuRadixEngine final : public GpuEngine {
   // The healthy GPU with the fewest jobs in flight, ties rotating
   // (core/gpu_placement.h).
   cuda::GpuWorker* Pick() {
+    const absl::Time now = clock_();
     const size_t picked = PickGpu(
         workers_.size(), next_start_.fetch_add(1, std::memory_order_relaxed),
-        [this](size_t i) { return GpuLoad{workers_[i]->healthy(), workers_[i]->in_flight()}; });
+        [&](size_t i) { return GpuLoad{Serves(i, now), workers_[i]->in_flight()}; });
     return picked == kNoGpu ? nullptr : workers_[picked].get();
   }
 
+  // Worker i takes new jobs: no sticky error, and in rotation.
+  bool Serves(size_t i, absl::Time now) const {
+    return workers_[i]->healthy() && rotation_[i]->InRotation(now);
+  }
+
+  // CUDA errors count towards taking the GPU out of rotation, completed
+  // jobs end the streak; busy, abandoned and out-of-memory outcomes say
+  // nothing about the GPU's health.
+  void UpdateRotation(cuda::GpuWorker& worker, cuda::GpuSortOutcome outcome) {
+    size_t i = 0;
+    while (i < workers_.size() && workers_[i].get() != &worker) ++i;
+    if (i == workers_.size()) return;
+    GpuRotation::Change change = GpuRotation::Change::kNone;
+    if (outcome == cuda::GpuSortOutcome::kOk) {
+      change = rotation_[i]->OnSuccess(clock_());
+    } else if (outcome == cuda::GpuSortOutcome::kFailedIntact || outcome == cuda::GpuSortOutcome::kFailedDirty) {
+      change = rotation_[i]->OnFailure(clock_());
+    }
+    if (change != GpuRotation::Change::kNone && observer_ != nullptr) {
+      observer_->OnGpuRotation(worker.device(), change == GpuRotation::Change::kRestored);
+    }
+  }
+
   std::vector<std::unique_ptr<cuda::GpuWorker>> workers_;
+  std::vector<std::unique_ptr<GpuRotation>> rotation_;  // per worker
+  std::function<absl::Time()> clock_;
   std::atomic<size_t> next_start_{0};
   GpuEngineObserver* observer_;
   size_t merge_argsort_max_keys_;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/engine.h"
+#include "core/gpu_rotation.h"
 
 namespace sortd {
 
@@ -29,6 +30,8 @@ class GpuEngineObserver {
   virtual void OnGpuSort(int gpu, double h2d_seconds, double kernel_seconds,
                          double d2h_seconds, size_t pool_bytes) = 0;
   virtual void OnGpuFallback(int gpu, GpuFallbackReason reason) = 0;
+  // A GPU left or rejoined the rotation after CUDA errors (GpuRotation).
+  virtual void OnGpuRotation(int gpu, bool in_rotation) { (void)gpu, (void)in_rotation; }
 };
 
 struct GpuEngineOptions {
@@ -53,7 +56,11 @@ struct GpuEngineOptions {
   size_t staging_chunk_bytes = size_t{8} << 20;
   // Threads waiting for a GPU sleep instead of spinning (GpuWorkerOptions).
   bool blocking_wait = false;
+  // When failing GPUs leave the rotation and come back (core/gpu_rotation.h).
+  GpuRotationOptions rotation;
   GpuEngineObserver* observer = nullptr;  // optional, not owned
+  // Tests only: the clock of the rotation's cooldowns (null: absl::Now).
+  std::function<absl::Time()> clock;
   // Tests only: device errors to inject (cuda::GpuWorkerOptions::fault_hook;
   // a cudaError_t value, 0 for none). Null in production.
   std::function<int(const char* step)> fault_hook;

@@ -52,6 +52,9 @@ ABSL_FLAG(int, gpu_arriving_streams, 1,
           "sort sessions each GPU takes while their parts still arrive (a stream and "
           "buffers of their own, held from the first part to the sort, so each part goes "
           "on to the device as it lands); further sessions sort after their upload; 0 = none");
+ABSL_FLAG(int, gpu_errors_to_bench, 3,
+          "CUDA errors in a row that take a GPU out of rotation for a cooldown (10 s, doubling "
+          "after each failed probe up to 5 min; the CPU and other GPUs serve meanwhile); 0 = never");
 ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
           "device memory cap of each GPU's buffer pool; 0 = 80% of free memory; "
           "larger numeric arrays are sorted in chunks and merged on the GPU, "
@@ -216,6 +219,7 @@ std::string InvalidFlagValue() {
            BelowMinimum(FLAGS_max_queued_requests, uint64_t{1}),
            BelowMinimum(FLAGS_max_chunked_bytes, uint64_t{1}),
            BelowMinimum(FLAGS_gpu_streams, 1),
+           BelowMinimum(FLAGS_gpu_errors_to_bench, 0),
            BelowMinimum(FLAGS_gpu_arriving_streams, 0),
            BelowMinimum(FLAGS_malloc_arena_max, 0),
            BelowMinimum(FLAGS_chunk_response_bytes, uint64_t{1024}),
@@ -277,6 +281,7 @@ int main(int argc, char** argv) {
   options.dispatcher.gpu.slots_per_gpu = absl::GetFlag(FLAGS_gpu_streams);
   options.dispatcher.gpu.arriving_slots_per_gpu = absl::GetFlag(FLAGS_gpu_arriving_streams);
   options.dispatcher.gpu.max_pool_bytes = absl::GetFlag(FLAGS_gpu_pool_bytes);
+  options.dispatcher.gpu.rotation.failures_to_bench = absl::GetFlag(FLAGS_gpu_errors_to_bench);
   options.dispatcher.gpu.staging_chunk_bytes = absl::GetFlag(FLAGS_gpu_staging_chunk_bytes);
   options.dispatcher.gpu.blocking_wait = absl::GetFlag(FLAGS_gpu_blocking_wait);
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);

@@ -79,6 +79,9 @@ class GpuMetricsObserver final : public GpuEngineObserver {
   void OnGpuFallback(int gpu, GpuFallbackReason reason) override {
     metrics_->RecordGpuFallback(gpu, reason);
   }
+  void OnGpuRotation(int gpu, bool in_rotation) override {
+    metrics_->SetGpuInRotation(gpu, in_rotation);
+  }
 
  private:
   ServiceMetrics* metrics_;

@@ -230,6 +230,12 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
                            "reason (memory: over the device pool, sorted on the CPU; error: CUDA "
                            "error, sorted on the CPU or failed if output had started).")
                      .Register(*registry_)),
+      in_rotation_(prometheus::BuildGauge()
+                       .Name("sortd_gpu_in_rotation")
+                       .Help("1 while the GPU takes new work; 0 from consecutive CUDA errors that took it "
+                             "out of rotation until a job succeeds there again (after a cooldown it "
+                             "gets jobs on probation).")
+                       .Register(*registry_)),
       inflight_(std::make_shared<InflightCollector>()) {
   prometheus::BuildGauge()
       .Name("sortd_build_info")
@@ -270,6 +276,8 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
     pool_cells_.push_back(&pool_bytes_.Add({{"gpu", std::to_string(g)}}));
     fallback_cells_.push_back({&fallbacks_.Add({{"gpu", std::to_string(g)}, {"reason", "memory"}}),
                                &fallbacks_.Add({{"gpu", std::to_string(g)}, {"reason", "error"}})});
+    rotation_cells_.push_back(&in_rotation_.Add({{"gpu", std::to_string(g)}}));
+    rotation_cells_.back()->Set(1);
   }
 }
 
@@ -331,6 +339,10 @@ void ServiceMetrics::SetDevicePoolBytes(int gpu, double bytes) {
 void ServiceMetrics::RecordGpuFallback(int gpu, GpuFallbackReason reason) {
   if (gpu < 0 || gpu >= static_cast<int>(fallback_cells_.size())) return;
   fallback_cells_[gpu][reason == GpuFallbackReason::kMemory ? 0 : 1]->Increment();
+}
+
+void ServiceMetrics::SetGpuInRotation(int gpu, bool in_rotation) {
+  if (gpu >= 0 && gpu < static_cast<int>(rotation_cells_.size())) rotation_cells_[gpu]->Set(in_rotation ? 1 : 0);
 }
 
 void ServiceMetrics::WatchAdmission(const AdmissionControl* admission) {

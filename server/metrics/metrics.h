@@ -75,6 +75,9 @@ class ServiceMetrics {
   void SetDevicePoolBytes(int gpu, double bytes);
   // A request routed to a GPU that did not complete there.
   void RecordGpuFallback(int gpu, GpuFallbackReason reason);
+  // 1 while the GPU takes new work, 0 while it is out of rotation after
+  // CUDA errors (core/gpu_rotation.h).
+  void SetGpuInRotation(int gpu, bool in_rotation);
 
   // In-flight gauges are read from admission control at scrape time.
   void WatchAdmission(const AdmissionControl* admission);
@@ -112,6 +115,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Histogram>& batch_;
   prometheus::Family<prometheus::Gauge>& pool_bytes_;
   prometheus::Family<prometheus::Counter>& fallbacks_;
+  prometheus::Family<prometheus::Gauge>& in_rotation_;
 
   std::array<std::atomic<prometheus::Counter*>, kRpcMethodCount * kKeyTypes * kCodes> request_cells_{};
   std::array<std::atomic<prometheus::Histogram*>, kRpcMethodCount * kEngines> duration_cells_{};
@@ -124,6 +128,7 @@ class ServiceMetrics {
   std::vector<prometheus::Histogram*> kernel_cells_;
   std::vector<prometheus::Gauge*> pool_cells_;
   std::vector<std::array<prometheus::Counter*, 2>> fallback_cells_;  // memory, error
+  std::vector<prometheus::Gauge*> rotation_cells_;
   std::shared_ptr<InflightCollector> inflight_;
 };
 

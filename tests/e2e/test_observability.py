@@ -32,7 +32,7 @@ DASHBOARD = os.environ["DASHBOARD_JSON"]
 
 # Metrics whose series exist only when the server sees a GPU.
 GPU_ONLY = {"sortd_gpu_kernel_duration_seconds", "sortd_device_pool_bytes",
-            "sortd_gpu_fallbacks_total"}
+            "sortd_gpu_fallbacks_total", "sortd_gpu_in_rotation"}
 
 
 def free_port():

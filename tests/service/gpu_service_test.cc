@@ -411,6 +411,57 @@ TEST(GpuService, AGpuErrorBeforeOutputFallsBackToTheCpuAndIsCounted) {
   EXPECT_EQ(next->engine, v1::ENGINE_GPU_RADIX);
 }
 
+// Three CUDA errors in a row take the GPU out of rotation: the next request
+// sorts on the CPU without trying it; after the cooldown (a clock the test
+// moves) it gets the next job on probation, which succeeds and brings it
+// back (issue #20; core/gpu_rotation.h).
+TEST(GpuService, AGpuFailingThreeTimesLeavesTheRotationAndComesBackAfterTheCooldown) {
+  SKIP_WITHOUT_GPU();
+  std::atomic<int> injected{0};
+  auto now = std::make_shared<std::atomic<int64_t>>(1000);  // seconds
+  ServerOptions options;
+  options.batching_mode = BatchingMode::kOff;
+  options.listen_address = "127.0.0.1:0";
+  options.metrics_listen = "";
+  options.dispatcher.engine = EngineChoice::kAuto;
+  options.dispatcher.gpu.min_keys = kMinKeys;
+  options.dispatcher.gpu.rotation.failures_to_bench = 3;
+  options.dispatcher.gpu.rotation.first_cooldown = absl::Seconds(10);
+  options.dispatcher.gpu.clock = [now] { return absl::FromUnixSeconds(now->load()); };
+  options.dispatcher.gpu.fault_hook = [&injected](const char* at) {
+    if (std::string(at) != "sort" || injected.fetch_add(1) >= 3) return 0;
+    return 701;  // cudaErrorLaunchOutOfResources: not sticky
+  };
+  auto started = SortdServer::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& server = *started;
+  auto client = Connect(*server);
+  auto sort_once = [&](uint64_t seed) {
+    const auto keys = RandomKeys<uint32_t>(40000, seed);
+    auto r = client->Sort<uint32_t>(keys);
+    EXPECT_TRUE(r.ok()) << r.status();
+    auto expected = keys;
+    std::sort(expected.begin(), expected.end());
+    if (r.ok()) EXPECT_EQ(r->keys, expected);
+    return r.ok() ? r->engine : v1::ENGINE_UNSPECIFIED;
+  };
+  EXPECT_EQ(Metric(*server, "sortd_gpu_in_rotation{gpu=\"0\"}"), 1);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(sort_once(40 + i), v1::ENGINE_CPU) << i;
+  EXPECT_EQ(injected.load(), 3);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_fallbacks_total{gpu=\"0\",reason=\"error\"}"), 3);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_in_rotation{gpu=\"0\"}"), 0);
+  // Out: the GPU is not even tried (no fault hook call, no fallback counted).
+  now->fetch_add(9);
+  EXPECT_EQ(sort_once(50), v1::ENGINE_CPU);
+  EXPECT_EQ(injected.load(), 3);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_fallbacks_total{gpu=\"0\",reason=\"error\"}"), 3);
+  // Cooldown over: the probe runs on the GPU, succeeds, and it is back.
+  now->fetch_add(1);
+  EXPECT_EQ(sort_once(51), v1::ENGINE_GPU_RADIX);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_in_rotation{gpu=\"0\"}"), 1);
+  EXPECT_EQ(sort_once(52), v1::ENGINE_GPU_RADIX);
+}
+
 TEST(GpuService, AGpuErrorAfterOutputStartedFailsTheRequestAndTheServerServes) {
   SKIP_WITHOUT_GPU();
   std::atomic<int> injected{0};
