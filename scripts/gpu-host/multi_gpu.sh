@@ -10,6 +10,10 @@ set -u
 export LD_LIBRARY_PATH=$PWD/.device/bundle/lib
 B=$PWD/.device/bundle/bin
 SECONDS_BIG=${SECONDS_BIG:-30}
+# The GPU service tests first (with two GPUs visible), when bundled.
+if [ -x $B/sortd_gpu_service_test ]; then
+  timeout 240 $B/sortd_gpu_service_test 2>&1 | grep -E '^\[  (PASSED|FAILED)|Failure' | head -8
+fi
 nvidia-smi -L
 metrics() {
   python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9700/metrics').read().decode())" \
@@ -35,6 +39,21 @@ for mode in two one; do
   echo "$mode: 64 MiB x 32 clients: $(bench 16777216 32 sort $SECONDS_BIG)"
   metrics | sed "s/^/$mode: /"
   echo "$mode: 1024 keys SortStream x 8: $(bench 1024 8 stream 10)"
+  # Sort sessions (parallel raw parts, issue #17): 8 clients at once, each
+  # 4 sorts of 256 MiB over 4 connections; aggregate GB/s of keys sorted.
+  if [ -x $B/sortd_transfer_bench ]; then
+    t0=$(date +%s.%N)
+    clients=()
+    for c in $(seq 8); do
+      $B/sortd_transfer_bench --target=127.0.0.1:50400 --sizes_mib=256 --connections=4 --repeat=4 \
+        --transfer=false > /tmp/mg_sessions_$c.tsv 2>&1 &
+      clients+=($!)
+    done
+    wait "${clients[@]}"
+    t1=$(date +%s.%N)
+    echo "$mode: sessions 8 clients x 4 x 256 MiB: $(awk -v a=$t0 -v b=$t1 'BEGIN {printf "%.2f s, %.2f GB/s of keys", b - a, 8 * 4 * 268435456 / (b - a) / 1e9}') (failed: $(grep -c WRONG /tmp/mg_sessions_*.tsv | awk -F: '{s += $2} END {print s}'))"
+  fi
+  metrics | grep kernel | sed "s/^/$mode after sessions: /"
   kill -TERM $pid; wait $pid; echo "$mode: exit $?"
 done
 # Larger than one GPU's pool (256 MiB), smaller than both: 100 M u32 keys.
