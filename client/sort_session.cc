@@ -134,6 +134,10 @@ std::vector<std::shared_ptr<grpc::Channel>> SortClient::TransferChannels(
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("sortd.transfer_connection", static_cast<int>(transfer_channels_.size()));
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    if (options_.receive_window_bytes > 0) {
+      args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+      args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options_.receive_window_bytes);
+    }
     if (tls_) {
       // The server's certificate names the host the client was given, not
       // the address that answered.

@@ -58,6 +58,11 @@ struct ClientOptions {
   int connections = 0;
   // Body bytes per uploaded and downloaded part.
   size_t part_bytes = size_t{4} << 20;
+  // HTTP/2 receive window per stream of a session's connections, with
+  // gRPC's bandwidth probe off: bounds the downloaded bytes gRPC holds
+  // ahead of the client (the server does the same with
+  // --receive_window_bytes); 0: gRPC's own window, grown by its probe.
+  int receive_window_bytes = 8 << 20;
   // Called from the calling thread's helpers as a session's parts move
   // (upload, sort, download); may be empty. Must be thread-safe.
   std::function<void(const TransferProgress&)> progress;

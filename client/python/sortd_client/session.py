@@ -128,7 +128,12 @@ class SessionTransport:
                         # one), and no retries (they would hold every part).
                         ("grpc.use_local_subchannel_pool", 1),
                         ("sortd.transfer_connection", index),
-                        ("grpc.enable_retries", 0)]
+                        ("grpc.enable_retries", 0),
+                        # A fixed receive window (the C++ client's
+                        # receive_window_bytes): bounds what gRPC holds
+                        # ahead of the client on a download.
+                        ("grpc.http2.bdp_probe", 0),
+                        ("grpc.http2.lookahead_bytes", 8 << 20)]
                 if self.credentials is None:
                     ch = grpc.insecure_channel(target, options=opts)
                 else:
