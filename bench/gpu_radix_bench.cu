@@ -135,18 +135,28 @@ size_t CubTempBytes(size_t n) {
   return bytes;
 }
 
+// One case's device arrays: input, ours, CUB's, for keys and (vb > 0)
+// values.
+struct CaseArrays {
+  size_t kb, vb;
+  void *kin = nullptr, *kout = nullptr, *kcub = nullptr, *vin = nullptr, *vout = nullptr, *vcub = nullptr;
+  CaseArrays(size_t key_bytes, size_t value_bytes) : kb(key_bytes), vb(value_bytes) {
+    for (void** p : {&kin, &kout, &kcub}) CHECK(cudaMalloc(p, kb));
+    if (vb) {
+      for (void** p : {&vin, &vout, &vcub}) CHECK(cudaMalloc(p, vb));
+    }
+  }
+  ~CaseArrays() {
+    for (void* p : {kin, kout, kcub, vin, vout, vcub}) cudaFree(p);
+  }
+};
+
 template <typename Key, typename Value>
 Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::RadixSort) {
-  const size_t kb = n * c.key_bytes, vb = n * c.value_bytes;
-  void *kin, *kout, *kcub, *vin = nullptr, *vout = nullptr, *vcub = nullptr;
-  CHECK(cudaMalloc(&kin, kb));
-  CHECK(cudaMalloc(&kout, kb));
-  CHECK(cudaMalloc(&kcub, kb));
-  if (vb) {
-    CHECK(cudaMalloc(&vin, vb));
-    CHECK(cudaMalloc(&vout, vb));
-    CHECK(cudaMalloc(&vcub, vb));
-  }
+  CaseArrays arrays(n * c.key_bytes, n * c.value_bytes);
+  const size_t kb = arrays.kb, vb = arrays.vb;
+  void *kin = arrays.kin, *kout = arrays.kout, *kcub = arrays.kcub;
+  void *vin = arrays.vin, *vout = arrays.vout, *vcub = arrays.vcub;
   const uint32_t mask = c.bits >= 32 ? 0xffffffffu : ((1u << c.bits) - 1);
   if (c.order == Order::kRandom) {
     FillRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 12345, mask);  // narrow cases are 32-bit
@@ -199,7 +209,7 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
   unsigned long long mismatches = 0;
   CHECK(cudaMemcpy(&mismatches, d_count, 8, cudaMemcpyDeviceToHost));
 
-  for (void* ptr : {kin, kout, kcub, vin, vout, vcub, temp, (void*)d_count}) cudaFree(ptr);
+  for (void* ptr : {temp, (void*)d_count}) cudaFree(ptr);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return Row{c.name, n, n / ours_ms / 1e6, n / cub_ms / 1e6, stats.passes_run, mismatches == 0};
@@ -219,17 +229,11 @@ struct SmallRow {
 
 template <typename Key, typename Value>
 SmallRow RunSmall(const Case& c, size_t n, int repeats) {
-  const size_t kb = n * c.key_bytes, vb = n * c.value_bytes;
-  void *kin, *kout, *kcub, *vin = nullptr, *vout = nullptr, *vcub = nullptr;
-  CHECK(cudaMalloc(&kin, kb));
-  CHECK(cudaMalloc(&kout, kb));
-  CHECK(cudaMalloc(&kcub, kb));
-  if (vb) {
-    CHECK(cudaMalloc(&vin, vb));
-    CHECK(cudaMalloc(&vout, vb));
-    CHECK(cudaMalloc(&vcub, vb));
-    FillRandom<<<64, 256>>>((uint32_t*)vin, vb / 4, 777, 0xffffffffu);
-  }
+  CaseArrays arrays(n * c.key_bytes, n * c.value_bytes);
+  const size_t kb = arrays.kb, vb = arrays.vb;
+  void *kin = arrays.kin, *kout = arrays.kout, *kcub = arrays.kcub;
+  void *vin = arrays.vin, *vout = arrays.vout, *vcub = arrays.vcub;
+  if (vb) FillRandom<<<64, 256>>>((uint32_t*)vin, vb / 4, 777, 0xffffffffu);
   FillRandom<<<64, 256>>>((uint32_t*)kin, kb / 4, 12345 + n, 0xffffffffu);
   if (c.key == sortd::cuda::RadixKeyType::kFloat32) MakeFinite32<<<64, 256>>>((uint32_t*)kin, n);
   CHECK(cudaDeviceSynchronize());
@@ -269,7 +273,7 @@ SmallRow RunSmall(const Case& c, size_t n, int repeats) {
   }
   CHECK(sortd::cuda::RadixSort(temp, ours_bytes, p, 0, &stats));
   const bool match = Mismatches(kout, kcub, kb, 0) == 0 && (vb == 0 || Mismatches(vout, vcub, vb, 0) == 0);
-  for (void* ptr : {kin, kout, kcub, vin, vout, vcub, temp}) cudaFree(ptr);
+  cudaFree(temp);
   return SmallRow{c.name, n, ::Median(ours_t) * 1e6, ::Median(general_t) * 1e6, ::Median(cub_t) * 1e6,
                   stats.single_launch, match};
 }

@@ -373,15 +373,22 @@ TEST(GpuService, AWaitingSessionHoldsTheArrivingSlotUntilItEnds) {
   EXPECT_EQ(Metric(*server, R"(sortd_requests_total{code="CANCELLED",key_type="uint32",method="SortSession"})"), 1);
 }
 
-// A device error injected once at `step` of a radix sort
-// (GpuEngineOptions::fault_hook; not sticky, as a launch failure is not).
-std::unique_ptr<SortdServer> StartWithOneFault(const char* step, std::atomic<int>* injected) {
+// A server on a free port, without batching, that sorts from kMinKeys keys
+// on the GPU: the fault tests' setup.
+ServerOptions UnbatchedAutoOptions() {
   ServerOptions options;
   options.batching_mode = BatchingMode::kOff;
   options.listen_address = "127.0.0.1:0";
   options.metrics_listen = "";
   options.dispatcher.engine = EngineChoice::kAuto;
   options.dispatcher.gpu.min_keys = kMinKeys;
+  return options;
+}
+
+// A device error injected once at `step` of a radix sort
+// (GpuEngineOptions::fault_hook; not sticky, as a launch failure is not).
+std::unique_ptr<SortdServer> StartWithOneFault(const char* step, std::atomic<int>* injected) {
+  ServerOptions options = UnbatchedAutoOptions();
   options.dispatcher.gpu.merge_argsort_max_keys = 0;  // argsorts on the radix core
   options.dispatcher.gpu.fault_hook = [step = std::string(step), injected](const char* at) {
     if (step != at || injected->fetch_add(1) > 0) return 0;
@@ -419,12 +426,7 @@ TEST(GpuService, AGpuFailingThreeTimesLeavesTheRotationAndComesBackAfterTheCoold
   SKIP_WITHOUT_GPU();
   std::atomic<int> injected{0};
   auto now = std::make_shared<std::atomic<int64_t>>(1000);  // seconds
-  ServerOptions options;
-  options.batching_mode = BatchingMode::kOff;
-  options.listen_address = "127.0.0.1:0";
-  options.metrics_listen = "";
-  options.dispatcher.engine = EngineChoice::kAuto;
-  options.dispatcher.gpu.min_keys = kMinKeys;
+  ServerOptions options = UnbatchedAutoOptions();
   options.dispatcher.gpu.rotation.failures_to_bench = 3;
   options.dispatcher.gpu.rotation.first_cooldown = absl::Seconds(10);
   options.dispatcher.gpu.clock = [now] { return absl::FromUnixSeconds(now->load()); };
