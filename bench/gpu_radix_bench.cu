@@ -151,6 +151,19 @@ struct CaseArrays {
   }
 };
 
+// Our problem for a case: its arrays' input into "ours".
+sortd::cuda::RadixSortProblem ProblemFor(const Case& c, size_t n, const CaseArrays& a) {
+  sortd::cuda::RadixSortProblem p;
+  p.key_type = c.key;
+  p.num_items = n;
+  p.d_keys_in = a.kin;
+  p.d_keys_out = a.kout;
+  p.value_bytes = c.value_bytes;
+  p.d_values_in = a.vin;
+  p.d_values_out = a.vout;
+  return p;
+}
+
 template <typename Key, typename Value>
 Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::RadixSort) {
   CaseArrays arrays(n * c.key_bytes, n * c.value_bytes);
@@ -167,14 +180,7 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
   if (vb) FillRandom<<<1024, 256>>>((uint32_t*)vin, vb / 4, 777, 0xffffffffu);
   CHECK(cudaGetLastError());
 
-  sortd::cuda::RadixSortProblem p;
-  p.key_type = c.key;
-  p.num_items = n;
-  p.d_keys_in = kin;
-  p.d_keys_out = kout;
-  p.value_bytes = c.value_bytes;
-  p.d_values_in = vin;
-  p.d_values_out = vout;
+  sortd::cuda::RadixSortProblem p = ProblemFor(c, n, arrays);
   p.allow_result_in_input = c.result_in_input;
   size_t ours_bytes = 0;
   CHECK(ours(nullptr, ours_bytes, p, 0, nullptr));
@@ -237,14 +243,7 @@ SmallRow RunSmall(const Case& c, size_t n, int repeats) {
   FillRandom<<<64, 256>>>((uint32_t*)kin, kb / 4, 12345 + n, 0xffffffffu);
   if (c.key == sortd::cuda::RadixKeyType::kFloat32) MakeFinite32<<<64, 256>>>((uint32_t*)kin, n);
   CHECK(cudaDeviceSynchronize());
-  sortd::cuda::RadixSortProblem p;
-  p.key_type = c.key;
-  p.num_items = n;
-  p.d_keys_in = kin;
-  p.d_keys_out = kout;
-  p.value_bytes = c.value_bytes;
-  p.d_values_in = vin;
-  p.d_values_out = vout;
+  const sortd::cuda::RadixSortProblem p = ProblemFor(c, n, arrays);
   sortd::cuda::RadixSortProblem general = p;
   general.single_launch_max_items = 0;
   size_t ours_bytes = 0;

@@ -25,6 +25,17 @@ namespace {
 using namespace sortd::cuda::testing;  // NOLINT: test helpers
 
 
+// Sizes the temp storage, sorts and waits for the sort (the temp buffer is
+// freed on return).
+cudaError_t SortAndWait(const RadixSortProblem& p, RadixSortStats* stats) {
+  size_t temp_bytes = 0;
+  cudaError_t err = RadixSort(nullptr, temp_bytes, p, 0);
+  if (err != cudaSuccess) return err;
+  DeviceBuffer temp(temp_bytes);
+  err = RadixSort(temp.ptr, temp_bytes, p, 0, stats);
+  return err != cudaSuccess ? err : cudaDeviceSynchronize();
+}
+
 // Sorts on the GPU; values (when value_bytes > 0) are the input positions.
 template <typename T>
 void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
@@ -49,12 +60,8 @@ void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
   // Order detection at every size the tests use (the default leaves arrays
   // below 2^25 keys alone; RadixSortPresortedTest covers that too).
   p.presorted_min_items = presorted_min_items;
-  size_t temp_bytes = 0;
-  ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
-  DeviceBuffer temp(temp_bytes);
   RadixSortStats stats;
-  ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(SortAndWait(p, &stats), cudaSuccess);
   if (stats_out) *stats_out = stats;
 
   std::vector<T> out(n);
@@ -172,11 +179,8 @@ TEST(RadixSortSingleLaunchTest, InPlace) {
     p.d_keys_in = p.d_keys_out = d_keys.ptr;
     p.value_bytes = 4;
     p.d_values_in = p.d_values_out = d_values.ptr;
-    size_t temp_bytes = 0;
-    ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
     RadixSortStats stats;
-    DeviceBuffer temp(temp_bytes);
-    ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
+    ASSERT_EQ(SortAndWait(p, &stats), cudaSuccess);
     ASSERT_TRUE(stats.single_launch);
     std::vector<double> out(n);
     std::vector<uint32_t> values(n);
@@ -202,11 +206,8 @@ TEST(RadixSortSingleLaunchTest, CanBeTurnedOff) {
   p.d_keys_in = d_in.ptr;
   p.d_keys_out = d_out.ptr;
   p.single_launch_max_items = 0;
-  size_t temp_bytes = 0;
-  ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
-  DeviceBuffer temp(temp_bytes);
   RadixSortStats stats;
-  ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
+  ASSERT_EQ(SortAndWait(p, &stats), cudaSuccess);
   EXPECT_FALSE(stats.single_launch);
   std::vector<uint32_t> out(n);
   ASSERT_EQ(cudaMemcpy(out.data(), d_out.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -299,12 +300,8 @@ TEST(RadixSortPresortedTest, SortedInputMayStayInTheInput) {
   p.d_values_out = d_vout.ptr;
   p.allow_result_in_input = true;
   p.presorted_min_items = 0;
-  size_t temp_bytes = 0;
-  ASSERT_EQ(RadixSort(nullptr, temp_bytes, p, 0), cudaSuccess);
-  DeviceBuffer temp(temp_bytes);
   RadixSortStats stats;
-  ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(SortAndWait(p, &stats), cudaSuccess);
   EXPECT_TRUE(stats.result_in_input);
   EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kSorted);
   std::vector<uint64_t> in(n), out(n);
@@ -315,8 +312,7 @@ TEST(RadixSortPresortedTest, SortedInputMayStayInTheInput) {
   // Random input ignores the option: sorted into the output as always.
   std::shuffle(keys.begin(), keys.end(), std::mt19937_64(5));
   ASSERT_EQ(cudaMemcpy(d_in.ptr, keys.data(), n * 8, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(RadixSort(temp.ptr, temp_bytes, p, 0, &stats), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(SortAndWait(p, &stats), cudaSuccess);
   EXPECT_FALSE(stats.result_in_input);
   EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kNo);
   cudaMemcpy(out.data(), d_out.ptr, n * 8, cudaMemcpyDeviceToHost);
