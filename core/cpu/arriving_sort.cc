@@ -80,7 +80,7 @@ class ArrivingPartition {
   using Word = typename Bits::Word;
   static constexpr bool kFloat = std::is_floating_point_v<T>;
   // What the blocks hold: floats as ordered words (the engine sorts those),
-  // integers as they are (vqsort orders them natively).
+  // integers as they are (the sorts order them natively).
   using Stored = std::conditional_t<kFloat, Word, T>;
 
   ArrivingPartition(const ArrivingSort& sort, const ArrivingSortOptions& options)
@@ -328,7 +328,7 @@ class ArrivingPartition {
           std::memcpy(slice, src, len * sizeof(Stored));
           slice += len;
         }
-        VqSortChunk(out + begin[b], count[b], descending_);
+        SortChunk(out + begin[b], count[b], descending_);
         if constexpr (kFloat) Decode(begin[b], count[b]);
       }
     });

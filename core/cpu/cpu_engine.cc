@@ -1,9 +1,12 @@
-// CPU engine. Numeric keys-only sorts run vqsort on the keys themselves
-// (after moving NaNs aside for floats, so that their payloads and input order
-// survive); sorts that need the permutation sort packed (ordered key, index)
-// words, which makes vqsort stable. Byte strings use std::stable_sort on
-// indices. Large arrays are split across threads and merged. Keys-only
-// sessions are partitioned while their parts arrive (core/cpu/arriving_sort.h).
+// CPU engine. Numeric keys-only sorts run on the keys themselves (after
+// moving NaNs aside for floats, so that their payloads and input order
+// survive): our radix sort for 32-bit words, vqsort for 64-bit ones
+// (core/cpu/vqsort_words.h). Sorts that need the permutation vqsort packed
+// (ordered key, index) words, which makes vqsort stable, or, for 64-bit
+// keys on one thread, radix-sort the keys carrying their index. Byte strings
+// use std::stable_sort on indices. Large arrays are split across threads and
+// merged. Keys-only sessions are partitioned while their parts arrive
+// (core/cpu/arriving_sort.h).
 #include "core/cpu/cpu_engine.h"
 
 #include <algorithm>
@@ -112,8 +115,8 @@ class CpuEngine final : public SortEngine {
     });
   }
 
-  // Sorts words with vqsort (core/cpu/vqsort_words.h), on one thread or
-  // partitioned across threads by size.
+  // Sorts words (core/cpu/vqsort_words.h), on one thread or partitioned
+  // across threads by size.
   template <typename W>
   void SortWords(W* data, size_t n, bool descending) {
     cpu::SortWords(data, n, ThreadsFor(n), descending);
@@ -123,6 +126,12 @@ class CpuEngine final : public SortEngine {
   absl::Status Dispatch(T* keys, size_t n, bool descending, bool want_indices,
                         absl::Span<uint64_t> indices) {
     if (want_indices) {
+      if constexpr (sizeof(T) == 8) {
+        if (n >= cpu::kRadixMinPairs64 && n <= (size_t{1} << 32) && ThreadsFor(n) == 1) {
+          ArgsortRadix64(keys, n, descending, indices.data());
+          return absl::OkStatus();
+        }
+      }
       if (sizeof(T) == 4 && n <= (size_t{1} << 32)) {
         ArgsortPacked32(keys, n, descending, indices.data());
       } else {
@@ -180,7 +189,8 @@ class CpuEngine final : public SortEngine {
   void ArgsortPacked32(T* keys, size_t n, bool descending, uint64_t* indices) {
     using Bits = OrderedBits<T>;
     const uint32_t flip = descending ? ~uint32_t{0} : 0;
-    std::vector<uint64_t> packed(n);
+    std::vector<uint64_t> buffer(n);
+    uint64_t* packed = buffer.data();
     bool has_nan = false;
     for (size_t i = 0; i < n; ++i) {
       const uint32_t word = static_cast<uint32_t>(Bits::Encode(keys[i]));
@@ -189,7 +199,7 @@ class CpuEngine final : public SortEngine {
     }
     std::vector<T> originals;
     if (has_nan) originals.assign(keys, keys + n);
-    SortWords(packed.data(), n, /*descending=*/false);
+    SortWords(packed, n, /*descending=*/false);
     for (size_t i = 0; i < n; ++i) {
       const uint64_t index = packed[i] & 0xffffffffu;
       indices[i] = index;
@@ -198,8 +208,37 @@ class CpuEngine final : public SortEngine {
     }
   }
 
-  // Same for 64-bit keys (or more than 2^32 keys): 128-bit words, index in
-  // the low half.
+  // Stable argsort of 64-bit keys on one thread (n <= 2^32): the radix sort
+  // moves each ordered key with its 32-bit index; descending reverses the
+  // key order only, so equal keys keep ascending indices.
+  template <typename T>
+  void ArgsortRadix64(T* keys, size_t n, bool descending, uint64_t* indices) {
+    using Bits = OrderedBits<T>;
+    using Word = typename Bits::Word;
+    static_assert(sizeof(Word) == 8);
+    std::vector<Word> words(n);
+    std::vector<uint32_t> index(n);
+    // Both scratch arrays in one reused per-thread block.
+    Word* word_scratch = static_cast<Word*>(cpu::ThreadScratch(n * (sizeof(Word) + sizeof(uint32_t))));
+    uint32_t* index_scratch = reinterpret_cast<uint32_t*>(word_scratch + n);
+    bool has_nan = false;
+    for (size_t i = 0; i < n; ++i) {
+      has_nan |= keys[i] != keys[i];
+      words[i] = Bits::Encode(keys[i]);
+      index[i] = static_cast<uint32_t>(i);
+    }
+    std::vector<T> originals;
+    if (has_nan) originals.assign(keys, keys + n);
+    cpu::RadixSortPairs(words.data(), index.data(), n, descending, word_scratch, index_scratch);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t from = index[i];
+      indices[i] = from;
+      keys[i] = has_nan ? originals[from] : Bits::Decode(words[i]);
+    }
+  }
+
+  // Same for 64-bit keys across threads (or more than 2^32 keys): 128-bit
+  // words, index in the low half.
   template <typename T>
   void ArgsortPacked128(T* keys, size_t n, bool descending, uint64_t* indices) {
     using Bits = OrderedBits<T>;

@@ -1,0 +1,243 @@
+// Single-thread LSD radix sort of 32/64-bit integer keys, alone or carrying a
+// 32/64-bit payload (stable, so argsort needs no packed words). The CPU
+// engine uses it above the sizes where it measures faster than vqsort
+// (core/cpu/sort_chunk.h).
+#ifndef SORTD_CORE_CPU_RADIX_SORT_H_
+#define SORTD_CORE_CPU_RADIX_SORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+
+namespace sortd::cpu {
+
+// Passes of kRadixBits bits each: 8 measured faster than 11 on this VM for
+// both widths (docs/benchmarks.md "CPU engine"): 256 write streams stay in
+// L1 and in the TLB, 2048 do not.
+inline constexpr int kRadixBits = 8;
+
+namespace radix_internal {
+
+template <typename K>
+using Unsigned = std::make_unsigned_t<K>;
+
+// XORed into every key before its digits are taken: the sign bit for signed
+// keys (two's complement order), all bits for descending.
+template <typename K>
+constexpr Unsigned<K> KeyXor(bool descending) {
+  using U = Unsigned<K>;
+  const U sign = std::is_signed_v<K> ? U(U{1} << (sizeof(U) * 8 - 1)) : U{0};
+  return descending ? U(~sign) : sign;
+}
+
+template <typename K>
+inline constexpr int kPasses = (sizeof(K) * 8 + kRadixBits - 1) / kRadixBits;
+inline constexpr size_t kBuckets = size_t{1} << kRadixBits;
+#ifndef SORTD_RADIX_PREFETCH_MIN
+#define SORTD_RADIX_PREFETCH_MIN (size_t{16} << 20)
+#endif
+inline constexpr size_t kPrefetchMinBytes = SORTD_RADIX_PREFETCH_MIN;
+#ifndef SORTD_RADIX_LSD_MAX
+#define SORTD_RADIX_LSD_MAX (size_t{1} << 20)
+#endif
+inline constexpr size_t kLsdMaxBytes = SORTD_RADIX_LSD_MAX;
+
+// One read of the keys counts the digits of passes [low, high) into
+// counts[0, high - low). Count is uint32_t when n fits: half the cache
+// footprint of size_t counters.
+template <typename K, typename Count>
+void Histograms(const K* keys, size_t n, Unsigned<K> key_xor, int low, int high,
+                Count (*counts)[kBuckets]) {
+  constexpr Unsigned<K> mask = kBuckets - 1;
+  std::memset(counts, 0, sizeof(Count) * kBuckets * (high - low));
+  if (low == 0 && high == kPasses<K>) {  // the usual case: a loop the compiler unrolls
+    for (size_t i = 0; i < n; ++i) {
+      const Unsigned<K> k = static_cast<Unsigned<K>>(keys[i]) ^ key_xor;
+      for (int p = 0; p < kPasses<K>; ++p) ++counts[p][(k >> (p * kRadixBits)) & mask];
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Unsigned<K> k = static_cast<Unsigned<K>>(keys[i]) ^ key_xor;
+    for (int p = low; p < high; ++p) ++counts[p - low][(k >> (p * kRadixBits)) & mask];
+  }
+}
+
+// Moves src to dst ordered by the digit at `shift`, stably; `next` holds each
+// bucket's first output position and is advanced. kPrefetch: announce the
+// write one cache line ahead in the same bucket, so that the line's read
+// for ownership overlaps the writes before it (arrays beyond the caches).
+template <bool kPrefetch, typename K, typename V, typename Count>
+void Scatter(const K* src, K* dst, const V* vsrc, V* vdst, size_t n, int shift,
+             Unsigned<K> key_xor, Count* next) {
+  constexpr Unsigned<K> mask = kBuckets - 1;
+  for (size_t i = 0; i < n; ++i) {
+    const K k = src[i];
+    const size_t d = ((static_cast<Unsigned<K>>(k) ^ key_xor) >> shift) & mask;
+    const Count pos = next[d]++;
+    if constexpr (kPrefetch) {
+      __builtin_prefetch(reinterpret_cast<const char*>(dst + pos) + 64, 1);
+      if constexpr (!std::is_void_v<V>) {
+        __builtin_prefetch(reinterpret_cast<const char*>(vdst + pos) + 64, 1);
+      }
+    }
+    dst[pos] = k;
+    if constexpr (!std::is_void_v<V>) vdst[pos] = vsrc[i];
+  }
+}
+
+template <typename K, typename V>
+constexpr size_t ElementBytes() {
+  if constexpr (std::is_void_v<V>) {
+    return sizeof(K);
+  } else {
+    return sizeof(K) + sizeof(V);
+  }
+}
+
+// Scatter by one digit, prefetching where the arrays exceed the caches.
+template <typename K, typename V, typename Count>
+void ScatterPass(const K* src, K* dst, const V* vsrc, V* vdst, size_t n, int shift,
+                 Unsigned<K> key_xor, const Count* counts) {
+  Count next[kBuckets];
+  Count running = 0;
+  for (size_t b = 0; b < kBuckets; ++b) {
+    next[b] = running;
+    running += counts[b];
+  }
+  if (n * ElementBytes<K, V>() >= kPrefetchMinBytes) {
+    Scatter<true>(src, dst, vsrc, vdst, n, shift, key_xor, next);
+  } else {
+    Scatter<false>(src, dst, vsrc, vdst, n, shift, key_xor, next);
+  }
+}
+
+// LSD on digits [low, high): one histogram read, then one scatter per digit
+// that is not the same in every key, ping-ponging with the scratch arrays.
+// Returns true when the result ended in the scratch arrays.
+template <typename K, typename V, typename Count>
+bool LsdSort(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int high,
+             K* key_scratch, V* value_scratch) {
+  Count counts[kPasses<K>][kBuckets];
+  Histograms(keys, n, key_xor, low, high, counts);
+  const Unsigned<K> first = static_cast<Unsigned<K>>(keys[0]) ^ key_xor;
+  K* src = keys;
+  K* dst = key_scratch;
+  V* vsrc = values;
+  V* vdst = value_scratch;
+  bool in_scratch = false;
+  for (int p = low; p < high; ++p) {
+    const int shift = p * kRadixBits;
+    if (counts[p - low][(first >> shift) & (kBuckets - 1)] == n) continue;
+    ScatterPass(src, dst, vsrc, vdst, n, shift, key_xor, counts[p - low]);
+    std::swap(src, dst);
+    std::swap(vsrc, vdst);
+    in_scratch = !in_scratch;
+  }
+  return in_scratch;
+}
+
+template <typename K, typename V>
+void CopyElements(const K* keys, const V* values, size_t n, K* key_dst, V* value_dst) {
+  std::memcpy(key_dst, keys, n * sizeof(K));
+  if constexpr (!std::is_void_v<V>) std::memcpy(value_dst, values, n * sizeof(V));
+}
+
+// Sorts on digits [low, high), stably, result in keys/values. Arrays larger than
+// kLsdMaxBytes are first split by their top digit (one MSD scatter into the
+// scratch arrays), and each bucket, small enough to stay in cache, is
+// sorted by LSD on the digits below it back into keys/values: every pass
+// after the first then runs in cache instead of over memory.
+template <typename K, typename V, typename Count>
+void HybridSort(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int high,
+                K* key_scratch, V* value_scratch) {
+  if (n < 2 || high <= low) return;
+  if (high - low == 1 || n * ElementBytes<K, V>() <= kLsdMaxBytes) {
+    if (LsdSort<K, V, Count>(keys, values, n, key_xor, low, high, key_scratch, value_scratch)) {
+      CopyElements(key_scratch, value_scratch, n, keys, values);
+    }
+    return;
+  }
+  const int top = high - 1;
+  const int shift = top * kRadixBits;
+  constexpr Unsigned<K> mask = kBuckets - 1;
+  Count counts[kBuckets] = {};
+  for (size_t i = 0; i < n; ++i) {
+    ++counts[((static_cast<Unsigned<K>>(keys[i]) ^ key_xor) >> shift) & mask];
+  }
+  if (counts[((static_cast<Unsigned<K>>(keys[0]) ^ key_xor) >> shift) & mask] == n) {
+    HybridSort<K, V, Count>(keys, values, n, key_xor, low, top, key_scratch, value_scratch);
+    return;
+  }
+  ScatterPass(keys, key_scratch, values, value_scratch, n, shift, key_xor, counts);
+  size_t begin = 0;
+  for (size_t b = 0; b < kBuckets; ++b) {
+    const size_t len = counts[b];
+    K* bucket = key_scratch + begin;
+    V* vbucket = nullptr;
+    V* vout = nullptr;
+    if constexpr (!std::is_void_v<V>) {
+      vbucket = value_scratch + begin;
+      vout = values + begin;
+    }
+    if (len * ElementBytes<K, V>() > kLsdMaxBytes) {  // skewed keys: split again
+      HybridSort<K, V, Count>(bucket, vbucket, len, key_xor, low, top, keys + begin, vout);
+      CopyElements(bucket, vbucket, len, keys + begin, vout);
+    } else if (len > 0 &&
+               !LsdSort<K, V, Count>(bucket, vbucket, len, key_xor, low, top, keys + begin, vout)) {
+      CopyElements(bucket, vbucket, len, keys + begin, vout);
+    }
+    begin += len;
+  }
+}
+
+template <typename K, typename V>
+void Sort(K* keys, V* values, size_t n, bool descending, int low, K* key_scratch,
+          V* value_scratch) {
+  if (n < 2) return;
+  const Unsigned<K> key_xor = KeyXor<K>(descending);
+  if (n <= UINT32_MAX) {
+    HybridSort<K, V, uint32_t>(keys, values, n, key_xor, low, kPasses<K>, key_scratch, value_scratch);
+  } else {
+    HybridSort<K, V, size_t>(keys, values, n, key_xor, low, kPasses<K>, key_scratch, value_scratch);
+  }
+}
+
+}  // namespace radix_internal
+
+// Sorts keys[0, n) (uint32_t, int32_t, uint64_t or int64_t) ascending, or
+// descending. scratch: n keys, contents ignored and clobbered.
+template <typename K>
+void RadixSortKeys(K* keys, size_t n, bool descending, K* scratch) {
+  static_assert(std::is_integral_v<K> && (sizeof(K) == 4 || sizeof(K) == 8));
+  radix_internal::Sort<K, void>(keys, nullptr, n, descending, 0, scratch, nullptr);
+}
+
+// Stable sort of unsigned words by their bits from ignored_low_bits (a
+// multiple of kRadixBits) up: the low bits are a payload packed under the
+// key, e.g. (key << 32 | index) words sort by key and keep input order
+// among equal keys. Ascending only (flip the key bits for descending).
+template <typename W>
+void RadixSortWordsAbove(W* words, size_t n, int ignored_low_bits, W* scratch) {
+  static_assert(std::is_unsigned_v<W> && (sizeof(W) == 4 || sizeof(W) == 8));
+  radix_internal::Sort<W, void>(words, nullptr, n, /*descending=*/false,
+                                ignored_low_bits / kRadixBits, scratch, nullptr);
+}
+
+// Stable sort of keys with values[i] travelling with keys[i] (V: any 4- or
+// 8-byte trivially copyable type). Descending reverses the key order only:
+// equal keys keep their input order. Scratch: n keys and n values.
+template <typename K, typename V>
+void RadixSortPairs(K* keys, V* values, size_t n, bool descending, K* key_scratch,
+                    V* value_scratch) {
+  static_assert(std::is_integral_v<K> && (sizeof(K) == 4 || sizeof(K) == 8));
+  static_assert(std::is_trivially_copyable_v<V> && (sizeof(V) == 4 || sizeof(V) == 8));
+  radix_internal::Sort<K, V>(keys, values, n, descending, 0, key_scratch, value_scratch);
+}
+
+}  // namespace sortd::cpu
+
+#endif  // SORTD_CORE_CPU_RADIX_SORT_H_

@@ -1,0 +1,195 @@
+// The CPU engine's radix sort (core/cpu/radix_sort.h) against
+// std::stable_sort: every key width and signedness, keys only, with a
+// payload and as packed words; both orders; sizes across digit, cache (MSD
+// split) and pass-skipping boundaries.
+#include "core/cpu/radix_sort.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace sortd::cpu {
+namespace {
+
+// Sizes: tiny, around one digit's 256 buckets, a 2^16 + 3 array, and two
+// beyond kLsdMaxBytes so that the MSD split and its per-bucket LSD run.
+std::vector<size_t> Sizes() {
+  return {0, 1, 2, 3, 17, 255, 256, 257, 1000, 4096, (size_t{1} << 16) + 3, 300001,
+          (size_t{1} << 20) + 5};
+}
+
+enum class Keys { kRandom, kAllEqual, kTopByteOnly, kLowByteOnly, kFewDistinct, kSorted };
+
+const char* KeysName(Keys k) {
+  switch (k) {
+    case Keys::kRandom: return "random";
+    case Keys::kAllEqual: return "all_equal";
+    case Keys::kTopByteOnly: return "top_byte_only";
+    case Keys::kLowByteOnly: return "low_byte_only";
+    case Keys::kFewDistinct: return "few_distinct";
+    case Keys::kSorted: return "sorted";
+  }
+  return "?";
+}
+
+constexpr Keys kAllKeys[] = {Keys::kRandom,      Keys::kAllEqual,    Keys::kTopByteOnly,
+                             Keys::kLowByteOnly, Keys::kFewDistinct, Keys::kSorted};
+
+// Keys whose bits vary only where the pattern says: the skipped-pass cases
+// leave every digit but one the same in every key.
+template <typename K>
+std::vector<K> MakeKeys(size_t n, Keys pattern, uint64_t seed) {
+  using U = std::make_unsigned_t<K>;
+  constexpr int kBits = sizeof(K) * 8;
+  std::mt19937_64 rng(seed);
+  const U base = static_cast<U>(0x5a5a5a5a5a5a5a5aull);
+  std::vector<K> keys(n);
+  for (size_t i = 0; i < n; ++i) {
+    U u = static_cast<U>(rng());
+    switch (pattern) {
+      case Keys::kRandom: break;
+      case Keys::kAllEqual: u = base; break;
+      case Keys::kTopByteOnly:
+        u = static_cast<U>((base & ~(U(0xff) << (kBits - 8))) | (u & (U(0xff) << (kBits - 8))));
+        break;
+      case Keys::kLowByteOnly: u = static_cast<U>((base & ~U(0xff)) | (u & 0xff)); break;
+      case Keys::kFewDistinct: u = static_cast<U>((u % 5) * (U(0x0101010101010101ull) >> 3)); break;
+      case Keys::kSorted: u = static_cast<U>(i * 0x9e37); break;
+    }
+    keys[i] = static_cast<K>(u);
+  }
+  return keys;
+}
+
+template <typename K>
+class CpuRadixSortTest : public ::testing::Test {};
+using KeyTypes = ::testing::Types<uint32_t, int32_t, uint64_t, int64_t>;
+TYPED_TEST_SUITE(CpuRadixSortTest, KeyTypes);
+
+TYPED_TEST(CpuRadixSortTest, KeysMatchStableSort) {
+  using K = TypeParam;
+  for (size_t n : Sizes()) {
+    for (Keys pattern : kAllKeys) {
+      for (bool descending : {false, true}) {
+        SCOPED_TRACE(std::to_string(n) + " " + KeysName(pattern) + (descending ? " desc" : " asc"));
+        std::vector<K> keys = MakeKeys<K>(n, pattern, n * 31 + static_cast<int>(pattern));
+        std::vector<K> want = keys;
+        if (descending) {
+          std::stable_sort(want.begin(), want.end(), [](K a, K b) { return b < a; });
+        } else {
+          std::stable_sort(want.begin(), want.end());
+        }
+        std::vector<K> scratch(n);
+        RadixSortKeys(keys.data(), n, descending, scratch.data());
+        ASSERT_EQ(keys, want);
+      }
+    }
+  }
+}
+
+// The payload is the input position: the sort is stable exactly when equal
+// keys come out with ascending payloads, in both orders.
+template <typename K, typename V>
+void CheckPairs() {
+  for (size_t n : Sizes()) {
+    for (Keys pattern : kAllKeys) {
+      for (bool descending : {false, true}) {
+        SCOPED_TRACE(std::to_string(n) + " " + KeysName(pattern) + (descending ? " desc" : " asc"));
+        std::vector<K> keys = MakeKeys<K>(n, pattern, n * 17 + static_cast<int>(pattern));
+        std::vector<V> values(n);
+        for (size_t i = 0; i < n; ++i) values[i] = static_cast<V>(i);
+        std::vector<V> want(n);
+        for (size_t i = 0; i < n; ++i) want[i] = static_cast<V>(i);
+        std::stable_sort(want.begin(), want.end(), [&](V a, V b) {
+          return descending ? keys[b] < keys[a] : keys[a] < keys[b];
+        });
+        std::vector<K> want_keys(n);
+        for (size_t i = 0; i < n; ++i) want_keys[i] = keys[want[i]];
+        std::vector<K> key_scratch(n);
+        std::vector<V> value_scratch(n);
+        RadixSortPairs(keys.data(), values.data(), n, descending, key_scratch.data(),
+                       value_scratch.data());
+        ASSERT_EQ(keys, want_keys);
+        ASSERT_EQ(values, want);
+      }
+    }
+  }
+}
+
+TEST(CpuRadixSortPairsTest, Keys32Values32) { CheckPairs<uint32_t, uint32_t>(); }
+TEST(CpuRadixSortPairsTest, SignedKeys32Values64) { CheckPairs<int32_t, uint64_t>(); }
+TEST(CpuRadixSortPairsTest, Keys64Values32) { CheckPairs<uint64_t, uint32_t>(); }
+TEST(CpuRadixSortPairsTest, SignedKeys64Values64) { CheckPairs<int64_t, uint64_t>(); }
+
+// Packed (key << 32 | index) words sorted by the key half only: equal keys
+// keep input order even when the indices are not ascending, which a sort of
+// the whole words would not.
+TEST(CpuRadixSortWordsAboveTest, SortsByHighHalfStably) {
+  for (size_t n : Sizes()) {
+    for (Keys pattern : kAllKeys) {
+      SCOPED_TRACE(std::to_string(n) + " " + KeysName(pattern));
+      const std::vector<uint32_t> keys = MakeKeys<uint32_t>(n, pattern, n + 7);
+      std::vector<uint64_t> words(n);
+      // Payloads descending: stability and the whole-word order disagree.
+      for (size_t i = 0; i < n; ++i) words[i] = (uint64_t{keys[i]} << 32) | (n - i);
+      std::vector<uint64_t> want = words;
+      std::stable_sort(want.begin(), want.end(),
+                       [](uint64_t a, uint64_t b) { return (a >> 32) < (b >> 32); });
+      std::vector<uint64_t> scratch(n);
+      RadixSortWordsAbove(words.data(), n, 32, scratch.data());
+      ASSERT_EQ(words, want);
+    }
+  }
+}
+
+// Extremes of every width and sign land in order (the sign-bit flip for
+// signed keys, the all-ones flip for descending).
+TEST(CpuRadixSortTest, SignedExtremes) {
+  std::vector<int64_t> keys = {0, -1, std::numeric_limits<int64_t>::min(),
+                               std::numeric_limits<int64_t>::max(), 1, -2, 2};
+  for (int rep = 0; rep < 6; ++rep) keys.insert(keys.end(), keys.begin(), keys.begin() + 7);
+  std::vector<int64_t> want = keys;
+  std::sort(want.begin(), want.end());
+  std::vector<int64_t> scratch(keys.size());
+  RadixSortKeys(keys.data(), keys.size(), false, scratch.data());
+  EXPECT_EQ(keys, want);
+  RadixSortKeys(keys.data(), keys.size(), true, scratch.data());
+  std::reverse(want.begin(), want.end());
+  EXPECT_EQ(keys, want);
+}
+
+// A large array of random keys: many MSD buckets, prefetching scatter.
+TEST(CpuRadixSortTest, LargeRandom) {
+  const size_t n = (size_t{1} << 22) + 11;
+  std::vector<uint32_t> keys = MakeKeys<uint32_t>(n, Keys::kRandom, 99);
+  std::vector<uint32_t> want = keys;
+  std::sort(want.begin(), want.end());
+  std::vector<uint32_t> scratch(n);
+  RadixSortKeys(keys.data(), n, false, scratch.data());
+  EXPECT_EQ(keys, want);
+}
+
+// Skewed keys: one top-digit bucket larger than kLsdMaxBytes is split again.
+TEST(CpuRadixSortPairsTest, SkewedBucketSplitAgain) {
+  const size_t n = size_t{1} << 20;
+  std::vector<uint64_t> keys = MakeKeys<uint64_t>(n, Keys::kRandom, 5);
+  for (size_t i = 0; i < n; i += 4) keys[i] = keys[i] >> 8;  // 1/4 in top bucket 0
+  std::vector<uint32_t> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<uint32_t>(i);
+  std::vector<uint32_t> want = values;
+  std::stable_sort(want.begin(), want.end(), [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+  std::vector<uint64_t> key_scratch(n);
+  std::vector<uint32_t> value_scratch(n);
+  RadixSortPairs(keys.data(), values.data(), n, false, key_scratch.data(), value_scratch.data());
+  EXPECT_EQ(values, want);
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+}
+
+}  // namespace
+}  // namespace sortd::cpu
