@@ -1,7 +1,7 @@
 // Single-thread LSD radix sort of 32/64-bit integer keys, alone or carrying a
 // 32/64-bit payload (stable, so argsort needs no packed words). The CPU
 // engine uses it above the sizes where it measures faster than vqsort
-// (core/cpu/sort_chunk.h).
+// (core/cpu/vqsort_words.h).
 #ifndef SORTD_CORE_CPU_RADIX_SORT_H_
 #define SORTD_CORE_CPU_RADIX_SORT_H_
 
