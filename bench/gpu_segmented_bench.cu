@@ -7,7 +7,9 @@
 //   sortd_gpu_segmented_bench [--repeats=9] [--only=SUBSTRING]
 // --only runs the cases whose "name segments x len" contains SUBSTRING
 // (e.g. --only="u32 keys 1024 x 16384", for nsys/ncu); --bins_upto=N sends
-// only segments longer than N to the merge sort (bins vs merge sweeps).
+// only segments longer than N to the merge sort (bins vs merge sweeps);
+// --no_bounds gives our call no segment-length bounds (it plans from the
+// offsets alone, as a library caller without them would).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,7 +43,7 @@ struct Result {
 };
 
 template <typename Key>
-Result Run(const Case& c, int repeats, uint32_t bins_upto, cudaStream_t stream) {
+Result Run(const Case& c, int repeats, uint32_t bins_upto, bool bounds, cudaStream_t stream) {
   const size_t n = static_cast<size_t>(c.segments) * c.length;
   std::vector<uint32_t> offsets(c.segments + 1);
   for (int s = 0; s <= c.segments; ++s) offsets[s] = static_cast<uint32_t>(s) * c.length;
@@ -63,7 +65,7 @@ Result Run(const Case& c, int repeats, uint32_t bins_upto, cudaStream_t stream) 
   p.num_segments = c.segments;
   p.h_offsets = offsets.data();
   p.d_offsets = d_offsets;
-  p.min_segment_items = p.max_segment_items = static_cast<uint32_t>(c.length);
+  if (bounds) p.min_segment_items = p.max_segment_items = static_cast<uint32_t>(c.length);
   p.d_keys_in = keys;
   p.d_keys_out = ours_out;
   p.value_bytes = c.pairs ? 4 : 0;
@@ -119,10 +121,12 @@ int main(int argc, char** argv) {
   int repeats = 9;
   std::string only;
   uint32_t bins_upto = 0;
+  bool bounds = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
     if (std::strncmp(argv[i], "--bins_upto=", 12) == 0) bins_upto = std::atoi(argv[i] + 12);
+    if (std::strcmp(argv[i], "--no_bounds") == 0) bounds = false;
   }
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -142,16 +146,17 @@ int main(int argc, char** argv) {
     const std::string label =
         std::string(c.name) + " " + std::to_string(c.segments) + " x " + std::to_string(c.length);
     if (label.find(only) == std::string::npos) continue;
-    results.push_back(c.key_bytes == 4 ? Run<uint32_t>(c, repeats, bins_upto, stream)
-                                       : Run<uint64_t>(c, repeats, bins_upto, stream));
+    results.push_back(c.key_bytes == 4 ? Run<uint32_t>(c, repeats, bins_upto, bounds, stream)
+                                       : Run<uint64_t>(c, repeats, bins_upto, bounds, stream));
     std::fprintf(stderr, "%s %dx%d done\n", c.name, c.segments, c.length);
   }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
-  std::printf("\nGPU: %s (%d SMs), CUDA runtime %d, host-timed call+sync, median of %d after warm-up\n",
-              prop.name, prop.multiProcessorCount, runtime, repeats);
+  std::printf("\nGPU: %s (%d SMs), CUDA runtime %d, host-timed call+sync, median of %d after warm-up, %s\n",
+              prop.name, prop.multiProcessorCount, runtime, repeats,
+              bounds ? "our call given the length bounds" : "our call without length bounds");
   std::printf("%-14s %16s %10s %10s %7s %6s %8s\n", "case", "segments x len", "ours G/s",
               "CUB G/s", "ratio", "match", "call us");
   for (const Result& r : results) {

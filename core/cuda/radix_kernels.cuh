@@ -81,80 +81,11 @@ __device__ __forceinline__ unsigned int SpeculativeRoute(const unsigned long lon
   return kRouteRun | (passes % 2 == 0 ? kRouteToAlt : 0) | (passes == 1 ? kRouteDecode : 0);
 }
 
-// Notes the keys' order (kOrder* bits ORed into *order; kOrderNan when a
-// NaN is seen, canonical_nan masks): each key is compared with its
-// successor, from the next lane (the warp reads consecutive keys) or, for a
-// warp's last lane, loaded with the others. Blocks stop as soon as the input
-// is known to be in neither order (both bits set), which random input shows
-// in its first keys, so there the kernel costs about one launch; in- or
-// reverse-ordered input is read once at memory speed.
+// kOrderNan: some key is a NaN (canonical_nan masks). Both direction bits:
+// the input is in neither order. KeyOrderKernel (radix_order_kernel.cuh)
+// sets these.
 inline constexpr unsigned long long kOrderNan = 8;
 inline constexpr unsigned long long kOrderNeither = kOrderDescent | kOrderAscent;
-
-// The kOrder* bits of one tile of kBlockThreads * kItems keys from `base`
-// (each key against its successor; the warp's last lane loads its own).
-template <typename Word, int kBlockThreads, int kItems>
-__device__ __forceinline__ unsigned int TileOrder(const Word* __restrict__ keys, size_t n, size_t base,
-                                                  const KeyMasks<Word>& masks) {
-  const int lane = threadIdx.x & 31;
-  Word bits[kItems], after[kItems];
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const size_t j = base + static_cast<size_t>(k) * kBlockThreads + threadIdx.x;
-    bits[k] = j < n ? keys[j] : Word{0};
-    after[k] = lane == 31 && j + 1 < n ? keys[j + 1] : Word{0};
-  }
-  unsigned int seen = 0;
-#pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    const size_t j = base + static_cast<size_t>(k) * kBlockThreads + threadIdx.x;
-    const Word w = masks.Encode(bits[k]);
-    Word next = __shfl_down_sync(0xffffffffu, w, 1);
-    if (lane == 31) next = masks.Encode(after[k]);
-    if (j + 1 < n) seen |= (w > next ? 1u : 0u) | (w < next ? 2u : 0u) | (w == next ? 4u : 0u);
-    if (j < n && masks.canonical_nan && KeyCodec<Word>::IsNan(bits[k])) seen |= 8u;
-  }
-  return __reduce_or_sync(0xffffffffu, seen);
-}
-
-// Each block first probes one key per thread at the start of its first
-// tile (random input shows both bits there, so every block stops after one
-// small read); then it reads whole tiles, checking between them whether the
-// input is already known to be in neither order. Only news goes to the
-// shared word: ordered input would otherwise make every warp of every tile
-// hit that one address.
-template <typename Word, int kBlockThreads, int kItems>
-__global__ void __launch_bounds__(kBlockThreads)
-KeyOrderKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> masks,
-               unsigned long long* order) {
-  constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
-  __shared__ unsigned int s_known;  // the bits already in *order
-  volatile unsigned long long* shared_word = order;
-  const int lane = threadIdx.x & 31;
-  // Publishes this warp's news, and shares `read` (the word as thread 0
-  // read it) with the block: whether to stop.
-  auto settle = [&](unsigned int seen, unsigned int read, unsigned int* known) {
-    if (lane == 0 && (seen & ~*known) != 0) atomicOr(order, static_cast<unsigned long long>(seen));
-    if (threadIdx.x == 0) s_known = read | seen;
-    __syncthreads();
-    *known = s_known;
-    __syncthreads();  // s_known is rewritten next time
-    return (*known & kOrderNeither) == kOrderNeither;
-  };
-  unsigned int known = 0;
-  const size_t first = blockIdx.x * kTile;
-  if (first >= n) return;
-  // The probe: published, then the word read back before any tile.
-  const unsigned int probe = TileOrder<Word, kBlockThreads, 1>(keys, n, first, masks);
-  if (lane == 0 && probe != 0) atomicOr(order, static_cast<unsigned long long>(probe));
-  __syncthreads();
-  if (settle(probe, threadIdx.x == 0 ? static_cast<unsigned int>(*shared_word) : 0u, &known)) return;
-  for (size_t base = first; base < n; base += static_cast<size_t>(gridDim.x) * kTile) {
-    // The word is read as the tile's loads go out, so its latency hides.
-    const unsigned int read = threadIdx.x == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
-    if (settle(TileOrder<Word, kBlockThreads, kItems>(keys, n, base, masks), read, &known)) return;
-  }
-}
 
 // Counts, in one read of the keys, the digits of every pass (and NaNs).
 // hist is [passes][kRadixBins], zeroed by the caller. `order`, when not

@@ -64,6 +64,9 @@ struct RadixSortStats {
   enum class Presorted { kNo, kSorted, kReversed };
   Presorted presorted = Presorted::kNo;
   bool result_in_input = false;  // see RadixSortProblem::allow_result_in_input
+  // Presorted input that the order check wrote to the output as it read it
+  // (copied or reversed: one read of the keys in all).
+  bool written_while_reading = false;
   // Sorted by the single-launch kernel: it skips trivial passes on the GPU,
   // so the host does not know how many ran (passes_run = passes_total).
   bool single_launch = false;

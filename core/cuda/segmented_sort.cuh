@@ -29,7 +29,10 @@ struct SegmentedSortProblem {
   // Optional bounds on the segment lengths. When max_segment_items is set
   // and fits the shared-memory bins, the host does not read h_offsets at
   // all (it may be null): only the bins covering [min, max] are launched,
-  // sized by residency. Otherwise the host scans h_offsets.
+  // sized by residency. Otherwise the host finds the bounds in h_offsets
+  // (one vectorised pass, ~15 us for 65536 segments) and uses them the
+  // same way when every segment falls in one bin; segments of several
+  // bins, or longer than the bins, are filed one by one.
   uint32_t min_segment_items = 0;
   uint32_t max_segment_items = 0;
   // Keys: read from d_keys_in (not modified), sorted into d_keys_out.
@@ -52,6 +55,8 @@ struct SegmentedSortStats {
   int launches = 0;          // kernels launched (binning + one per bin)
   int large_segments = 0;    // segments longer than the largest block bin,
                              // sorted together by the merge sort
+  bool filed_on_host = false;  // the host read every segment's length to
+                               // file it (no bounds given, several bins)
 };
 
 // The longest segment the shared-memory bins sort (the same for both key

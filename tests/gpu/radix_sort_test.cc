@@ -236,9 +236,13 @@ TYPED_TEST(RadixSortTest, PresortedInputIsCopiedOrReversed) {
       CheckSort(sorted, false, vb, &stats, "sorted" + at);
       EXPECT_EQ(stats.presorted, Presorted::kSorted) << at << " vb=" << vb;
       EXPECT_EQ(stats.passes_run, 0);
-      // Distinct keys asked for in the other order: a stable reversal.
+      // Distinct keys in order: copied by the order check as it read them.
+      if (sorted.size() > 1) EXPECT_TRUE(stats.written_while_reading) << at << " vb=" << vb;
+      // Distinct keys asked for in the other order: a stable reversal,
+      // written reversed as they were read.
       CheckSort(sorted, true, vb, &stats, "reversed" + at);
       if (sorted.size() > 1) EXPECT_EQ(stats.presorted, Presorted::kReversed) << at << " vb=" << vb;
+      if (sorted.size() > 1) EXPECT_TRUE(stats.written_while_reading) << at << " vb=" << vb;
     }
     if (n < 64) continue;
     // Ties in reverse order: keys only (integers: equal keys are equal bits)
@@ -248,6 +252,7 @@ TYPED_TEST(RadixSortTest, PresortedInputIsCopiedOrReversed) {
     RadixSortStats stats;
     CheckSort(ties, true, 4, &stats, "ties reversed, pairs" + at);
     EXPECT_EQ(stats.presorted, Presorted::kNo) << at;
+    EXPECT_FALSE(stats.written_while_reading) << at;
     CheckSort(ties, true, 0, &stats, "ties reversed, keys" + at);
     EXPECT_EQ(stats.presorted, Presorted::kReversed) << at;
     CheckSort(ties, false, 8, &stats, "ties in order, pairs" + at);
@@ -257,8 +262,11 @@ TYPED_TEST(RadixSortTest, PresortedInputIsCopiedOrReversed) {
       if (swap + 1 >= sorted.size()) continue;
       auto almost = sorted;
       std::swap(almost[swap], almost[swap + 1]);
+      // Stretches before the swap may have been copied already: the sort
+      // overwrites them.
       CheckSort(almost, false, 4, &stats, "swapped at " + std::to_string(swap) + at);
       EXPECT_EQ(stats.presorted, Presorted::kNo) << "swapped at " << swap << at;
+      EXPECT_FALSE(stats.written_while_reading);
       auto almost_reversed = sorted;
       std::reverse(almost_reversed.begin(), almost_reversed.end());
       std::swap(almost_reversed[swap], almost_reversed[swap + 1]);
@@ -318,6 +326,75 @@ TEST(RadixSortPresortedTest, SortedInputMayStayInTheInput) {
   cudaMemcpy(out.data(), d_out.ptr, n * 8, cudaMemcpyDeviceToHost);
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(out, keys);
+}
+
+// The order check writes presorted input to the output as it reads it in
+// 16-byte vectors: copies only where input and output share their
+// alignment, reversals at any (vector stores where the reversed positions
+// are aligned, else scalar); keys before and after the vectors are written
+// one by one. Every combination of misalignment, both directions, keys and
+// pairs, against the reference and with the path checked.
+template <typename T>
+void CheckWrittenWhileReading(size_t in_shift, size_t out_shift, size_t n, bool descending, int value_bytes) {
+  const std::string at = "in+" + std::to_string(in_shift) + " out+" + std::to_string(out_shift) + " n=" +
+                         std::to_string(n) + (descending ? " reversed" : " sorted") + " vb=" +
+                         std::to_string(value_bytes) + " key bytes " + std::to_string(sizeof(T));
+  std::vector<T> keys(n);
+  std::mt19937_64 rng(n + in_shift);
+  T next = 1;
+  for (T& k : keys) k = next += 1 + rng() % 5;  // distinct, ascending
+  DeviceBuffer d_in((n + in_shift) * sizeof(T)), d_out((n + out_shift) * sizeof(T));
+  DeviceBuffer d_vin((n + in_shift) * 8), d_vout((n + out_shift) * 8);
+  T* in = static_cast<T*>(d_in.ptr) + in_shift;
+  T* out = static_cast<T*>(d_out.ptr) + out_shift;
+  ASSERT_EQ(cudaMemcpy(in, keys.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  char* vin = static_cast<char*>(d_vin.ptr) + in_shift * value_bytes;
+  char* vout = static_cast<char*>(d_vout.ptr) + out_shift * value_bytes;
+  UploadPositionValues(vin, n, value_bytes);
+  RadixSortProblem p;
+  p.key_type = TypeOf<T>();
+  p.num_items = n;
+  p.descending = descending;
+  p.d_keys_in = in;
+  p.d_keys_out = out;
+  p.value_bytes = value_bytes;
+  p.d_values_in = value_bytes ? vin : nullptr;
+  p.d_values_out = value_bytes ? vout : nullptr;
+  p.presorted_min_items = 0;
+  RadixSortStats stats;
+  ASSERT_EQ(SortAndWait(p, &stats), cudaSuccess);
+  EXPECT_EQ(stats.presorted, descending ? RadixSortStats::Presorted::kReversed : RadixSortStats::Presorted::kSorted)
+      << at;
+  const bool same_alignment = (in_shift - out_shift) * sizeof(T) % 16 == 0;
+  EXPECT_EQ(stats.written_while_reading, descending || same_alignment) << at;
+  std::vector<T> got(n);
+  ASSERT_EQ(cudaMemcpy(got.data(), out, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t from = descending ? n - 1 - i : i;
+    ASSERT_EQ(got[i], keys[from]) << at << " key at " << i;
+  }
+  if (value_bytes == 4) {
+    std::vector<uint32_t> v(n);
+    ASSERT_EQ(cudaMemcpy(v.data(), vout, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], descending ? n - 1 - i : i) << at << " value at " << i;
+  }
+}
+
+TEST(RadixSortPresortedTest, WrittenWhileReadingAtAnyAlignment) {
+  SKIP_WITHOUT_GPU();
+  // 2^20 + 7: the last warp's probe runs past the vectors into the keys after.
+  for (size_t n : {size_t{4099}, (size_t{1} << 20) + 7}) {
+    for (size_t in_shift : {size_t{0}, size_t{1}, size_t{3}}) {
+      for (size_t out_shift : {size_t{0}, size_t{1}, size_t{2}}) {
+        for (bool descending : {false, true}) {
+          for (int vb : {0, 4}) {
+            CheckWrittenWhileReading<uint32_t>(in_shift, out_shift, n, descending, vb);
+            CheckWrittenWhileReading<uint64_t>(in_shift, out_shift, n, descending, vb);
+          }
+        }
+      }
+    }
+  }
 }
 
 // Below presorted_min_items the order is not looked at: sorted input takes
@@ -454,6 +531,12 @@ TEST(RadixSortSanitizerTest, SmallMixedSizes) {
     CheckSort(Random<int64_t>(n, n), true, 8, nullptr, "i64");
     CheckSort(FloatSpecials<float>(n, n), true, 0, nullptr, "f32 nan keys");
     CheckSort(FloatSpecials<double>(n, n), false, 4, nullptr, "f64 nan pairs");
+  }
+  // Presorted input written while read: vector and scalar stores, both ways.
+  for (bool descending : {false, true}) {
+    CheckWrittenWhileReading<uint32_t>(0, 0, 4099, descending, 4);
+    CheckWrittenWhileReading<uint32_t>(1, 2, 4099, descending, 0);
+    CheckWrittenWhileReading<uint64_t>(1, 0, 4099, descending, 4);
   }
 }
 

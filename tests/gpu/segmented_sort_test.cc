@@ -257,6 +257,29 @@ TEST(SegmentedSort, LengthBoundsWithoutHostOffsets) {
   ExpectAscendingPositions(keys, offsets, d_pos.ptr);
 }
 
+// Without bounds the host finds them in the offsets: segments that all fall
+// in one bin are launched like bounded ones (nothing filed on the host);
+// lengths across bins, or past them, are filed segment by segment.
+TEST(SegmentedSort, WithoutBoundsOneBinIsNotFiledOnTheHost) {
+  SKIP_WITHOUT_GPU();
+  SegmentedSortStats stats;
+  const std::vector<uint32_t> uniform = OffsetsOf(std::vector<uint32_t>(65536, 64));
+  CheckSegmented(Random<uint32_t>(uniform.back(), 11), uniform, false, 4, true, &stats);
+  EXPECT_FALSE(stats.filed_on_host);
+  EXPECT_EQ(stats.large_segments, 0);
+  std::mt19937 rng(12);
+  std::vector<uint32_t> within(3000);
+  for (uint32_t& len : within) len = 33 + rng() % 32;  // 33..64: one bin
+  const std::vector<uint32_t> one_bin = OffsetsOf(within);
+  CheckSegmented(Random<uint64_t>(one_bin.back(), 13), one_bin, true, 8, false, &stats);
+  EXPECT_FALSE(stats.filed_on_host);
+  std::vector<uint32_t> across(3000);
+  for (uint32_t& len : across) len = rng() % 300;  // several bins
+  const std::vector<uint32_t> several = OffsetsOf(across);
+  CheckSegmented(Random<float>(several.back(), 14), several, false, 0, true, &stats);
+  EXPECT_TRUE(stats.filed_on_host);
+}
+
 // Callers (the GPU worker) size temp storage before they know where the
 // outputs go: the size must hold once d_indices_out is set, also for the
 // segments past the bins (the merge sort needs position scratch then).

@@ -1,0 +1,21 @@
+#include "core/cuda/segment_bounds.h"
+
+#include <climits>
+
+namespace sortd::cuda {
+
+void SegmentLengthBounds(const uint32_t* offsets, int segments, uint32_t* shortest, uint32_t* longest) {
+  // Lengths biased into signed words: baseline x86-64 (SSE2) compares
+  // signed 32-bit lanes, not unsigned ones, so this form vectorises there.
+  constexpr uint32_t kBias = 0x80000000u;
+  int32_t lo = INT32_MAX, hi = INT32_MIN;
+  for (int s = 0; s < segments; ++s) {
+    const int32_t len = static_cast<int32_t>((offsets[s + 1] - offsets[s]) ^ kBias);
+    lo = len < lo ? len : lo;
+    hi = len > hi ? len : hi;
+  }
+  *shortest = static_cast<uint32_t>(lo) ^ kBias;
+  *longest = static_cast<uint32_t>(hi) ^ kBias;
+}
+
+}  // namespace sortd::cuda
