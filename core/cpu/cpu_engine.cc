@@ -218,8 +218,9 @@ class CpuEngine final : public SortEngine {
     static_assert(sizeof(Word) == 8);
     std::vector<Word> words(n);
     std::vector<uint32_t> index(n);
-    // Both scratch arrays in one reused per-thread block.
-    Word* word_scratch = static_cast<Word*>(cpu::ThreadScratch(n * (sizeof(Word) + sizeof(uint32_t))));
+    // Both scratch arrays in one block (reused per thread up to a size).
+    const cpu::ScratchLease scratch(n * (sizeof(Word) + sizeof(uint32_t)));
+    Word* word_scratch = scratch.as<Word>();
     uint32_t* index_scratch = reinterpret_cast<uint32_t*>(word_scratch + n);
     bool has_nan = false;
     for (size_t i = 0; i < n; ++i) {

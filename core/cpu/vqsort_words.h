@@ -34,26 +34,45 @@ inline constexpr size_t kRadixMinKeys32 = 512;
 //   even at 128, faster from 256 up (3.1 vs 3.9 us; 2^24: 304 vs 465 ms).
 inline constexpr size_t kRadixMinPairs64 = 256;
 
-// Scratch memory for the radix sort, kept per thread and reused: touching
-// fresh memory costs more than a pass over it on the development VM (page
-// faults; huge pages there may wait for compaction). Grows, never shrinks;
-// dies with the thread (the partitioned sorts' worker threads are short-lived).
-inline void* ThreadScratch(size_t bytes) {
-  struct Held {
-    void* data = nullptr;
-    size_t bytes = 0;
-    ~Held() { std::free(data); }
-  };
-  thread_local Held held;
-  if (held.bytes < bytes) {
-    std::free(held.data);
-    held.data = nullptr;
-    held.bytes = 0;
-    held.data = AllocateScratch(bytes);
-    held.bytes = bytes;
+// Scratch memory for the radix sort. Up to kKeptScratchBytes stays with the
+// thread and is reused: touching fresh memory costs more than a pass over
+// it on the development VM (page faults; huge pages there may wait for
+// compaction). Larger sorts allocate their own and free it when done, so a
+// server's pool threads never hold more than that each after a large sort
+// (sortd's memory targets count the array, not a copy per thread).
+inline constexpr size_t kKeptScratchBytes = size_t{64} << 20;
+
+class ScratchLease {
+ public:
+  explicit ScratchLease(size_t bytes) {
+    if (bytes > kKeptScratchBytes) {
+      owned_ = AllocateScratch(bytes);
+      data_ = owned_;
+      return;
+    }
+    struct Held {
+      void* data = nullptr;
+      size_t bytes = 0;
+      ~Held() { std::free(data); }
+    };
+    thread_local Held held;
+    if (held.bytes < bytes) {
+      std::free(held.data);
+      held.data = AllocateScratch(bytes);
+      held.bytes = bytes;
+    }
+    data_ = held.data;
   }
-  return held.data;
-}
+  ~ScratchLease() { std::free(owned_); }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+
+ private:
+  void* owned_ = nullptr;
+  void* data_ = nullptr;
+};
 
 // vqsort on one contiguous chunk, in the requested direction.
 // A Sorter owns vqsort's small scratch buffer; one per thread is reused.
@@ -74,7 +93,8 @@ template <typename T>
 void SortChunk(T* data, size_t n, bool descending) {
   if constexpr (std::is_integral_v<T> && sizeof(T) == 4) {
     if (n >= kRadixMinKeys32) {
-      RadixSortKeys(data, n, descending, static_cast<T*>(ThreadScratch(n * sizeof(T))));
+      const ScratchLease scratch(n * sizeof(T));
+      RadixSortKeys(data, n, descending, scratch.as<T>());
       return;
     }
   }

@@ -1,7 +1,8 @@
 // The shortest and longest segment of a CSR offsets array, on the host.
-// A plain C++ file (not CUDA): the host compiler vectorises the loop here,
-// which it did not do inside segmented_sort.cu (~70 us for 65536 segments on
-// the H100 host against ~13 us vectorised on the dev VM).
+// A plain C++ file (not CUDA), compiled with the project's C++ flags so that
+// the host compiler vectorises the loop; measured, 65536 segments, call
+// time of SegmentedSort: 82 us with this loop inside segmented_sort.cu, 45
+// us with it here (H100 host), 10-12 us with bounds given.
 #ifndef SORTD_CORE_CUDA_SEGMENT_BOUNDS_H_
 #define SORTD_CORE_CUDA_SEGMENT_BOUNDS_H_
 
