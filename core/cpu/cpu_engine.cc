@@ -132,6 +132,12 @@ class CpuEngine final : public SortEngine {
           return absl::OkStatus();
         }
       }
+      if constexpr (sizeof(T) == 4) {
+        if (n >= cpu::kRadixMinArgsort32 && n <= (size_t{1} << 32) && ThreadsFor(n) == 1) {
+          ArgsortRadix32(keys, n, descending, indices.data());
+          return absl::OkStatus();
+        }
+      }
       if (sizeof(T) == 4 && n <= (size_t{1} << 32)) {
         ArgsortPacked32(keys, n, descending, indices.data());
       } else {
@@ -205,6 +211,44 @@ class CpuEngine final : public SortEngine {
       indices[i] = index;
       keys[i] = has_nan ? originals[index]
                         : Bits::Decode(static_cast<uint32_t>(packed[i] >> 32) ^ flip);
+    }
+  }
+
+  // Stable argsort of 32-bit keys on one thread (n <= 2^32): the radix sort
+  // moves each ordered key with its 32-bit index. Its arrays live in the
+  // caller's index buffer (8 bytes a key: n words, then n 32-bit indices)
+  // and its key scratch in the keys (rewritten at the end), so the index
+  // scratch is its only other memory: on the development VM fresh memory
+  // cost about what the radix sort gains over vqsort (docs/benchmarks.md).
+  template <typename T>
+  void ArgsortRadix32(T* keys, size_t n, bool descending, uint64_t* indices) {
+    using Bits = OrderedBits<T>;
+    static_assert(sizeof(typename Bits::Word) == 4);
+    unsigned char* raw = reinterpret_cast<unsigned char*>(indices);
+    uint32_t* words = reinterpret_cast<uint32_t*>(raw);
+    uint32_t* index = words + n;
+    bool has_nan = false;
+    for (size_t i = 0; i < n; ++i) {
+      has_nan |= keys[i] != keys[i];
+      words[i] = static_cast<uint32_t>(Bits::Encode(keys[i]));
+      index[i] = static_cast<uint32_t>(i);
+    }
+    std::vector<T> originals;
+    if (has_nan) originals.assign(keys, keys + n);
+    const cpu::ScratchLease index_scratch(n * sizeof(uint32_t));
+    cpu::RadixSortPairs(words, index, n, descending, reinterpret_cast<uint32_t*>(keys),
+                        index_scratch.as<uint32_t>());
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = has_nan ? originals[index[i]] : Bits::Decode(words[i]);
+    }
+    // Widen the 32-bit indices in place, front to back: the 8 bytes of
+    // indices[i] cover indices 2i - n and 2i - n + 1 of the 32-bit array,
+    // both already read. Bytes (memcpy) because the two views overlap.
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t from;
+      std::memcpy(&from, raw + 4 * (n + i), sizeof(from));
+      const uint64_t wide = from;
+      std::memcpy(raw + 8 * i, &wide, sizeof(wide));
     }
   }
 

@@ -25,11 +25,16 @@ namespace sortd::cpu {
 //   beat the radix sort at every size measured (2^12: 21 vs 37 us; 2^24:
 //   160 vs 348 ms with 8 passes).
 inline constexpr size_t kRadixMinKeys32 = 512;
-// - Packed (32-bit key << 32 | index) words for 32-bit argsort stay with
-//   vqsort: radixsorting their key half (RadixSortWordsAbove) won in
-//   isolation from 2^14 up (2^24: 125 vs 157 ms) but the engine's pairs
-//   benchmark (argsort + gather) came out slower at 2^18..2^24 (e.g. 2^20:
-//   72 vs 88 Mkeys/s); not understood yet, so not switched.
+// - Packed (32-bit key << 32 | index) words: radixsorting their key half
+//   (RadixSortWordsAbove) won in isolation from 2^14 up (2^24: 125 vs 157
+//   ms) but lost in the engine (2^20: 72 vs 88 Mkeys/s): the packed array
+//   and the scratch are fresh memory per call, whose page faults cost
+//   about what the sort gains on this VM. Hence the next path.
+// - 32-bit keys with a 32-bit index (argsort) kept in the caller's index
+//   buffer (CpuEngine::ArgsortRadix32), against vqsort of packed words,
+//   best of many calls: 2^12 26.7 vs 22.7 us, 2^14 110 vs 103 us, 2^16 444
+//   vs 459 us, 2^20 8.9 vs 10.0 ms, 2^24 169 vs 250 ms.
+inline constexpr size_t kRadixMinArgsort32 = 65536;
 // - 64-bit keys with a 32-bit index (argsort), against 128-bit packed words:
 //   even at 128, faster from 256 up (3.1 vs 3.9 us; 2^24: 304 vs 465 ms).
 inline constexpr size_t kRadixMinPairs64 = 256;
