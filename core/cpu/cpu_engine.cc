@@ -38,6 +38,28 @@ class CpuEngine final : public SortEngine {
 
   // Keys-only arrays from the parallel threshold up are partitioned while
   // their parts land (core/cpu/arriving_sort.h); the others: UNAVAILABLE.
+  // Pairs on one thread from cpu::kRadixMinPairsDirect keys: the radix sort
+  // moves the values with the keys (no permutation, no gather). Elsewhere
+  // (smaller, several threads, floats with NaNs, whose payloads the ordered
+  // words do not keep): argsort and gather, the engine default.
+  absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
+                                SortOrder order) override {
+    const size_t n = keys.size;
+    if (keys.type != DataType::kBytes && (value_width == 4 || value_width == 8) && n >= cpu::kRadixMinPairsDirect &&
+        n <= (size_t{1} << 32) && ThreadsFor(n) == 1 && keys.data != nullptr && values != nullptr) {
+      const bool descending = order == SortOrder::kDescending;
+      bool sorted = false;
+      VisitNumeric(keys.type, [&](auto key_tag) {
+        using T = decltype(key_tag);
+        T* k = static_cast<T*>(keys.data);
+        sorted = value_width == 4 ? SortPairsDirect(k, static_cast<uint32_t*>(values), n, descending)
+                                  : SortPairsDirect(k, static_cast<uint64_t*>(values), n, descending);
+      });
+      if (sorted) return absl::OkStatus();
+    }
+    return SortEngine::SortPairsNumeric(keys, values, value_width, order);
+  }
+
   absl::Status SortArriving(const ArrivingSort& sort) override {
     return cpu::SortKeysArriving(sort, {options_.max_threads, options_.parallel_threshold});
   }
@@ -212,6 +234,30 @@ class CpuEngine final : public SortEngine {
       keys[i] = has_nan ? originals[index]
                         : Bits::Decode(static_cast<uint32_t>(packed[i] >> 32) ^ flip);
     }
+  }
+
+  // Keys mapped to ordered words in place, sorted with the values riding
+  // along (stable; descending reverses the key order only), mapped back.
+  // False, untouched, when a float key is a NaN (all NaNs map to one word:
+  // their payloads would be lost).
+  template <typename T, typename V>
+  bool SortPairsDirect(T* keys, V* values, size_t n, bool descending) {
+    using Bits = OrderedBits<T>;
+    using Word = typename Bits::Word;
+    static_assert(sizeof(Word) == sizeof(T));
+    if constexpr (std::is_floating_point_v<T>) {
+      for (size_t i = 0; i < n; ++i) {
+        if (keys[i] != keys[i]) return false;
+      }
+    }
+    Word* words = reinterpret_cast<Word*>(keys);
+    for (size_t i = 0; i < n; ++i) words[i] = Bits::Encode(keys[i]);
+    const cpu::ScratchLease scratch(n * (sizeof(Word) + sizeof(V)));
+    Word* word_scratch = scratch.as<Word>();
+    cpu::RadixSortPairs(words, values, n, descending, word_scratch,
+                        reinterpret_cast<V*>(word_scratch + n));
+    for (size_t i = 0; i < n; ++i) keys[i] = Bits::Decode(words[i]);
+    return true;
   }
 
   // Stable argsort of 32-bit keys on one thread (n <= 2^32): the radix sort

@@ -1,8 +1,10 @@
 // Sort/SortPairs execution. Numeric keys are copied once (memcpy) into the
 // response and sorted there in place; byte strings are argsorted and copied
-// into the response in sorted order; values are gathered by the permutation.
+// into the response in sorted order; values are gathered by the permutation,
+// except numeric pairs on the CPU engine, sorted together with their keys.
 #include "server/service/sort_ops.h"
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -47,6 +49,39 @@ absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
     auto* field = MutableNumericField<T>(out_keys);
     field->CopyFrom(NumericField<T>(keys));
     ran = dispatcher.SortNumeric(NumericSpan(field->mutable_data(), n), order, indices);
+  });
+  return ran;
+}
+
+// Numeric pairs that the CPU engine takes: keys and values copied into the
+// response and sorted there together (the engine moves each value with its
+// key: no permutation, no gather; core/cpu/cpu_engine.cc). Nothing (and
+// nothing written) when that does not apply: byte strings, or a GPU engine,
+// whose pairs path is measured through the permutation.
+std::optional<absl::StatusOr<EngineKind>> SortNumericPairsOnCpu(Dispatcher& dispatcher,
+                                                                const v1::SortPairsRequest& request,
+                                                                v1::SortPairsResponse* response) {
+  const DataType key_type = *TypeOf(request.keys());
+  const std::optional<DataType> value_type = TypeOf(request.values());
+  if (key_type == DataType::kBytes || !value_type || *value_type == DataType::kBytes) {
+    return std::nullopt;
+  }
+  const size_t n = LengthOf(request.keys());
+  if (dispatcher.ForNumeric(key_type, n).kind() != EngineKind::kCpu) return std::nullopt;
+  void* values = nullptr;
+  VisitNumeric(*value_type, [&](auto v) {
+    using V = decltype(v);
+    auto* field = MutableNumericField<V>(response->mutable_values());
+    field->CopyFrom(NumericField<V>(request.values()));
+    values = field->mutable_data();
+  });
+  absl::StatusOr<EngineKind> ran = absl::InternalError("unreachable");
+  VisitNumeric(key_type, [&](auto k) {
+    using K = decltype(k);
+    auto* field = MutableNumericField<K>(response->mutable_keys());
+    field->CopyFrom(NumericField<K>(request.keys()));
+    ran = dispatcher.SortPairsNumeric(NumericSpan(field->mutable_data(), n), values,
+                                      ElementSize(*value_type), ToCoreOrder(request.order()));
   });
   return ran;
 }
@@ -276,6 +311,12 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
     return RunRegionSortPairs(*regions, dispatcher, request, response, device_allowed);
   }
   response->set_request_id(request.request_id());
+  if (std::optional<absl::StatusOr<EngineKind>> ran =
+          SortNumericPairsOnCpu(dispatcher, request, response)) {
+    if (!ran->ok()) return ran->status();
+    response->set_engine(ToProtoEngine(**ran));
+    return absl::OkStatus();
+  }
   std::vector<uint64_t> indices(LengthOf(request.keys()));
   absl::StatusOr<EngineKind> engine =
       SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),

@@ -529,3 +529,55 @@ TEST(CpuEngineTest, EmptyAndNullAreOk) {
 
 }  // namespace
 }  // namespace sortd
+
+namespace sortd {
+namespace {
+
+// Pairs sorted together (CpuEngine::SortPairsNumeric: on one thread the
+// radix sort moves each value with its key) give exactly what argsort +
+// gather (the SortEngine default) gives: every key type, 4- and 8-byte
+// values, both orders, sizes around the direct path's minimum and large,
+// duplicates (stability: values are input positions), and float specials
+// (with NaNs the direct path steps aside: their payloads must survive).
+template <typename V>
+std::vector<V> PositionValues(size_t n) {
+  std::vector<V> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<V>(i * 2654435761u + (sizeof(V) == 8 ? (i << 40) : 0));
+  return values;
+}
+
+template <typename T, typename V>
+void ExpectPairsMatchArgsortAndGather(SortEngine& engine, const std::vector<T>& input, SortOrder order) {
+  std::vector<T> keys = input, ref_keys = input;
+  std::vector<V> values = PositionValues<V>(input.size()), ref_values = values;
+  ASSERT_TRUE(engine.SortPairsNumeric(NumericSpan(keys.data(), keys.size()), values.data(), sizeof(V), order).ok());
+  ASSERT_TRUE(engine.SortEngine::SortPairsNumeric(NumericSpan(ref_keys.data(), ref_keys.size()), ref_values.data(),
+                                                  sizeof(V), order).ok());
+  ASSERT_TRUE(SameBits(keys, ref_keys)) << "n=" << input.size() << " " << OrderName(order);
+  ASSERT_EQ(values, ref_values) << "n=" << input.size() << " " << OrderName(order);
+}
+
+TYPED_TEST(CpuEngineTypedTest, PairsSortedTogetherMatchArgsortAndGather) {
+  using T = TypeParam;
+  auto st = SingleThreadEngine();
+  auto mt = MultiThreadEngine(3, 1000);  // several threads: argsort + gather
+  std::vector<Pattern> patterns = {Pattern::kRandom, Pattern::kFewDistinct, Pattern::kReverse};
+  if (std::is_floating_point_v<T>) patterns.push_back(Pattern::kSpecials);
+  uint64_t seed = 3000;
+  for (Pattern pattern : patterns) {
+    for (size_t n : {size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{4099}, size_t{65537},
+                     (size_t{1} << 20) + 3}) {
+      SCOPED_TRACE(::testing::Message() << "pattern=" << PatternName(pattern));
+      const std::vector<T> input = MakeInput<T>(pattern, n, seed++);
+      for (SortOrder order : kOrders) {
+        ExpectPairsMatchArgsortAndGather<T, uint32_t>(*st, input, order);
+        ExpectPairsMatchArgsortAndGather<T, uint64_t>(*st, input, order);
+        if (n > 1000) ExpectPairsMatchArgsortAndGather<T, uint32_t>(*mt, input, order);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sortd
