@@ -39,14 +39,17 @@ class CpuEngine final : public SortEngine {
   // Keys-only arrays from the parallel threshold up are partitioned while
   // their parts land (core/cpu/arriving_sort.h); the others: UNAVAILABLE.
   // Pairs on one thread from cpu::kRadixMinPairsDirect keys: the radix sort
-  // moves the values with the keys (no permutation, no gather). Elsewhere
-  // (smaller, several threads, floats with NaNs, whose payloads the ordered
-  // words do not keep): argsort and gather, the engine default.
+  // moves the values with the keys (no permutation, no gather); also where
+  // the engine may use only cpu::kDirectPairsMaxThreads threads, which
+  // measured slower in parallel. Elsewhere (smaller, more threads, floats
+  // with NaNs, whose payloads the ordered words do not keep): argsort and
+  // gather, the engine default.
   absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
                                 SortOrder order) override {
     const size_t n = keys.size;
+    const bool one_thread_wins = ThreadsFor(n) == 1 || options_.max_threads <= cpu::kDirectPairsMaxThreads;
     if (keys.type != DataType::kBytes && (value_width == 4 || value_width == 8) && n >= cpu::kRadixMinPairsDirect &&
-        n <= (size_t{1} << 32) && ThreadsFor(n) == 1 && keys.data != nullptr && values != nullptr) {
+        n <= (size_t{1} << 32) && one_thread_wins && keys.data != nullptr && values != nullptr) {
       const bool descending = order == SortOrder::kDescending;
       bool sorted = false;
       VisitNumeric(keys.type, [&](auto key_tag) {

@@ -43,6 +43,12 @@ inline constexpr size_t kRadixMinPairs64 = 256;
 //   calls: 256 1.8 vs 1.3 us, 1024 5.6 vs 5.4 us, 4096 22.9 vs 24.7 us,
 //   2^16 394 vs 478 us, 2^20 9.2 vs 12.0 ms, 2^24 201 vs 443 ms.
 inline constexpr size_t kRadixMinPairsDirect = 2048;
+// - Pairs above the parallel threshold: one thread sorting them together
+//   against the parallel argsort + gather on 2 threads (this VM's 2 vCPUs,
+//   `--benchmark_min_time=3`): 2^22 101.6 vs 32.6 Mkeys/s, 2^24 67.1 vs
+//   31.1. Not measured with more threads (a many-core CPU-only host): there
+//   the parallel route stays until it is.
+inline constexpr int kDirectPairsMaxThreads = 2;
 
 // Scratch memory for the radix sort. Up to kKeptScratchBytes stays with the
 // thread and is reused: touching fresh memory costs more than a pass over

@@ -561,6 +561,7 @@ TYPED_TEST(CpuEngineTypedTest, PairsSortedTogetherMatchArgsortAndGather) {
   using T = TypeParam;
   auto st = SingleThreadEngine();
   auto mt = MultiThreadEngine(3, 1000);  // several threads: argsort + gather
+  auto two = MultiThreadEngine(2, 1000);  // two threads: sorted together on one
   std::vector<Pattern> patterns = {Pattern::kRandom, Pattern::kFewDistinct, Pattern::kReverse};
   if (std::is_floating_point_v<T>) patterns.push_back(Pattern::kSpecials);
   uint64_t seed = 3000;
@@ -573,6 +574,7 @@ TYPED_TEST(CpuEngineTypedTest, PairsSortedTogetherMatchArgsortAndGather) {
         ExpectPairsMatchArgsortAndGather<T, uint32_t>(*st, input, order);
         ExpectPairsMatchArgsortAndGather<T, uint64_t>(*st, input, order);
         if (n > 1000) ExpectPairsMatchArgsortAndGather<T, uint32_t>(*mt, input, order);
+        if (n > 1000) ExpectPairsMatchArgsortAndGather<T, uint64_t>(*two, input, order);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
