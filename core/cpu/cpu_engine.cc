@@ -36,8 +36,6 @@ class CpuEngine final : public SortEngine {
 
   EngineKind kind() const override { return EngineKind::kCpu; }
 
-  // Keys-only arrays from the parallel threshold up are partitioned while
-  // their parts land (core/cpu/arriving_sort.h); the others: UNAVAILABLE.
   // Pairs on one thread from cpu::kRadixMinPairsDirect keys: the radix sort
   // moves the values with the keys (no permutation, no gather); also where
   // the engine may use only cpu::kDirectPairsMaxThreads threads, which
@@ -63,6 +61,8 @@ class CpuEngine final : public SortEngine {
     return SortEngine::SortPairsNumeric(keys, values, value_width, order);
   }
 
+  // Keys-only arrays from the parallel threshold up are partitioned while
+  // their parts land (core/cpu/arriving_sort.h); the others: UNAVAILABLE.
   absl::Status SortArriving(const ArrivingSort& sort) override {
     return cpu::SortKeysArriving(sort, {options_.max_threads, options_.parallel_threshold});
   }
@@ -303,18 +303,20 @@ class CpuEngine final : public SortEngine {
 
   // Stable argsort of 64-bit keys on one thread (n <= 2^32): the radix sort
   // moves each ordered key with its 32-bit index; descending reverses the
-  // key order only, so equal keys keep ascending indices.
+  // key order only, so equal keys keep ascending indices. As for 32-bit
+  // keys, the call's own memory holds what it can: the words in the
+  // caller's index buffer (one 8-byte word per slot, replaced by the index
+  // as it is read back), the key scratch in the keys.
   template <typename T>
   void ArgsortRadix64(T* keys, size_t n, bool descending, uint64_t* indices) {
     using Bits = OrderedBits<T>;
     using Word = typename Bits::Word;
-    static_assert(sizeof(Word) == 8);
-    std::vector<Word> words(n);
-    std::vector<uint32_t> index(n);
-    // Both scratch arrays in one block (reused per thread up to a size).
-    const cpu::ScratchLease scratch(n * (sizeof(Word) + sizeof(uint32_t)));
-    Word* word_scratch = scratch.as<Word>();
-    uint32_t* index_scratch = reinterpret_cast<uint32_t*>(word_scratch + n);
+    static_assert(sizeof(Word) == 8 && std::is_same_v<Word, uint64_t>);
+    Word* words = indices;
+    // The 32-bit indices and their scratch: one block (reused per thread up to a size).
+    const cpu::ScratchLease scratch(n * 2 * sizeof(uint32_t));
+    uint32_t* index = scratch.as<uint32_t>();
+    uint32_t* index_scratch = index + n;
     bool has_nan = false;
     for (size_t i = 0; i < n; ++i) {
       has_nan |= keys[i] != keys[i];
@@ -323,11 +325,12 @@ class CpuEngine final : public SortEngine {
     }
     std::vector<T> originals;
     if (has_nan) originals.assign(keys, keys + n);
-    cpu::RadixSortPairs(words.data(), index.data(), n, descending, word_scratch, index_scratch);
+    cpu::RadixSortPairs(words, index, n, descending, reinterpret_cast<Word*>(keys), index_scratch);
     for (size_t i = 0; i < n; ++i) {
       const uint32_t from = index[i];
+      const Word word = words[i];
       indices[i] = from;
-      keys[i] = has_nan ? originals[from] : Bits::Decode(words[i]);
+      keys[i] = has_nan ? originals[from] : Bits::Decode(word);
     }
   }
 

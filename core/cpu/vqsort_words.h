@@ -58,34 +58,51 @@ inline constexpr int kDirectPairsMaxThreads = 2;
 // (sortd's memory targets count the array, not a copy per thread).
 inline constexpr size_t kKeptScratchBytes = size_t{64} << 20;
 
+// A lease taken while another is alive on the same thread gets its own
+// memory, so the two never share.
 class ScratchLease {
  public:
   explicit ScratchLease(size_t bytes) {
-    if (bytes > kKeptScratchBytes) {
+    Held& held = ThreadHeld();
+    if (bytes > kKeptScratchBytes || held.leased) {
       owned_ = AllocateScratch(bytes);
       data_ = owned_;
       return;
     }
-    struct Held {
-      void* data = nullptr;
-      size_t bytes = 0;
-      ~Held() { std::free(data); }
-    };
-    thread_local Held held;
     if (held.bytes < bytes) {
       std::free(held.data);
+      held.data = nullptr;  // AllocateScratch may throw
+      held.bytes = 0;
       held.data = AllocateScratch(bytes);
       held.bytes = bytes;
     }
+    held.leased = true;
     data_ = held.data;
   }
-  ~ScratchLease() { std::free(owned_); }
+  ~ScratchLease() {
+    if (owned_ != nullptr) {
+      std::free(owned_);
+    } else {
+      ThreadHeld().leased = false;
+    }
+  }
   ScratchLease(const ScratchLease&) = delete;
   ScratchLease& operator=(const ScratchLease&) = delete;
   template <typename T>
   T* as() const { return static_cast<T*>(data_); }
 
  private:
+  struct Held {
+    void* data = nullptr;
+    size_t bytes = 0;
+    bool leased = false;
+    ~Held() { std::free(data); }
+  };
+  static Held& ThreadHeld() {
+    thread_local Held held;
+    return held;
+  }
+
   void* owned_ = nullptr;
   void* data_ = nullptr;
 };

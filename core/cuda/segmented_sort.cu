@@ -127,9 +127,10 @@ cudaError_t SortSegmented(void* d_temp, size_t& temp_bytes, const SegmentedSortP
   uint32_t shortest = p.min_segment_items, longest = p.max_segment_items;
   if (longest == 0 && p.h_offsets != nullptr && p.num_segments > 0) {
     // No bounds given: find them first (core/cuda/segment_bounds.h: a
-    // vectorised pass, ~10x faster than filing each segment). When every segment falls in
-    // one bin, they are that bin's exact count and the filing pass is
-    // skipped; otherwise the segments are filed one by one below.
+    // vectorised pass, several times faster than filing each segment).
+    // When every segment falls in one bin, they are that bin's exact count
+    // and the filing pass is skipped; otherwise the segments are filed one
+    // by one below.
     SegmentLengthBounds(p.h_offsets, p.num_segments, &shortest, &longest);
     if (bin_of(shortest) != bin_of(longest)) longest = 0;
   }
