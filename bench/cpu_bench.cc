@@ -1,7 +1,9 @@
 // CPU engine vs std::sort / std::stable_sort, 2^16 .. 2^24 keys.
 //
 // Benchmarks are named <type>/<method>/<n>/manual_time:
-//   type:   u32, f32, u64 (keys only) and pairs (u32 keys + u32 values)
+//   type:   u32, f32, u64 (keys only), pairs (u32 keys + u32 values) and
+//           argsort_u32/argsort_u64 (stable argsort; std baseline:
+//           std::stable_sort of the positions)
 //   method: engine_st (CpuEngineOptions{max_threads=1}),
 //           engine_mt (default options: all hardware threads),
 //           std_sort, std_stable_sort
@@ -182,6 +184,40 @@ void BM_Pairs(benchmark::State& state, Method method) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(n * 8));
 }
 
+// Stable argsort (keys sorted, indices[i] = the input position of output i),
+// what the service's SortIndices runs; the std baseline is std::stable_sort
+// of the positions by key (std::sort is not stable). The result is checked
+// against that baseline.
+template <typename T>
+void BM_Argsort(benchmark::State& state, Method method) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<T>& master = Master<T>(n);
+  std::vector<T> work(n);
+  std::vector<uint64_t> indices(n);
+  std::unique_ptr<sortd::SortEngine> engine;
+  if (method == Method::kEngineSt || method == Method::kEngineMt) engine = EngineFor(method);
+  auto by_key = [&master](uint64_t a, uint64_t b) { return master[a] < master[b]; };
+  for (auto _ : state) {
+    std::copy(master.begin(), master.end(), work.begin());  // not timed
+    benchmark::ClobberMemory();
+    if (engine != nullptr) {
+      TimeIt(state, [&] {
+        const absl::Status s = engine->SortNumeric(sortd::NumericSpan(work.data(), n),
+                                                   sortd::SortOrder::kAscending, absl::MakeSpan(indices));
+        if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+      });
+    } else {
+      for (size_t i = 0; i < n; ++i) indices[i] = i;
+      TimeIt(state, [&] { std::stable_sort(indices.begin(), indices.end(), by_key); });
+    }
+  }
+  std::vector<uint64_t> expected(n);
+  for (size_t i = 0; i < n; ++i) expected[i] = i;
+  std::stable_sort(expected.begin(), expected.end(), by_key);
+  if (indices != expected) state.SkipWithError("argsort output is wrong");
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+
 void BM_Bytes(benchmark::State& state, Method method) {
   const size_t n = static_cast<size_t>(state.range(0));
   const sortd::bench::PackedStrings packed = sortd::bench::RandomStrings(n, 8, 64, 0x57a1);
@@ -218,6 +254,12 @@ void Register() {
         (std::string("u64/") + MethodName(m)).c_str(), BM_Keys<uint64_t>, m));
     sizes(benchmark::RegisterBenchmark(
         (std::string("pairs/") + MethodName(m)).c_str(), BM_Pairs, m));
+  }
+  for (Method m : {Method::kEngineSt, Method::kEngineMt, Method::kStdStableSort}) {
+    sizes(benchmark::RegisterBenchmark(
+        (std::string("argsort_u32/") + MethodName(m)).c_str(), BM_Argsort<uint32_t>, m));
+    sizes(benchmark::RegisterBenchmark(
+        (std::string("argsort_u64/") + MethodName(m)).c_str(), BM_Argsort<uint64_t>, m));
   }
   for (Method m : {Method::kEngineSt, Method::kEngineMt}) {
     benchmark::RegisterBenchmark((std::string("bytes/") + MethodName(m)).c_str(), BM_Bytes, m)

@@ -255,20 +255,17 @@ class CpuEngine final : public SortEngine {
     }
     Word* words = reinterpret_cast<Word*>(keys);
     for (size_t i = 0; i < n; ++i) words[i] = Bits::Encode(keys[i]);
-    const cpu::ScratchLease scratch(n * (sizeof(Word) + sizeof(V)));
-    Word* word_scratch = scratch.as<Word>();
-    cpu::RadixSortPairs(words, values, n, descending, word_scratch,
-                        reinterpret_cast<V*>(word_scratch + n));
+    const cpu::ScratchLease scratch(cpu::RadixPairsScratchBytes<Word, V>(n));
+    cpu::RadixSortPairs(words, values, n, descending, scratch.as<void>());
     for (size_t i = 0; i < n; ++i) keys[i] = Bits::Decode(words[i]);
     return true;
   }
 
   // Stable argsort of 32-bit keys on one thread (n <= 2^32): the radix sort
   // moves each ordered key with its 32-bit index. Its arrays live in the
-  // caller's index buffer (8 bytes a key: n words, then n 32-bit indices)
-  // and its key scratch in the keys (rewritten at the end), so the index
-  // scratch is its only other memory: on the development VM fresh memory
-  // cost about what the radix sort gains over vqsort (docs/benchmarks.md).
+  // caller's index buffer (8 bytes a key: n words, then n 32-bit indices),
+  // so the sort's scratch is its only other memory: on the development VM
+  // fresh memory costs about a radix pass (docs/benchmarks.md).
   template <typename T>
   void ArgsortRadix32(T* keys, size_t n, bool descending, uint64_t* indices) {
     using Bits = OrderedBits<T>;
@@ -284,9 +281,8 @@ class CpuEngine final : public SortEngine {
     }
     std::vector<T> originals;
     if (has_nan) originals.assign(keys, keys + n);
-    const cpu::ScratchLease index_scratch(n * sizeof(uint32_t));
-    cpu::RadixSortPairs(words, index, n, descending, reinterpret_cast<uint32_t*>(keys),
-                        index_scratch.as<uint32_t>());
+    const cpu::ScratchLease scratch(cpu::RadixPairsScratchBytes<uint32_t, uint32_t>(n));
+    cpu::RadixSortPairs(words, index, n, descending, scratch.as<void>());
     for (size_t i = 0; i < n; ++i) {
       keys[i] = has_nan ? originals[index[i]] : Bits::Decode(words[i]);
     }
@@ -303,20 +299,21 @@ class CpuEngine final : public SortEngine {
 
   // Stable argsort of 64-bit keys on one thread (n <= 2^32): the radix sort
   // moves each ordered key with its 32-bit index; descending reverses the
-  // key order only, so equal keys keep ascending indices. As for 32-bit
-  // keys, the call's own memory holds what it can: the words in the
-  // caller's index buffer (one 8-byte word per slot, replaced by the index
-  // as it is read back), the key scratch in the keys.
+  // key order only, so equal keys keep ascending indices. The words live in
+  // the caller's index buffer (one 8-byte word per slot, replaced by the
+  // index as it is read back).
   template <typename T>
   void ArgsortRadix64(T* keys, size_t n, bool descending, uint64_t* indices) {
     using Bits = OrderedBits<T>;
     using Word = typename Bits::Word;
     static_assert(sizeof(Word) == 8 && std::is_same_v<Word, uint64_t>);
     Word* words = indices;
-    // The 32-bit indices and their scratch: one block (reused per thread up to a size).
-    const cpu::ScratchLease scratch(n * 2 * sizeof(uint32_t));
+    // The 32-bit indices, then the sort's scratch: one block (reused per
+    // thread up to a size).
+    const size_t index_bytes = (n * sizeof(uint32_t) + 7) & ~size_t{7};
+    const cpu::ScratchLease scratch(index_bytes + cpu::RadixPairsScratchBytes<Word, uint32_t>(n));
     uint32_t* index = scratch.as<uint32_t>();
-    uint32_t* index_scratch = index + n;
+    void* sort_scratch = scratch.as<unsigned char>() + index_bytes;
     bool has_nan = false;
     for (size_t i = 0; i < n; ++i) {
       has_nan |= keys[i] != keys[i];
@@ -325,7 +322,7 @@ class CpuEngine final : public SortEngine {
     }
     std::vector<T> originals;
     if (has_nan) originals.assign(keys, keys + n);
-    cpu::RadixSortPairs(words, index, n, descending, reinterpret_cast<Word*>(keys), index_scratch);
+    cpu::RadixSortPairs(words, index, n, descending, sort_scratch);
     for (size_t i = 0; i < n; ++i) {
       const uint32_t from = index[i];
       const Word word = words[i];

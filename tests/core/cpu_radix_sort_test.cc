@@ -111,10 +111,8 @@ void CheckPairs() {
         });
         std::vector<K> want_keys(n);
         for (size_t i = 0; i < n; ++i) want_keys[i] = keys[want[i]];
-        std::vector<K> key_scratch(n);
-        std::vector<V> value_scratch(n);
-        RadixSortPairs(keys.data(), values.data(), n, descending, key_scratch.data(),
-                       value_scratch.data());
+        std::vector<uint64_t> scratch(RadixPairsScratchBytes<K, V>(n) / 8 + 1);
+        RadixSortPairs(keys.data(), values.data(), n, descending, scratch.data());
         ASSERT_EQ(keys, want_keys);
         ASSERT_EQ(values, want);
       }
@@ -184,11 +182,53 @@ TEST(CpuRadixSortPairsTest, SkewedBucketSplitAgain) {
   for (size_t i = 0; i < n; ++i) values[i] = static_cast<uint32_t>(i);
   std::vector<uint32_t> want = values;
   std::stable_sort(want.begin(), want.end(), [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
-  std::vector<uint64_t> key_scratch(n);
-  std::vector<uint32_t> value_scratch(n);
-  RadixSortPairs(keys.data(), values.data(), n, false, key_scratch.data(), value_scratch.data());
+  std::vector<uint64_t> scratch(RadixPairsScratchBytes<uint64_t, uint32_t>(n) / 8 + 1);
+  RadixSortPairs(keys.data(), values.data(), n, false, scratch.data());
   EXPECT_EQ(values, want);
   EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+}
+
+// Pairs beyond the caches go through records (key beside value): every
+// width combination, random and skewed keys, both orders, against a stable
+// sort; a bucket with every lower digit equal takes the unpack-only path.
+template <typename K, typename V>
+void CheckLargePairs(size_t n, uint64_t seed) {
+  for (int shape = 0; shape < 3; ++shape) {
+    for (bool descending : {false, true}) {
+      SCOPED_TRACE(std::to_string(shape) + (descending ? " desc" : " asc"));
+      std::vector<K> keys = MakeKeys<K>(n, Keys::kRandom, seed + shape);
+      if (shape == 1) {  // a third of the keys in one top bucket, split again
+        for (size_t i = 0; i < n; i += 3) keys[i] = static_cast<K>(keys[i] >> 8);
+      } else if (shape == 2) {  // only the top byte varies
+        keys = MakeKeys<K>(n, Keys::kTopByteOnly, seed);
+      }
+      std::vector<V> values(n);
+      for (size_t i = 0; i < n; ++i) values[i] = static_cast<V>(i * 3 + 1);
+      std::vector<size_t> order(n);
+      for (size_t i = 0; i < n; ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return descending ? keys[b] < keys[a] : keys[a] < keys[b];
+      });
+      std::vector<K> want_keys(n);
+      std::vector<V> want_values(n);
+      for (size_t i = 0; i < n; ++i) {
+        want_keys[i] = keys[order[i]];
+        want_values[i] = values[order[i]];
+      }
+      std::vector<uint64_t> scratch(RadixPairsScratchBytes<K, V>(n) / 8 + 1);
+      RadixSortPairs(keys.data(), values.data(), n, descending, scratch.data());
+      ASSERT_EQ(keys, want_keys);
+      ASSERT_EQ(values, want_values);
+    }
+  }
+}
+
+TEST(CpuRadixSortPairsTest, LargeThroughRecordsEveryWidth) {
+  const size_t n = (size_t{1} << 19) + 77;
+  CheckLargePairs<uint32_t, uint32_t>(n, 1);
+  CheckLargePairs<int32_t, uint64_t>(n, 2);
+  CheckLargePairs<uint64_t, uint32_t>(n, 3);
+  CheckLargePairs<int64_t, double>(n, 4);
 }
 
 }  // namespace
