@@ -88,7 +88,7 @@ print("-" * len(head))
 def ratio(r, a, b):
     return f"{r[a] / r[b]:.1f}x" if a in r and b in r else "-"
 
-order = {"u32": 0, "f32": 1, "u64": 2, "pairs": 3}
+order = {"u32": 0, "f32": 1, "u64": 2, "pairs": 3, "argsort_u32": 4, "argsort_u64": 5}
 for (typ, n) in sorted(rate, key=lambda k: (order.get(k[0], 9), k[0], k[1])):
     r = rate[(typ, n)]
     log2 = n.bit_length() - 1

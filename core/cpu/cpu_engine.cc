@@ -1,9 +1,10 @@
 // CPU engine. Numeric keys-only sorts run on the keys themselves (after
 // moving NaNs aside for floats, so that their payloads and input order
 // survive): our radix sort for 32-bit words, vqsort for 64-bit ones
-// (core/cpu/vqsort_words.h). Sorts that need the permutation vqsort packed
-// (ordered key, index) words, which makes vqsort stable, or, for 64-bit
-// keys on one thread, radix-sort the keys carrying their index. Byte strings
+// (core/cpu/vqsort_words.h). Sorts that need the permutation radix-sort the
+// keys carrying their index on one thread (also on engines of 2 threads,
+// where that measured faster), or else vqsort packed (ordered key, index)
+// words, which makes vqsort stable. Byte strings
 // use std::stable_sort on indices. Large arrays are split across threads and
 // merged. Keys-only sessions are partitioned while their parts arrive
 // (core/cpu/arriving_sort.h).
@@ -38,14 +39,14 @@ class CpuEngine final : public SortEngine {
 
   // Pairs on one thread from cpu::kRadixMinPairsDirect keys: the radix sort
   // moves the values with the keys (no permutation, no gather); also where
-  // the engine may use only cpu::kDirectPairsMaxThreads threads, which
+  // the engine may use only cpu::kOneThreadPermutationMaxThreads threads, which
   // measured slower in parallel. Elsewhere (smaller, more threads, floats
   // with NaNs, whose payloads the ordered words do not keep): argsort and
   // gather, the engine default.
   absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
                                 SortOrder order) override {
     const size_t n = keys.size;
-    const bool one_thread_wins = ThreadsFor(n) == 1 || options_.max_threads <= cpu::kDirectPairsMaxThreads;
+    const bool one_thread_wins = OneThreadPermutation(n);
     if (keys.type != DataType::kBytes && (value_width == 4 || value_width == 8) && n >= cpu::kRadixMinPairsDirect &&
         n <= (size_t{1} << 32) && one_thread_wins && keys.data != nullptr && values != nullptr) {
       const bool descending = order == SortOrder::kDescending;
@@ -133,6 +134,13 @@ class CpuEngine final : public SortEngine {
     return n >= options_.parallel_threshold ? options_.max_threads : 1;
   }
 
+  // Argsorts and pairs take the one-thread radix routes below the parallel
+  // threshold, and on engines of so few threads that the parallel routes
+  // measured slower (cpu::kOneThreadPermutationMaxThreads).
+  bool OneThreadPermutation(size_t n) const {
+    return ThreadsFor(n) == 1 || options_.max_threads <= cpu::kOneThreadPermutationMaxThreads;
+  }
+
   template <typename T, typename Less>
   void SortStable(T* data, size_t n, Less less) {
     cpu::ParallelSort(data, n, ThreadsFor(n), less, [&](T* p, size_t len) {
@@ -152,13 +160,13 @@ class CpuEngine final : public SortEngine {
                         absl::Span<uint64_t> indices) {
     if (want_indices) {
       if constexpr (sizeof(T) == 8) {
-        if (n >= cpu::kRadixMinPairs64 && n <= (size_t{1} << 32) && ThreadsFor(n) == 1) {
+        if (n >= cpu::kRadixMinPairs64 && n <= (size_t{1} << 32) && OneThreadPermutation(n)) {
           ArgsortRadix64(keys, n, descending, indices.data());
           return absl::OkStatus();
         }
       }
       if constexpr (sizeof(T) == 4) {
-        if (n >= cpu::kRadixMinArgsort32 && n <= (size_t{1} << 32) && ThreadsFor(n) == 1) {
+        if (n >= cpu::kRadixMinArgsort32 && n <= (size_t{1} << 32) && OneThreadPermutation(n)) {
           ArgsortRadix32(keys, n, descending, indices.data());
           return absl::OkStatus();
         }

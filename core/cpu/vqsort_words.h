@@ -43,12 +43,16 @@ inline constexpr size_t kRadixMinPairs64 = 256;
 //   calls: 256 1.8 vs 1.3 us, 1024 5.6 vs 5.4 us, 4096 22.9 vs 24.7 us,
 //   2^16 394 vs 478 us, 2^20 9.2 vs 12.0 ms, 2^24 201 vs 443 ms.
 inline constexpr size_t kRadixMinPairsDirect = 2048;
-// - Pairs above the parallel threshold: one thread sorting them together
-//   against the parallel argsort + gather on 2 threads (this VM's 2 vCPUs,
-//   `--benchmark_min_time=3`): 2^22 101.6 vs 32.6 Mkeys/s, 2^24 67.1 vs
-//   31.1. Not measured with more threads (a many-core CPU-only host): there
-//   the parallel route stays until it is.
-inline constexpr int kDirectPairsMaxThreads = 2;
+// - Permutations above the parallel threshold on an engine of at most this
+//   many threads run the one-thread radix route (this VM's 2 vCPUs):
+//   pairs sorted together against the parallel argsort + gather
+//   (`--benchmark_min_time=3`): 2^22 101.6 vs 32.6 Mkeys/s, 2^24 67.1 vs
+//   31.1; stable argsort, one-thread radix vs the parallel vqsort of packed
+//   words: u32 2^22 34.5 vs 56.3 ms, 2^24 162-175 vs 265-364 ms; u64 2^22
+//   63 vs 132 ms, 2^24 285 vs 552-799 ms (2^20: 7.5 vs 7.2 ms, even). Not
+//   measured with more threads (a many-core CPU-only host): there the
+//   parallel routes stay until they are.
+inline constexpr int kOneThreadPermutationMaxThreads = 2;
 
 // Scratch memory for the radix sort. Up to kKeptScratchBytes stays with the
 // thread and is reused: touching fresh memory costs more than a pass over

@@ -193,11 +193,12 @@ TYPED_TEST(CpuEngineTypedTest, MultiThreadedMatchesSingleThreaded) {
 TYPED_TEST(CpuEngineTypedTest, EqualKeysKeepInputOrder) {
   using T = TypeParam;
   auto st = SingleThreadEngine();
-  auto mt = MultiThreadEngine(4, 1000);
+  auto mt = MultiThreadEngine(4, 1000);  // the parallel routes
+  auto two = MultiThreadEngine(2, 1000);  // 2 threads: the one-thread radix routes
   for (size_t n : {size_t{50}, size_t{1001}, size_t{65537}}) {
     const std::vector<T> input = MakeInput<T>(Pattern::kFewDistinct, n, 77 + n);
     for (SortOrder order : kOrders) {
-      for (SortEngine* engine : {st.get(), mt.get()}) {
+      for (SortEngine* engine : {st.get(), mt.get(), two.get()}) {
         const Sorted<T> got = RunSort(*engine, input, order, true);
         ASSERT_TRUE(IsPermutation(got.indices));
         for (size_t i = 1; i < n; ++i) {
