@@ -184,6 +184,40 @@ class CpuEngine final : public SortEngine {
     return absl::OkStatus();
   }
 
+  // The usual case, no NaN: one branch-free pass maps the floats to ordered
+  // words in place (negative: all bits flipped; positive: the sign bit set),
+  // noting any NaN; then the sort and the inverse pass. Both passes
+  // vectorise, where the general path below takes a branchy compaction pass
+  // and NaN checks in each mapping (one thread, dev VM: f32 2^20 6.6-6.9 ->
+  // 5.5-5.8 ms, 2^24 151-155 -> 128-135 ms). The mapping is a bijection on
+  // every bit pattern, so an array with a NaN is mapped back exactly and
+  // returns false.
+  template <typename T>
+  bool SortFloatKeysWithoutNaNs(T* keys, size_t n, bool descending) {
+    using Word = typename OrderedBits<T>::Word;
+    using SignedWord = std::make_signed_t<Word>;
+    constexpr int kTopBit = sizeof(Word) * 8 - 1;
+    constexpr Word kSign = Word{1} << kTopBit;
+    constexpr Word kInfinity = static_cast<Word>(sizeof(T) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+    Word* words = reinterpret_cast<Word*>(keys);
+    Word nan_seen = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Word bits;
+      std::memcpy(&bits, keys + i, sizeof(bits));
+      nan_seen |= static_cast<Word>((bits & ~kSign) > kInfinity);
+      const Word flip = static_cast<Word>(static_cast<SignedWord>(bits) >> kTopBit) | kSign;
+      words[i] = bits ^ flip;
+    }
+    if (nan_seen == 0) SortWords(words, n, descending);
+    for (size_t i = 0; i < n; ++i) {
+      const Word word = words[i];
+      const Word flip = static_cast<Word>(static_cast<SignedWord>(~word) >> kTopBit) | kSign;
+      const Word bits = word ^ flip;
+      std::memcpy(keys + i, &bits, sizeof(bits));
+    }
+    return nan_seen == 0;
+  }
+
   // Keys-only float sort. NaNs are moved, in input order, to the end
   // (ascending) or the front (descending); the rest are mapped to ordered
   // unsigned words, sorted, and mapped back. Non-NaN floats are equal only
@@ -193,6 +227,7 @@ class CpuEngine final : public SortEngine {
     using Bits = OrderedBits<T>;
     using Word = typename Bits::Word;
     static_assert(sizeof(Word) == sizeof(T));
+    if (SortFloatKeysWithoutNaNs(keys, n, descending)) return;
     std::vector<T> nans;
     size_t kept = 0;
     for (size_t i = 0; i < n; ++i) {

@@ -226,8 +226,9 @@ struct Record {
 };
 #pragma pack(pop)
 
-// The in-cache passes' second buffer, one per thread: a bucket's records
-// ping-pong between the scratch block and it (kLsdMaxBytes, kept).
+// The in-cache passes' second buffer, one per thread (kLsdMaxBytes, kept,
+// 16-byte aligned): a bucket's records ping-pong between the scratch block
+// and it; small pairs sorts take their key and value scratch from it.
 inline unsigned char* RecordBuffer() {
   thread_local std::unique_ptr<unsigned char[]> buffer(new unsigned char[kLsdMaxBytes]);
   return buffer.get();
@@ -302,17 +303,20 @@ void LsdSortRecords(Record<K, V>* records, size_t n, K* keys, V* values, Unsigne
 }
 
 // Pairs on digits [low, high), result in keys/values; `records`: scratch
-// for n records. Small arrays: LSD on the two arrays (their scratch carved
-// from the records' block). Larger: an MSD scatter by the top digit into
-// records, then each bucket by LsdSortRecords back into keys/values; a
-// bucket still too large (skewed keys) is unpacked and split again.
+// for n records (4-byte aligned: a skewed bucket's part of the block).
+// Small arrays: LSD on the two arrays, their scratch carved from the
+// thread's RecordBuffer, which is aligned for both. Larger: an MSD scatter
+// by the top digit into records, then each bucket by LsdSortRecords back
+// into keys/values; a bucket still too large (skewed keys) is unpacked and
+// split again by the next digit (on the last digit the scatter alone
+// sorts it).
 template <typename K, typename V, typename Count>
 void HybridSortPairs(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int high,
                      Record<K, V>* records) {
   if (n < 2 || high <= low) return;
-  if (high - low == 1 || n * sizeof(Record<K, V>) <= kLsdMaxBytes) {
+  if (n * sizeof(Record<K, V>) <= kLsdMaxBytes) {
     // Values first when wider: both arrays then start aligned.
-    unsigned char* block = reinterpret_cast<unsigned char*>(records);
+    unsigned char* block = RecordBuffer();
     K* key_scratch;
     V* value_scratch;
     if constexpr (sizeof(V) > sizeof(K)) {
@@ -423,7 +427,7 @@ constexpr size_t RadixPairsScratchBytes(size_t n) {
 // Stable sort of keys with values[i] travelling with keys[i] (V: any 4- or
 // 8-byte trivially copyable type). Descending reverses the key order only:
 // equal keys keep their input order. scratch: RadixPairsScratchBytes<K, V>(n)
-// bytes, 8-byte aligned, contents ignored and clobbered.
+// bytes, 4-byte aligned, contents ignored and clobbered.
 template <typename K, typename V>
 void RadixSortPairs(K* keys, V* values, size_t n, bool descending, void* scratch) {
   static_assert(std::is_integral_v<K> && (sizeof(K) == 4 || sizeof(K) == 8));

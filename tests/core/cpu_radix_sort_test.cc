@@ -191,9 +191,13 @@ TEST(CpuRadixSortPairsTest, SkewedBucketSplitAgain) {
 // Pairs beyond the caches go through records (key beside value): every
 // width combination, random and skewed keys, both orders, against a stable
 // sort; a bucket with every lower digit equal takes the unpack-only path.
+// Shape 3 leaves only the two low digits varying, with a third of the keys
+// in one second-digit bucket that starts at an odd position in both
+// orders: its records (12 bytes for mixed widths) sit at a 4-byte-aligned
+// part of the scratch when it is split again on the last digit.
 template <typename K, typename V>
 void CheckLargePairs(size_t n, uint64_t seed) {
-  for (int shape = 0; shape < 3; ++shape) {
+  for (int shape = 0; shape < 4; ++shape) {
     for (bool descending : {false, true}) {
       SCOPED_TRACE(std::to_string(shape) + (descending ? " desc" : " asc"));
       std::vector<K> keys = MakeKeys<K>(n, Keys::kRandom, seed + shape);
@@ -201,6 +205,15 @@ void CheckLargePairs(size_t n, uint64_t seed) {
         for (size_t i = 0; i < n; i += 3) keys[i] = static_cast<K>(keys[i] >> 8);
       } else if (shape == 2) {  // only the top byte varies
         keys = MakeKeys<K>(n, Keys::kTopByteOnly, seed);
+      } else if (shape == 3) {
+        const size_t skewed = (n + 2) / 3;  // i % 3 == 0
+        const size_t low_half = (n - skewed) / 2 | 1;  // odd: the skewed bucket starts odd
+        size_t others = 0;
+        for (size_t i = 0; i < n; ++i) {
+          const unsigned second = i % 3 == 0 ? 0x40 : (others++ < low_half ? 0x00 : 0x7f);
+          keys[i] = static_cast<K>((second << 8) | (keys[i] & 0xff));
+        }
+        ASSERT_EQ((n - skewed - low_half) % 2, 1u) << "n must leave both outer buckets odd";
       }
       std::vector<V> values(n);
       for (size_t i = 0; i < n; ++i) values[i] = static_cast<V>(i * 3 + 1);
