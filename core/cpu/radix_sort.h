@@ -163,6 +163,18 @@ void CopyElements(const K* keys, const V* values, size_t n, K* key_dst, V* value
   if constexpr (!std::is_void_v<V>) std::memcpy(value_dst, values, n * sizeof(V));
 }
 
+// Counts the digit at `shift` of every key (an MSD split's one read); true
+// when every key has the same digit there, so the split can be skipped.
+template <typename K, typename Count>
+bool CountOneDigit(const K* keys, size_t n, int shift, Unsigned<K> key_xor, Count* counts) {
+  constexpr Unsigned<K> mask = kBuckets - 1;
+  std::fill(counts, counts + kBuckets, Count{0});
+  for (size_t i = 0; i < n; ++i) {
+    ++counts[((static_cast<Unsigned<K>>(keys[i]) ^ key_xor) >> shift) & mask];
+  }
+  return counts[((static_cast<Unsigned<K>>(keys[0]) ^ key_xor) >> shift) & mask] == n;
+}
+
 // Sorts on digits [low, high), stably, result in keys/values (keys only: the
 // pairs' large arrays take HybridSortPairs). Arrays larger than
 // kLsdMaxBytes are first split by their top digit (one MSD scatter into the
@@ -181,12 +193,8 @@ void HybridSort(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int 
   }
   const int top = high - 1;
   const int shift = top * kRadixBits;
-  constexpr Unsigned<K> mask = kBuckets - 1;
-  Count counts[kBuckets] = {};
-  for (size_t i = 0; i < n; ++i) {
-    ++counts[((static_cast<Unsigned<K>>(keys[i]) ^ key_xor) >> shift) & mask];
-  }
-  if (counts[((static_cast<Unsigned<K>>(keys[0]) ^ key_xor) >> shift) & mask] == n) {
+  Count counts[kBuckets];
+  if (CountOneDigit(keys, n, shift, key_xor, counts)) {
     HybridSort<K, V, Count>(keys, values, n, key_xor, low, top, key_scratch, value_scratch);
     return;
   }
@@ -334,11 +342,8 @@ void HybridSortPairs(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low,
   const int top = high - 1;
   const int shift = top * kRadixBits;
   constexpr Unsigned<K> mask = kBuckets - 1;
-  Count counts[kBuckets] = {};
-  for (size_t i = 0; i < n; ++i) {
-    ++counts[((static_cast<Unsigned<K>>(keys[i]) ^ key_xor) >> shift) & mask];
-  }
-  if (counts[((static_cast<Unsigned<K>>(keys[0]) ^ key_xor) >> shift) & mask] == n) {
+  Count counts[kBuckets];
+  if (CountOneDigit(keys, n, shift, key_xor, counts)) {
     HybridSortPairs<K, V, Count>(keys, values, n, key_xor, low, top, records);
     return;
   }
