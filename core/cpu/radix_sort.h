@@ -175,6 +175,31 @@ bool CountOneDigit(const K* keys, size_t n, int shift, Unsigned<K> key_xor, Coun
   return counts[((static_cast<Unsigned<K>>(keys[0]) ^ key_xor) >> shift) & mask] == n;
 }
 
+template <typename K, typename V, typename Count>
+void HybridSort(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int high,
+                K* key_scratch, V* value_scratch);
+
+// One bucket [begin, begin + len) that an MSD split by digit `top` left in
+// the scratch arrays, sorted on digits [low, top) back into keys/values:
+// by LSD in cache, or split again when skewed keys made it too large.
+template <typename K, typename V, typename Count>
+void SortSplitBucket(K* keys, V* values, K* key_scratch, V* value_scratch, size_t begin, size_t len,
+                     Unsigned<K> key_xor, int low, int top) {
+  K* bucket = key_scratch + begin;
+  V* vbucket = nullptr;
+  V* vout = nullptr;
+  if constexpr (!std::is_void_v<V>) {
+    vbucket = value_scratch + begin;
+    vout = values + begin;
+  }
+  if (len * ElementBytes<K, V>() > kLsdMaxBytes) {  // skewed keys: split again
+    HybridSort<K, V, Count>(bucket, vbucket, len, key_xor, low, top, keys + begin, vout);
+    CopyElements(bucket, vbucket, len, keys + begin, vout);
+  } else if (len > 0 && !LsdSort<K, V, Count>(bucket, vbucket, len, key_xor, low, top, keys + begin, vout)) {
+    CopyElements(bucket, vbucket, len, keys + begin, vout);
+  }
+}
+
 // Sorts on digits [low, high), stably, result in keys/values (keys only: the
 // pairs' large arrays take HybridSortPairs). Arrays larger than
 // kLsdMaxBytes are first split by their top digit (one MSD scatter into the
@@ -201,22 +226,9 @@ void HybridSort(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int 
   ScatterPass(keys, key_scratch, values, value_scratch, n, shift, key_xor, counts);
   size_t begin = 0;
   for (size_t b = 0; b < kBuckets; ++b) {
-    const size_t len = counts[b];
-    K* bucket = key_scratch + begin;
-    V* vbucket = nullptr;
-    V* vout = nullptr;
-    if constexpr (!std::is_void_v<V>) {
-      vbucket = value_scratch + begin;
-      vout = values + begin;
-    }
-    if (len * ElementBytes<K, V>() > kLsdMaxBytes) {  // skewed keys: split again
-      HybridSort<K, V, Count>(bucket, vbucket, len, key_xor, low, top, keys + begin, vout);
-      CopyElements(bucket, vbucket, len, keys + begin, vout);
-    } else if (len > 0 &&
-               !LsdSort<K, V, Count>(bucket, vbucket, len, key_xor, low, top, keys + begin, vout)) {
-      CopyElements(bucket, vbucket, len, keys + begin, vout);
-    }
-    begin += len;
+    SortSplitBucket<K, V, Count>(keys, values, key_scratch, value_scratch, begin, counts[b], key_xor,
+                                 low, top);
+    begin += counts[b];
   }
 }
 

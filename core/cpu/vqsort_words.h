@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/cpu/parallel.h"
+#include "core/cpu/parallel_radix.h"
 #include "core/cpu/radix_sort.h"
 #include "hwy/contrib/sort/vqsort.h"
 
@@ -53,6 +54,12 @@ inline constexpr size_t kRadixMinPairsDirect = 2048;
 //   measured with more threads (a many-core CPU-only host): there the
 //   parallel routes stay until they are.
 inline constexpr int kOneThreadPermutationMaxThreads = 2;
+// - 4-byte keys above the parallel threshold on an engine of at most this
+//   many threads: the parallel radix sort (core/cpu/parallel_radix.h)
+//   instead of the sample partition with a radix sort per bucket; measured
+//   on this VM's 2 vCPUs (docs/benchmarks.md). Not yet measured on a
+//   many-core host: there the partition route stays until it is.
+inline constexpr int kParallelRadixMaxThreads = 2;
 
 // Scratch memory for the radix sort. Up to kKeptScratchBytes stays with the
 // thread and is reused: touching fresh memory costs more than a pass over
@@ -138,11 +145,19 @@ void SortChunk(T* data, size_t n, bool descending) {
   VqSortChunk(data, n, descending);
 }
 
-// Sorts words, on one thread or partitioned across `threads`. Used for keys
-// and for 128-bit packed (key, index) words: equal words are bit-identical,
-// so the partitioned sort needs no stability.
+// Sorts words, on one thread, by the parallel radix sort (4-byte words on
+// engines of at most kParallelRadixMaxThreads threads), or partitioned
+// across `threads`. Used for keys and for 128-bit packed (key, index)
+// words: equal words are bit-identical, so no route needs stability.
 template <typename W>
 void SortWords(W* data, size_t n, int threads, bool descending) {
+  if constexpr (std::is_integral_v<W> && sizeof(W) == 4) {
+    if (threads > 1 && threads <= kParallelRadixMaxThreads && n >= kRadixMinKeys32) {
+      // The lease ends before the partition route takes its own leases.
+      const ScratchLease scratch(n * sizeof(W));
+      if (ParallelRadixSortKeys(data, n, descending, scratch.as<W>(), threads)) return;
+    }
+  }
   auto chunk = [descending](W* p, size_t len) { SortChunk(p, len, descending); };
   if (descending) {
     ParallelPartitionSort(data, n, threads, [](const W& a, const W& b) { return b < a; }, chunk);

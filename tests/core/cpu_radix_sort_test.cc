@@ -4,6 +4,8 @@
 // split) and pass-skipping boundaries.
 #include "core/cpu/radix_sort.h"
 
+#include "core/cpu/parallel_radix.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -242,6 +244,47 @@ TEST(CpuRadixSortPairsTest, LargeThroughRecordsEveryWidth) {
   CheckLargePairs<int32_t, uint64_t>(n, 2);
   CheckLargePairs<uint64_t, uint32_t>(n, 3);
   CheckLargePairs<int64_t, double>(n, 4);
+}
+
+// The parallel radix sort gives std::sort's result for every key width,
+// both orders, on 2 and 3 threads (buckets shared unevenly), and declines,
+// keys untouched, where one top-digit bucket would hold most keys.
+template <typename K>
+void CheckParallel() {
+  for (size_t n : {size_t{2}, size_t{1000}, size_t{65537}, (size_t{1} << 20) + 5}) {
+    for (int threads : {2, 3}) {
+      for (bool descending : {false, true}) {
+        SCOPED_TRACE(std::to_string(n) + " threads " + std::to_string(threads) + (descending ? " desc" : " asc"));
+        std::vector<K> keys = MakeKeys<K>(n, Keys::kRandom, n + threads);
+        std::vector<K> want = keys;
+        if (descending) {
+          std::sort(want.begin(), want.end(), [](K a, K b) { return b < a; });
+        } else {
+          std::sort(want.begin(), want.end());
+        }
+        const std::vector<K> before = keys;
+        std::vector<K> scratch(n);
+        const bool sorted = ParallelRadixSortKeys(keys.data(), n, descending, scratch.data(), threads);
+        if (n >= 65536) {  // random keys spread over the buckets
+          ASSERT_TRUE(sorted);
+        }
+        ASSERT_EQ(keys, sorted ? want : before);
+      }
+    }
+  }
+  const size_t n = 100000;
+  std::vector<K> keys = MakeKeys<K>(n, Keys::kLowByteOnly, 3);  // one top-digit bucket
+  const std::vector<K> before = keys;
+  std::vector<K> scratch(n);
+  EXPECT_FALSE(ParallelRadixSortKeys(keys.data(), n, false, scratch.data(), 2));
+  EXPECT_EQ(keys, before);
+}
+
+TEST(CpuParallelRadixSortTest, MatchesStdSortOrDeclines) {
+  CheckParallel<uint32_t>();
+  CheckParallel<int32_t>();
+  CheckParallel<uint64_t>();
+  CheckParallel<int64_t>();
 }
 
 }  // namespace
