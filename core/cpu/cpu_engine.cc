@@ -299,7 +299,7 @@ class CpuEngine final : public SortEngine {
     Word* words = reinterpret_cast<Word*>(keys);
     for (size_t i = 0; i < n; ++i) words[i] = Bits::Encode(keys[i]);
     const cpu::ScratchLease scratch(cpu::RadixPairsScratchBytes<Word, V>(n));
-    cpu::RadixSortPairs(words, values, n, descending, scratch.as<void>());
+    cpu::RadixSortPairsAcross(ThreadsFor(n), words, values, n, descending, scratch.as<void>());
     for (size_t i = 0; i < n; ++i) keys[i] = Bits::Decode(words[i]);
     return true;
   }
@@ -325,7 +325,7 @@ class CpuEngine final : public SortEngine {
     std::vector<T> originals;
     if (has_nan) originals.assign(keys, keys + n);
     const cpu::ScratchLease scratch(cpu::RadixPairsScratchBytes<uint32_t, uint32_t>(n));
-    cpu::RadixSortPairs(words, index, n, descending, scratch.as<void>());
+    cpu::RadixSortPairsAcross(ThreadsFor(n), words, index, n, descending, scratch.as<void>());
     for (size_t i = 0; i < n; ++i) {
       keys[i] = has_nan ? originals[index[i]] : Bits::Decode(words[i]);
     }
@@ -365,7 +365,7 @@ class CpuEngine final : public SortEngine {
     }
     std::vector<T> originals;
     if (has_nan) originals.assign(keys, keys + n);
-    cpu::RadixSortPairs(words, index, n, descending, sort_scratch);
+    cpu::RadixSortPairsAcross(ThreadsFor(n), words, index, n, descending, sort_scratch);
     for (size_t i = 0; i < n; ++i) {
       const uint32_t from = index[i];
       const Word word = words[i];

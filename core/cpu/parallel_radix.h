@@ -1,10 +1,11 @@
 // The radix sort of core/cpu/radix_sort.h across threads, for 4- and 8-byte
-// integer keys: each thread counts the top digit of its part of the keys,
-// scatters that part into the scratch array (every thread has its own
-// place in every bucket), then each thread sorts a contiguous run of
-// buckets back into the keys in cache. One pass over memory and the
-// in-cache passes, where the sample partition of core/cpu/parallel.h adds
-// a partition scatter into fresh memory and a copy back.
+// integer keys, alone or with their values: each thread counts the top
+// digit of its part of the keys, scatters that part into the scratch array
+// (every thread has its own place in every bucket, after the threads
+// before it: stable), then each thread sorts a contiguous run of buckets
+// back into the keys in cache. One pass over memory and the in-cache
+// passes, where the sample partition of core/cpu/parallel.h adds a
+// partition scatter into fresh memory and a copy back.
 #ifndef SORTD_CORE_CPU_PARALLEL_RADIX_H_
 #define SORTD_CORE_CPU_PARALLEL_RADIX_H_
 
@@ -18,18 +19,15 @@
 #include "core/cpu/radix_sort.h"
 
 namespace sortd::cpu {
+namespace radix_internal {
 
-// Sorts keys[0, n) across `threads` (>= 1) with `scratch` (n keys, contents
-// ignored and clobbered); same result as RadixSortKeys. Returns false,
-// keys untouched, when the top digit could leave the threads unevenly
-// loaded (a bucket of more than a quarter of a thread's share, e.g. keys
-// that all share their top byte; uniform keys put 1/256 of them in each):
-// the caller then takes a balanced partition.
-template <typename K>
-bool ParallelRadixSortKeys(K* keys, size_t n, bool descending, K* scratch, int threads) {
-  static_assert(std::is_integral_v<K> && (sizeof(K) == 4 || sizeof(K) == 8));
-  using namespace radix_internal;
+// V = void: keys only, `scratch` holds n keys; else pairs, `scratch` n
+// Records (RadixPairsScratchBytes). False, nothing touched, when the top
+// digit could leave the threads unevenly loaded.
+template <typename K, typename V>
+bool ParallelRadixSort(K* keys, V* values, size_t n, bool descending, void* scratch, int threads) {
   using U = Unsigned<K>;
+  constexpr bool kPairs = !std::is_void_v<V>;
   if (n > UINT32_MAX || threads < 1) return false;
   const U key_xor = KeyXor<K>(descending);
   constexpr int kTop = kPasses<K> - 1;
@@ -37,8 +35,9 @@ bool ParallelRadixSortKeys(K* keys, size_t n, bool descending, K* scratch, int t
   constexpr U kMask = kBuckets - 1;
   auto digit = [key_xor](K k) { return ((static_cast<U>(k) ^ key_xor) >> kShift) & kMask; };
 
-  // A sample first, so that skewed keys (floats of a few binades, say)
-  // decline without a counting pass over all of them.
+  // A bucket of more than a quarter of a thread's share (uniform keys put
+  // 1/256 of them in each) declines. A sample first, so that skewed keys
+  // (floats of a few binades, say) decline without counting them all.
   constexpr size_t kSample = 1024;
   if (n >= 4 * kSample) {
     uint32_t sampled[kBuckets] = {};
@@ -47,7 +46,6 @@ bool ParallelRadixSortKeys(K* keys, size_t n, bool descending, K* scratch, int t
       return false;
     }
   }
-
   std::vector<uint32_t> counts(static_cast<size_t>(threads) * kBuckets, 0);
   RunTasks(threads, [&](int t) {
     uint32_t local[kBuckets] = {};
@@ -57,7 +55,7 @@ bool ParallelRadixSortKeys(K* keys, size_t n, bool descending, K* scratch, int t
     std::copy(local, local + kBuckets, counts.begin() + static_cast<size_t>(t) * kBuckets);
   });
   // Bucket b starts at bucket_begin[b]; within it thread t writes from
-  // offsets[t][b] (threads in order, so equal keys keep input order).
+  // offsets[t][b].
   std::vector<uint32_t> offsets(counts.size());
   std::vector<size_t> bucket_begin(kBuckets + 1);
   size_t running = 0;
@@ -73,6 +71,8 @@ bool ParallelRadixSortKeys(K* keys, size_t n, bool descending, K* scratch, int t
   bucket_begin[kBuckets] = n;
   if (largest * 4 * static_cast<size_t>(threads) > n) return false;
 
+  K* key_scratch = static_cast<K*>(scratch);
+  auto* records = static_cast<std::conditional_t<kPairs, Record<K, std::conditional_t<kPairs, V, int>>, K>*>(scratch);
   RunTasks(threads, [&](int t) {
     uint32_t next[kBuckets];
     std::copy(offsets.begin() + static_cast<size_t>(t) * kBuckets,
@@ -80,8 +80,12 @@ bool ParallelRadixSortKeys(K* keys, size_t n, bool descending, K* scratch, int t
     for (size_t i = PartBegin(n, threads, t), e = PartBegin(n, threads, t + 1); i < e; ++i) {
       const K k = keys[i];
       const uint32_t pos = next[digit(k)]++;
-      __builtin_prefetch(reinterpret_cast<const char*>(scratch + pos) + 64, 1);
-      scratch[pos] = k;
+      __builtin_prefetch(reinterpret_cast<const char*>(records + pos) + 64, 1);
+      if constexpr (kPairs) {
+        records[pos] = {k, values[i]};
+      } else {
+        key_scratch[pos] = k;
+      }
     }
   });
   // Thread t sorts the buckets whose middle falls in its share of [0, n).
@@ -91,10 +95,36 @@ bool ParallelRadixSortKeys(K* keys, size_t n, bool descending, K* scratch, int t
       const size_t begin = bucket_begin[b], len = bucket_begin[b + 1] - begin;
       const size_t middle = begin + len / 2;
       if (len == 0 || middle < lo || middle >= hi) continue;
-      SortSplitBucket<K, void, uint32_t>(keys, nullptr, scratch, nullptr, begin, len, key_xor, 0, kTop);
+      if constexpr (kPairs) {
+        SortSplitRecordBucket<K, V, uint32_t>(keys, values, records, begin, len, key_xor, 0, kTop);
+      } else {
+        SortSplitBucket<K, void, uint32_t>(keys, nullptr, key_scratch, nullptr, begin, len, key_xor, 0, kTop);
+      }
     }
   });
   return true;
+}
+
+}  // namespace radix_internal
+
+// Sorts keys[0, n) across `threads` (>= 1) with `scratch` (n keys, contents
+// ignored and clobbered); same result as RadixSortKeys. Returns false, keys
+// untouched, when the top digit could leave the threads unevenly loaded (a
+// bucket of more than a quarter of a thread's share, e.g. keys that all
+// share their top byte): the caller then takes another route.
+template <typename K>
+bool ParallelRadixSortKeys(K* keys, size_t n, bool descending, K* scratch, int threads) {
+  static_assert(std::is_integral_v<K> && (sizeof(K) == 4 || sizeof(K) == 8));
+  return radix_internal::ParallelRadixSort<K, void>(keys, nullptr, n, descending, scratch, threads);
+}
+
+// RadixSortPairs across `threads`; scratch: RadixPairsScratchBytes<K, V>(n)
+// bytes, 4-byte aligned. False, nothing touched, as above.
+template <typename K, typename V>
+bool ParallelRadixSortPairs(K* keys, V* values, size_t n, bool descending, void* scratch, int threads) {
+  static_assert(std::is_integral_v<K> && (sizeof(K) == 4 || sizeof(K) == 8));
+  static_assert(std::is_trivially_copyable_v<V> && (sizeof(V) == 4 || sizeof(V) == 8));
+  return radix_internal::ParallelRadixSort<K, V>(keys, values, n, descending, scratch, threads);
 }
 
 }  // namespace sortd::cpu

@@ -322,6 +322,28 @@ void LsdSortRecords(Record<K, V>* records, size_t n, K* keys, V* values, Unsigne
   }
 }
 
+template <typename K, typename V, typename Count>
+void HybridSortPairs(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int high,
+                     Record<K, V>* records);
+
+// One bucket [begin, begin + len) of records that an MSD split by digit
+// `top` left in `records`, sorted on digits [low, top) into keys/values: by
+// LsdSortRecords in cache, or unpacked and split again when skewed keys
+// made it too large.
+template <typename K, typename V, typename Count>
+void SortSplitRecordBucket(K* keys, V* values, Record<K, V>* records, size_t begin, size_t len,
+                           Unsigned<K> key_xor, int low, int top) {
+  if (len * sizeof(Record<K, V>) > kLsdMaxBytes) {
+    for (size_t i = 0; i < len; ++i) {
+      keys[begin + i] = records[begin + i].key;
+      values[begin + i] = records[begin + i].value;
+    }
+    HybridSortPairs<K, V, Count>(keys + begin, values + begin, len, key_xor, low, top, records + begin);
+  } else if (len > 0) {
+    LsdSortRecords<K, V, Count>(records + begin, len, keys + begin, values + begin, key_xor, low, top);
+  }
+}
+
 // Pairs on digits [low, high), result in keys/values; `records`: scratch
 // for n records (4-byte aligned: a skewed bucket's part of the block).
 // Small arrays: LSD on the two arrays, their scratch carved from the
@@ -374,19 +396,8 @@ void HybridSortPairs(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low,
   }
   size_t begin = 0;
   for (size_t b = 0; b < kBuckets; ++b) {
-    const size_t len = counts[b];
-    if (len * sizeof(Record<K, V>) > kLsdMaxBytes) {
-      for (size_t i = 0; i < len; ++i) {
-        keys[begin + i] = records[begin + i].key;
-        values[begin + i] = records[begin + i].value;
-      }
-      HybridSortPairs<K, V, Count>(keys + begin, values + begin, len, key_xor, low, top,
-                                   records + begin);
-    } else if (len > 0) {
-      LsdSortRecords<K, V, Count>(records + begin, len, keys + begin, values + begin, key_xor,
-                                  low, top);
-    }
-    begin += len;
+    SortSplitRecordBucket<K, V, Count>(keys, values, records, begin, counts[b], key_xor, low, top);
+    begin += counts[b];
   }
 }
 

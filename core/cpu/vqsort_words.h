@@ -54,11 +54,12 @@ inline constexpr size_t kRadixMinPairsDirect = 2048;
 //   measured with more threads (a many-core CPU-only host): there the
 //   parallel routes stay until they are.
 inline constexpr int kOneThreadPermutationMaxThreads = 2;
-// - 4-byte keys above the parallel threshold on an engine of at most this
-//   many threads: the parallel radix sort (core/cpu/parallel_radix.h)
-//   instead of the sample partition with a radix sort per bucket; measured
-//   on this VM's 2 vCPUs (docs/benchmarks.md). Not yet measured on a
-//   many-core host: there the partition route stays until it is.
+// - Above the parallel threshold on an engine of at most this many threads:
+//   the parallel radix sort (core/cpu/parallel_radix.h) for 4-byte keys
+//   (instead of the sample partition with a radix sort per bucket) and for
+//   the pairs and argsorts that take the radix sort (instead of one
+//   thread); measured on this VM's 2 vCPUs (docs/benchmarks.md). Not yet
+//   measured on a many-core host: there the other routes stay until it is.
 inline constexpr int kParallelRadixMaxThreads = 2;
 
 // Scratch memory for the radix sort. Up to kKeptScratchBytes stays with the
@@ -143,6 +144,18 @@ void SortChunk(T* data, size_t n, bool descending) {
     }
   }
   VqSortChunk(data, n, descending);
+}
+
+// RadixSortPairs, across `threads` by the parallel radix sort where that
+// applies (see kParallelRadixMaxThreads) and the keys spread, else on the
+// calling thread.
+template <typename K, typename V>
+void RadixSortPairsAcross(int threads, K* keys, V* values, size_t n, bool descending, void* scratch) {
+  if (threads > 1 && threads <= kParallelRadixMaxThreads &&
+      ParallelRadixSortPairs(keys, values, n, descending, scratch, threads)) {
+    return;
+  }
+  RadixSortPairs(keys, values, n, descending, scratch);
 }
 
 // Sorts words, on one thread, by the parallel radix sort (4-byte words on

@@ -280,6 +280,49 @@ void CheckParallel() {
   EXPECT_EQ(keys, before);
 }
 
+// Pairs across threads: the stable sort's result (values are input
+// positions, so stability across the threads' parts is checked too), or a
+// decline with nothing touched.
+template <typename K, typename V>
+void CheckParallelPairs() {
+  for (size_t n : {size_t{1000}, size_t{65537}, (size_t{1} << 20) + 5}) {
+    for (int threads : {2, 3}) {
+      for (bool descending : {false, true}) {
+        SCOPED_TRACE(std::to_string(n) + " threads " + std::to_string(threads) + (descending ? " desc" : " asc"));
+        std::vector<K> keys = MakeKeys<K>(n, Keys::kRandom, n + 7 * threads);
+        for (size_t i = 0; i < n; i += 5) keys[i] = keys[i / 2];  // ties across the threads' parts
+        std::vector<V> values(n);
+        for (size_t i = 0; i < n; ++i) values[i] = static_cast<V>(i);
+        std::vector<V> want = values;
+        std::stable_sort(want.begin(), want.end(), [&](V a, V b) {
+          return descending ? keys[b] < keys[a] : keys[a] < keys[b];
+        });
+        std::vector<K> want_keys(n);
+        for (size_t i = 0; i < n; ++i) want_keys[i] = keys[want[i]];
+        const std::vector<K> keys_before = keys;
+        std::vector<uint64_t> scratch(RadixPairsScratchBytes<K, V>(n) / 8 + 1);
+        const bool sorted = ParallelRadixSortPairs(keys.data(), values.data(), n, descending, scratch.data(), threads);
+        if (n >= 65536) {
+          ASSERT_TRUE(sorted);
+        }
+        if (sorted) {
+          ASSERT_EQ(keys, want_keys);
+          ASSERT_EQ(values, want);
+        } else {
+          ASSERT_EQ(keys, keys_before);
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuParallelRadixSortTest, PairsMatchStableSortOrDecline) {
+  CheckParallelPairs<uint32_t, uint32_t>();
+  CheckParallelPairs<int32_t, uint64_t>();
+  CheckParallelPairs<uint64_t, uint32_t>();
+  CheckParallelPairs<int64_t, uint64_t>();
+}
+
 TEST(CpuParallelRadixSortTest, MatchesStdSortOrDeclines) {
   CheckParallel<uint32_t>();
   CheckParallel<int32_t>();
