@@ -2,9 +2,9 @@
 // moving NaNs aside for floats, so that their payloads and input order
 // survive): our radix sort for 32-bit words, vqsort for 64-bit ones
 // (core/cpu/vqsort_words.h). Sorts that need the permutation radix-sort the
-// keys carrying their index on one thread (also on engines of 2 threads,
-// where that measured faster), or else vqsort packed (ordered key, index)
-// words, which makes vqsort stable. Byte strings
+// keys carrying their index (on one thread, or across the threads of an
+// engine of at most 2), or else vqsort packed (ordered key, index) words,
+// which makes vqsort stable. Byte strings
 // use std::stable_sort on indices. Large arrays are split across threads and
 // merged. Keys-only sessions are partitioned while their parts arrive
 // (core/cpu/arriving_sort.h).
@@ -37,16 +37,16 @@ class CpuEngine final : public SortEngine {
 
   EngineKind kind() const override { return EngineKind::kCpu; }
 
-  // Pairs on one thread from cpu::kRadixMinPairsDirect keys: the radix sort
-  // moves the values with the keys (no permutation, no gather); also where
-  // the engine may use only cpu::kOneThreadPermutationMaxThreads threads, which
-  // measured slower in parallel. Elsewhere (smaller, more threads, floats
-  // with NaNs, whose payloads the ordered words do not keep): argsort and
-  // gather, the engine default.
+  // Pairs from cpu::kRadixMinPairsDirect keys on one thread, or on an engine
+  // of at most cpu::kRadixPermutationMaxThreads threads (across them, see
+  // cpu::RadixSortPairsAcross): the radix sort moves the values with the keys
+  // (no permutation, no gather). Elsewhere (smaller, above the parallel
+  // threshold on more threads, floats with NaNs, whose payloads the ordered
+  // words do not keep): argsort and gather, the engine default.
   absl::Status SortPairsNumeric(NumericSpan keys, void* values, size_t value_width,
                                 SortOrder order) override {
     const size_t n = keys.size;
-    const bool one_thread_wins = OneThreadPermutation(n);
+    const bool one_thread_wins = RadixPermutation(n);
     if (keys.type != DataType::kBytes && (value_width == 4 || value_width == 8) && n >= cpu::kRadixMinPairsDirect &&
         n <= (size_t{1} << 32) && one_thread_wins && keys.data != nullptr && values != nullptr) {
       const bool descending = order == SortOrder::kDescending;
@@ -134,11 +134,11 @@ class CpuEngine final : public SortEngine {
     return n >= options_.parallel_threshold ? options_.max_threads : 1;
   }
 
-  // Argsorts and pairs take the one-thread radix routes below the parallel
-  // threshold, and on engines of so few threads that the parallel routes
-  // measured slower (cpu::kOneThreadPermutationMaxThreads).
-  bool OneThreadPermutation(size_t n) const {
-    return ThreadsFor(n) == 1 || options_.max_threads <= cpu::kOneThreadPermutationMaxThreads;
+  // Argsorts and pairs take the radix routes below the parallel threshold,
+  // and on engines of so few threads that the other parallel routes
+  // measured slower (cpu::kRadixPermutationMaxThreads).
+  bool RadixPermutation(size_t n) const {
+    return ThreadsFor(n) == 1 || options_.max_threads <= cpu::kRadixPermutationMaxThreads;
   }
 
   template <typename T, typename Less>
@@ -160,13 +160,13 @@ class CpuEngine final : public SortEngine {
                         absl::Span<uint64_t> indices) {
     if (want_indices) {
       if constexpr (sizeof(T) == 8) {
-        if (n >= cpu::kRadixMinPairs64 && n <= (size_t{1} << 32) && OneThreadPermutation(n)) {
+        if (n >= cpu::kRadixMinPairs64 && n <= (size_t{1} << 32) && RadixPermutation(n)) {
           ArgsortRadix64(keys, n, descending, indices.data());
           return absl::OkStatus();
         }
       }
       if constexpr (sizeof(T) == 4) {
-        if (n >= cpu::kRadixMinArgsort32 && n <= (size_t{1} << 32) && OneThreadPermutation(n)) {
+        if (n >= cpu::kRadixMinArgsort32 && n <= (size_t{1} << 32) && RadixPermutation(n)) {
           ArgsortRadix32(keys, n, descending, indices.data());
           return absl::OkStatus();
         }
@@ -304,8 +304,9 @@ class CpuEngine final : public SortEngine {
     return true;
   }
 
-  // Stable argsort of 32-bit keys on one thread (n <= 2^32): the radix sort
-  // moves each ordered key with its 32-bit index. Its arrays live in the
+  // Stable argsort of 32-bit keys by the radix sort (n <= 2^32; across the
+  // threads where RadixSortPairsAcross does): it moves each ordered key with
+  // its 32-bit index. Its arrays live in the
   // caller's index buffer (8 bytes a key: n words, then n 32-bit indices),
   // so the sort's scratch is its only other memory: on the development VM
   // fresh memory costs about a radix pass (docs/benchmarks.md).
@@ -340,8 +341,9 @@ class CpuEngine final : public SortEngine {
     }
   }
 
-  // Stable argsort of 64-bit keys on one thread (n <= 2^32): the radix sort
-  // moves each ordered key with its 32-bit index; descending reverses the
+  // Stable argsort of 64-bit keys by the radix sort (n <= 2^32; across the
+  // threads where RadixSortPairsAcross does): it moves each ordered key with
+  // its 32-bit index; descending reverses the
   // key order only, so equal keys keep ascending indices. The words live in
   // the caller's index buffer (one 8-byte word per slot, replaced by the
   // index as it is read back).

@@ -45,15 +45,18 @@ inline constexpr size_t kRadixMinPairs64 = 256;
 //   2^16 394 vs 478 us, 2^20 9.2 vs 12.0 ms, 2^24 201 vs 443 ms.
 inline constexpr size_t kRadixMinPairsDirect = 2048;
 // - Permutations above the parallel threshold on an engine of at most this
-//   many threads run the one-thread radix route (this VM's 2 vCPUs):
-//   pairs sorted together against the parallel argsort + gather
+//   many threads take the radix route (pairs sorted together, argsorts by
+//   the radix sort; across the threads per kParallelRadixMaxThreads), not
+//   the parallel argsort + gather or vqsort of packed words. Measured with
+//   the radix route on one thread (this VM's 2 vCPUs): pairs sorted
+//   together against the parallel argsort + gather
 //   (`--benchmark_min_time=3`): 2^22 101.6 vs 32.6 Mkeys/s, 2^24 67.1 vs
 //   31.1; stable argsort, one-thread radix vs the parallel vqsort of packed
 //   words: u32 2^22 34.5 vs 56.3 ms, 2^24 162-175 vs 265-364 ms; u64 2^22
 //   63 vs 132 ms, 2^24 285 vs 552-799 ms (2^20: 7.5 vs 7.2 ms, even). Not
 //   measured with more threads (a many-core CPU-only host): there the
 //   parallel routes stay until they are.
-inline constexpr int kOneThreadPermutationMaxThreads = 2;
+inline constexpr int kRadixPermutationMaxThreads = 2;
 // - Above the parallel threshold on an engine of at most this many threads:
 //   the parallel radix sort (core/cpu/parallel_radix.h) for 4-byte keys
 //   (instead of the sample partition with a radix sort per bucket) and for
