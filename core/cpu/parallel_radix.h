@@ -21,6 +21,16 @@
 namespace sortd::cpu {
 namespace radix_internal {
 
+// What the scratch holds: keys, or records for pairs.
+template <typename K, typename V>
+struct ScratchOf {
+  using type = Record<K, V>;
+};
+template <typename K>
+struct ScratchOf<K, void> {
+  using type = K;
+};
+
 // V = void: keys only, `scratch` holds n keys; else pairs, `scratch` n
 // Records (RadixPairsScratchBytes). False, nothing touched, when the top
 // digit could leave the threads unevenly loaded.
@@ -71,8 +81,7 @@ bool ParallelRadixSort(K* keys, V* values, size_t n, bool descending, void* scra
   bucket_begin[kBuckets] = n;
   if (largest * 4 * static_cast<size_t>(threads) > n) return false;
 
-  K* key_scratch = static_cast<K*>(scratch);
-  auto* records = static_cast<std::conditional_t<kPairs, Record<K, std::conditional_t<kPairs, V, int>>, K>*>(scratch);
+  auto* out = static_cast<typename ScratchOf<K, V>::type*>(scratch);
   RunTasks(threads, [&](int t) {
     uint32_t next[kBuckets];
     std::copy(offsets.begin() + static_cast<size_t>(t) * kBuckets,
@@ -80,11 +89,11 @@ bool ParallelRadixSort(K* keys, V* values, size_t n, bool descending, void* scra
     for (size_t i = PartBegin(n, threads, t), e = PartBegin(n, threads, t + 1); i < e; ++i) {
       const K k = keys[i];
       const uint32_t pos = next[digit(k)]++;
-      __builtin_prefetch(reinterpret_cast<const char*>(records + pos) + 64, 1);
+      __builtin_prefetch(reinterpret_cast<const char*>(out + pos) + 64, 1);
       if constexpr (kPairs) {
-        records[pos] = {k, values[i]};
+        out[pos] = {k, values[i]};
       } else {
-        key_scratch[pos] = k;
+        out[pos] = k;
       }
     }
   });
@@ -96,9 +105,9 @@ bool ParallelRadixSort(K* keys, V* values, size_t n, bool descending, void* scra
       const size_t middle = begin + len / 2;
       if (len == 0 || middle < lo || middle >= hi) continue;
       if constexpr (kPairs) {
-        SortSplitRecordBucket<K, V, uint32_t>(keys, values, records, begin, len, key_xor, 0, kTop);
+        SortSplitRecordBucket<K, V, uint32_t>(keys, values, out, begin, len, key_xor, 0, kTop);
       } else {
-        SortSplitBucket<K, void, uint32_t>(keys, nullptr, key_scratch, nullptr, begin, len, key_xor, 0, kTop);
+        SortSplitBucket<K, uint32_t>(keys, out, begin, len, key_xor, 0, kTop);
       }
     }
   });

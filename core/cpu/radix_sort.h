@@ -175,44 +175,35 @@ bool CountOneDigit(const K* keys, size_t n, int shift, Unsigned<K> key_xor, Coun
   return counts[((static_cast<Unsigned<K>>(keys[0]) ^ key_xor) >> shift) & mask] == n;
 }
 
-template <typename K, typename V, typename Count>
-void HybridSort(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int high,
-                K* key_scratch, V* value_scratch);
+template <typename K, typename Count>
+void HybridSort(K* keys, size_t n, Unsigned<K> key_xor, int low, int high, K* scratch);
 
 // One bucket [begin, begin + len) that an MSD split by digit `top` left in
-// the scratch arrays, sorted on digits [low, top) back into keys/values:
-// by LSD in cache, or split again when skewed keys made it too large.
-template <typename K, typename V, typename Count>
-void SortSplitBucket(K* keys, V* values, K* key_scratch, V* value_scratch, size_t begin, size_t len,
-                     Unsigned<K> key_xor, int low, int top) {
-  K* bucket = key_scratch + begin;
-  V* vbucket = nullptr;
-  V* vout = nullptr;
-  if constexpr (!std::is_void_v<V>) {
-    vbucket = value_scratch + begin;
-    vout = values + begin;
-  }
-  if (len * ElementBytes<K, V>() > kLsdMaxBytes) {  // skewed keys: split again
-    HybridSort<K, V, Count>(bucket, vbucket, len, key_xor, low, top, keys + begin, vout);
-    CopyElements(bucket, vbucket, len, keys + begin, vout);
-  } else if (len > 0 && !LsdSort<K, V, Count>(bucket, vbucket, len, key_xor, low, top, keys + begin, vout)) {
-    CopyElements(bucket, vbucket, len, keys + begin, vout);
+// the scratch, sorted on digits [low, top) back into the keys: by LSD in
+// cache, or split again when skewed keys made it too large.
+template <typename K, typename Count>
+void SortSplitBucket(K* keys, K* scratch, size_t begin, size_t len, Unsigned<K> key_xor, int low, int top) {
+  K* bucket = scratch + begin;
+  if (len * sizeof(K) > kLsdMaxBytes) {  // skewed keys: split again
+    HybridSort<K, Count>(bucket, len, key_xor, low, top, keys + begin);
+    std::memcpy(keys + begin, bucket, len * sizeof(K));
+  } else if (len > 0 && !LsdSort<K, void, Count>(bucket, nullptr, len, key_xor, low, top, keys + begin, nullptr)) {
+    std::memcpy(keys + begin, bucket, len * sizeof(K));
   }
 }
 
-// Sorts on digits [low, high), stably, result in keys/values (keys only: the
-// pairs' large arrays take HybridSortPairs). Arrays larger than
-// kLsdMaxBytes are first split by their top digit (one MSD scatter into the
-// scratch arrays), and each bucket, small enough to stay in cache, is
-// sorted by LSD on the digits below it back into keys/values: every pass
-// after the first then runs in cache instead of over memory.
-template <typename K, typename V, typename Count>
-void HybridSort(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int high,
-                K* key_scratch, V* value_scratch) {
+// Sorts keys on digits [low, high), result in keys (pairs take
+// HybridSortPairs). Arrays larger than kLsdMaxBytes are first split by
+// their top digit (one MSD scatter into the scratch), and each bucket,
+// small enough to stay in cache, is sorted by LSD on the digits below it
+// back into the keys: every pass after the first then runs in cache
+// instead of over memory.
+template <typename K, typename Count>
+void HybridSort(K* keys, size_t n, Unsigned<K> key_xor, int low, int high, K* scratch) {
   if (n < 2 || high <= low) return;
-  if (high - low == 1 || n * ElementBytes<K, V>() <= kLsdMaxBytes) {
-    if (LsdSort<K, V, Count>(keys, values, n, key_xor, low, high, key_scratch, value_scratch)) {
-      CopyElements(key_scratch, value_scratch, n, keys, values);
+  if (high - low == 1 || n * sizeof(K) <= kLsdMaxBytes) {
+    if (LsdSort<K, void, Count>(keys, nullptr, n, key_xor, low, high, scratch, nullptr)) {
+      std::memcpy(keys, scratch, n * sizeof(K));
     }
     return;
   }
@@ -220,14 +211,13 @@ void HybridSort(K* keys, V* values, size_t n, Unsigned<K> key_xor, int low, int 
   const int shift = top * kRadixBits;
   Count counts[kBuckets];
   if (CountOneDigit(keys, n, shift, key_xor, counts)) {
-    HybridSort<K, V, Count>(keys, values, n, key_xor, low, top, key_scratch, value_scratch);
+    HybridSort<K, Count>(keys, n, key_xor, low, top, scratch);
     return;
   }
-  ScatterPass(keys, key_scratch, values, value_scratch, n, shift, key_xor, counts);
+  ScatterPass<K, void>(keys, scratch, nullptr, nullptr, n, shift, key_xor, counts);
   size_t begin = 0;
   for (size_t b = 0; b < kBuckets; ++b) {
-    SortSplitBucket<K, V, Count>(keys, values, key_scratch, value_scratch, begin, counts[b], key_xor,
-                                 low, top);
+    SortSplitBucket<K, Count>(keys, scratch, begin, counts[b], key_xor, low, top);
     begin += counts[b];
   }
 }
@@ -413,15 +403,14 @@ void SortPairs(K* keys, V* values, size_t n, bool descending, void* scratch) {
   }
 }
 
-template <typename K, typename V>
-void Sort(K* keys, V* values, size_t n, bool descending, int low, K* key_scratch,
-          V* value_scratch) {
+template <typename K>
+void SortKeys(K* keys, size_t n, bool descending, int low, K* scratch) {
   if (n < 2) return;
   const Unsigned<K> key_xor = KeyXor<K>(descending);
   if (n <= UINT32_MAX) {
-    HybridSort<K, V, uint32_t>(keys, values, n, key_xor, low, kPasses<K>, key_scratch, value_scratch);
+    HybridSort<K, uint32_t>(keys, n, key_xor, low, kPasses<K>, scratch);
   } else {
-    HybridSort<K, V, size_t>(keys, values, n, key_xor, low, kPasses<K>, key_scratch, value_scratch);
+    HybridSort<K, size_t>(keys, n, key_xor, low, kPasses<K>, scratch);
   }
 }
 
@@ -432,7 +421,7 @@ void Sort(K* keys, V* values, size_t n, bool descending, int low, K* key_scratch
 template <typename K>
 void RadixSortKeys(K* keys, size_t n, bool descending, K* scratch) {
   static_assert(std::is_integral_v<K> && (sizeof(K) == 4 || sizeof(K) == 8));
-  radix_internal::Sort<K, void>(keys, nullptr, n, descending, 0, scratch, nullptr);
+  radix_internal::SortKeys(keys, n, descending, 0, scratch);
 }
 
 // Stable sort of unsigned words by their bits from ignored_low_bits (a
@@ -442,8 +431,7 @@ void RadixSortKeys(K* keys, size_t n, bool descending, K* scratch) {
 template <typename W>
 void RadixSortWordsAbove(W* words, size_t n, int ignored_low_bits, W* scratch) {
   static_assert(std::is_unsigned_v<W> && (sizeof(W) == 4 || sizeof(W) == 8));
-  radix_internal::Sort<W, void>(words, nullptr, n, /*descending=*/false,
-                                ignored_low_bits / kRadixBits, scratch, nullptr);
+  radix_internal::SortKeys(words, n, /*descending=*/false, ignored_low_bits / kRadixBits, scratch);
 }
 
 // Bytes of scratch RadixSortPairs needs: n keys and n values in one block.
