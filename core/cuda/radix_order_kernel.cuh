@@ -67,16 +67,21 @@ __device__ __forceinline__ unsigned int PairOrder(Word w, Word next) {
 // key with its successor (in the vector, from the next lane by a shuffle,
 // or loaded). Before its first chunk a warp probes 32 keys there: random
 // input shows both bits at once, so there the kernel costs about one
-// launch. Between chunks a warp reads the shared order word (its load goes
-// out with the chunk's) and stops once the input is known to be in neither
-// order. Only news goes to the shared word: ordered input would otherwise
-// make every warp hit one address on every chunk.
-template <typename Word, typename Value, int kBlockThreads, int kVecs>
+// launch. Every kReadEvery chunks a warp reads the shared order word (its
+// load goes out with the chunk's) and stops once the input is known to be
+// in neither order; reading it on every chunk made every warp queue at one
+// L2 address (H100, 2^26 ordered u32: 111 us, 95 us reading every 8th; a
+// plain read of the same bytes takes 93 us). Only news goes to the shared
+// word. Chunks with a vector after them (all but a warp's last, mostly)
+// take a path without bounds checks; integer keys are encoded with one XOR
+// (kFloat: the float map and the NaN check).
+template <typename Word, typename Value, int kBlockThreads, int kVecs, bool kFloat>
 __global__ void __launch_bounds__(kBlockThreads)
 KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Word> masks,
                unsigned long long* order, OrderWrites<Word, Value> out) {
   constexpr int kPer = static_cast<int>(sizeof(uint4) / sizeof(Word));
   constexpr size_t kChunk = 32 * static_cast<size_t>(kVecs);  // vectors per warp and chunk
+  constexpr unsigned int kReadEvery = 8;
   constexpr bool kPairs = !std::is_same_v<Value, NoValue>;
   constexpr unsigned int kFull = 0xffffffffu;
   const int lane = threadIdx.x & 31;
@@ -87,6 +92,14 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
   const uint4* vecs = reinterpret_cast<const uint4*>(keys + head);
   volatile unsigned long long* shared_word = order;
   unsigned int known = 0;  // warp-uniform: bits known to be in *order
+  const Word integer_mask = masks.sign ^ masks.flip;
+  auto encode = [&](Word bits) {
+    if constexpr (kFloat) {
+      return masks.Encode(bits);
+    } else {
+      return bits ^ integer_mask;
+    }
+  };
 
   // Adds a stretch's bits (warp-reduced) and the word as read; publishes
   // news. True when the input is in neither order.
@@ -103,7 +116,11 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
     known |= mode;
   };
   auto nan_bit = [&](Word bits) {
-    return masks.canonical_nan && KeyCodec<Word>::IsNan(bits) ? static_cast<unsigned int>(kOrderNan) : 0u;
+    if constexpr (kFloat) {
+      return masks.canonical_nan && KeyCodec<Word>::IsNan(bits) ? static_cast<unsigned int>(kOrderNan) : 0u;
+    } else {
+      return 0u;
+    }
   };
   // Writes key j (scalar) and its value under `mode`.
   auto write_one = [&](size_t j, Word bits, unsigned int mode) {
@@ -126,7 +143,7 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
     if (mine) {
       bits = keys[j];
       seen = nan_bit(bits);
-      if (j + 1 < n) seen |= PairOrder(masks.Encode(bits), masks.Encode(keys[j + 1]));
+      if (j + 1 < n) seen |= PairOrder(encode(bits), encode(keys[j + 1]));
     }
     const unsigned int read = lane == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
     if (settle(seen, read)) return;
@@ -135,69 +152,69 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
     note_written(mode);
   };
 
-  const size_t first = warp * kChunk;
-  if (first >= nvec) {
-    outside_keys();
-    return;
-  }
-  {  // The probe: the first 32 keys of this warp's first chunk.
-    const size_t j = head + first * kPer + lane;
-    const bool mine = j < n;  // the probe may run past the vectors: real keys all the same
-    const Word bits = mine ? keys[j] : Word{0};
-    const Word w = masks.Encode(bits);
-    Word next = __shfl_down_sync(kFull, w, 1);
-    if (lane == 31 && j + 1 < n) next = masks.Encode(keys[j + 1]);
-    const unsigned int seen = mine ? (nan_bit(bits) | (j + 1 < n ? PairOrder(w, next) : 0u)) : 0u;
-    const unsigned int read = lane == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
-    if (settle(seen, read)) return;
-  }
-
-  for (size_t v0 = first; v0 < nvec; v0 += warps * kChunk) {
-    // The word is read as the chunk's loads go out, so its latency hides.
-    const unsigned int read = lane == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
+  // One chunk from vector v0; kWhole: the chunk and the vector after it
+  // are all in the vectors (no bounds checks). True when the input is in
+  // neither order.
+  auto chunk = [&](size_t v0, unsigned int read, auto whole_tag) {
+    constexpr bool kWhole = decltype(whole_tag)::value;
+    auto in_vectors = [&](size_t v) { return kWhole || v < nvec; };
     Word k[kVecs][kPer];
     Word loaded_next[kVecs];  // successors that no shuffle can bring
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       const size_t v = v0 + static_cast<size_t>(i) * 32 + lane;
       uint4 data = make_uint4(0, 0, 0, 0);
-      if (v < nvec) data = vecs[v];
+      if (in_vectors(v)) data = vecs[v];
       std::memcpy(k[i], &data, sizeof(data));
       // Lane 31's last vector, and the last vector of all, take their
       // successor from memory (the next chunk, or the keys after the vectors).
       const size_t q = head + (v + 1) * kPer;
-      const bool load = v < nvec && (v + 1 >= nvec || (lane == 31 && i == kVecs - 1)) && q < n;
+      const bool next_row_load = lane == 31 && i == kVecs - 1;
+      const bool load = kWhole ? next_row_load
+                               : v < nvec && (v + 1 >= nvec || next_row_load) && q < n;
       loaded_next[i] = load ? keys[q] : Word{0};
     }
     unsigned int seen = 0;
+    bool descent = false, ascent = false, tie = false;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       const size_t v = v0 + static_cast<size_t>(i) * 32 + lane;
+      const bool valid = in_vectors(v);
       Word e[kPer];
 #pragma unroll
       for (int t = 0; t < kPer; ++t) {
-        e[t] = masks.Encode(k[i][t]);
-        seen |= v < nvec ? nan_bit(k[i][t]) : 0u;
+        e[t] = encode(k[i][t]);
+        seen |= valid ? nan_bit(k[i][t]) : 0u;
       }
 #pragma unroll
-      for (int t = 0; t + 1 < kPer; ++t) seen |= v < nvec ? PairOrder(e[t], e[t + 1]) : 0u;
+      for (int t = 0; t + 1 < kPer; ++t) {
+        descent |= valid && e[t] > e[t + 1];
+        ascent |= valid && e[t] < e[t + 1];
+        tie |= valid && e[t] == e[t + 1];
+      }
       // The successor of this vector's last key: the next lane's first key,
       // lane 0's first key of the next vector row, or loaded.
       const Word from_next_lane = __shfl_down_sync(kFull, e[0], 1);
       Word from_next_row = 0;
-      if (i + 1 < kVecs) from_next_row = __shfl_sync(kFull, masks.Encode(k[i + 1][0]), 0);
+      if (i + 1 < kVecs) from_next_row = __shfl_sync(kFull, encode(k[i + 1][0]), 0);
       const size_t q = head + (v + 1) * kPer;
-      const bool loaded = v + 1 >= nvec || (lane == 31 && i == kVecs - 1);
-      const Word next = loaded ? masks.Encode(loaded_next[i]) : lane < 31 ? from_next_lane : from_next_row;
-      if (v < nvec && q < n) seen |= PairOrder(e[kPer - 1], next);
+      const bool loaded = (!kWhole && v + 1 >= nvec) || (lane == 31 && i == kVecs - 1);
+      const Word next = loaded ? encode(loaded_next[i]) : lane < 31 ? from_next_lane : from_next_row;
+      const bool has_next = kWhole || (v < nvec && q < n);
+      descent |= has_next && e[kPer - 1] > next;
+      ascent |= has_next && e[kPer - 1] < next;
+      tie |= has_next && e[kPer - 1] == next;
     }
-    if (settle(seen, read)) return;
+    seen |= (descent ? static_cast<unsigned int>(kOrderDescent) : 0u) |
+            (ascent ? static_cast<unsigned int>(kOrderAscent) : 0u) |
+            (tie ? static_cast<unsigned int>(kOrderTie) : 0u);
+    if (settle(seen, read)) return true;
     const unsigned int mode = OrderWriteMode<kPairs>(known, out.copy, out.reverse);
     if (mode == kOrderCopied) {
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) {
         const size_t v = v0 + static_cast<size_t>(i) * 32 + lane;
-        if (v >= nvec) continue;
+        if (!in_vectors(v)) continue;
         uint4 data;
         std::memcpy(&data, k[i], sizeof(data));
         reinterpret_cast<uint4*>(out.keys_out + head)[v] = data;
@@ -210,7 +227,7 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) {
         const size_t v = v0 + static_cast<size_t>(i) * 32 + lane;
-        if (v >= nvec) continue;
+        if (!in_vectors(v)) continue;
         // Keys [j0, j0 + kPer) land reversed at [n - j0 - kPer, n - j0).
         const size_t j0 = head + v * kPer;
         const size_t to = n - j0 - kPer;
@@ -232,6 +249,34 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
       }
     }
     note_written(mode);
+    return false;
+  };
+
+  const size_t first = warp * kChunk;
+  if (first >= nvec) {
+    outside_keys();
+    return;
+  }
+  {  // The probe: the first 32 keys of this warp's first chunk.
+    const size_t j = head + first * kPer + lane;
+    const bool mine = j < n;  // the probe may run past the vectors: real keys all the same
+    const Word bits = mine ? keys[j] : Word{0};
+    const Word w = encode(bits);
+    Word next = __shfl_down_sync(kFull, w, 1);
+    if (lane == 31 && j + 1 < n) next = encode(keys[j + 1]);
+    const unsigned int seen = mine ? (nan_bit(bits) | (j + 1 < n ? PairOrder(w, next) : 0u)) : 0u;
+    const unsigned int read = lane == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
+    if (settle(seen, read)) return;
+  }
+
+  unsigned int chunks_done = 0;
+  for (size_t v0 = first; v0 < nvec; v0 += warps * kChunk, ++chunks_done) {
+    // The word is read as the chunk's loads go out, so its latency hides.
+    const bool read_word = lane == 0 && chunks_done % kReadEvery == kReadEvery - 1;
+    const unsigned int read = read_word ? static_cast<unsigned int>(*shared_word) : 0u;
+    const bool neither = v0 + kChunk < nvec ? chunk(v0, read, std::true_type{})
+                                            : chunk(v0, read, std::false_type{});
+    if (neither) return;
   }
   outside_keys();
 }

@@ -21,14 +21,18 @@ case "$BENCH" in
   segmented) target=sortd_gpu_segmented_bench ;;
   *) echo "radix_ab: BENCH must be radix or segmented" >&2; exit 2 ;;
 esac
+# TARGETS: more targets to build in this tree (e.g. the radix test).
 build() {
+  local log="/tmp/ab-build-$2.log"
   cmake -S "$1" -B "$1/build-gpu" -DSORTD_BUILD_SERVER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCMAKE_BUILD_TYPE=Release > /tmp/ab-cfg.log 2>&1 &&
-    cmake --build "$1/build-gpu" -j16 --target "$target" > /tmp/ab-build.log 2>&1 ||
-    { grep -E "error" /tmp/ab-build.log | head -20; exit 1; }
+    -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 &&
+    cmake --build "$1/build-gpu" -j8 --target "$target" $3 >> "$log" 2>&1 ||
+    { grep -E "error" "$log" | head -20; return 1; }
 }
-build "$BASE"
-build .
+# Both trees at once: each bench is one large translation unit.
+build "$BASE" base "" & base_build=$!
+build . new "${TARGETS:-}" || exit 1
+wait "$base_build" || exit 1
 IFS=';' read -r -a cases <<< "${CASES:-u32 keys}"
 for round in $(seq "$ROUNDS"); do
   for c in "${cases[@]}"; do

@@ -257,8 +257,12 @@ TYPED_TEST(RadixSortTest, PresortedInputIsCopiedOrReversed) {
     EXPECT_EQ(stats.presorted, Presorted::kReversed) << at;
     CheckSort(ties, false, 8, &stats, "ties in order, pairs" + at);
     EXPECT_EQ(stats.presorted, Presorted::kSorted) << at;
-    // One pair of neighbours out of order.
-    for (size_t swap : {size_t{0}, size_t{30}, size_t{31}, size_t{32}, n / 2, n - 2}) {
+    // One pair of neighbours out of order: in a probe, across lanes, across
+    // a warp's rows of vectors (the 32nd vector's last key), across a
+    // warp's chunks of 8 rows (its successor loaded, not shuffled).
+    constexpr size_t kPerVector = 16 / sizeof(TypeParam);
+    for (size_t swap : {size_t{0}, size_t{30}, size_t{31}, size_t{32}, 32 * kPerVector - 1, 256 * kPerVector - 1,
+                        512 * kPerVector - 1, n / 2, n - 2}) {
       if (swap + 1 >= sorted.size()) continue;
       auto almost = sorted;
       std::swap(almost[swap], almost[swap + 1]);
