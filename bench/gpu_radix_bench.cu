@@ -59,12 +59,13 @@ using SortFn = cudaError_t (*)(void*, size_t&, const sortd::cuda::RadixSortProbl
                                sortd::cuda::RadixSortStats*);
 
 // The library's sort with other pass tunings: (threads, items, min blocks)
-// for 32-bit keys-only, 32-bit pairs, 64-bit keys-only, 64-bit pairs.
-template <typename K32, typename P32, typename K64, typename P64>
+// for 32-bit keys-only, 32-bit pairs, 64-bit keys-only, 64-bit pairs, then
+// 32-bit and 64-bit keys with 8-byte values.
+template <typename K32, typename P32, typename K64, typename P64, typename W32 = P32, typename W64 = P64>
 cudaError_t SortTuned(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
                       cudaStream_t stream, sortd::cuda::RadixSortStats* stats) {
   using sortd::cuda::OneSweepPolicy;
-  return sortd::cuda::detail::RadixSortTuned<OneSweepPolicy<K32, P32>, OneSweepPolicy<K64, P64>>(
+  return sortd::cuda::detail::RadixSortTuned<OneSweepPolicy<K32, P32, W32>, OneSweepPolicy<K64, P64, W64>>(
       temp, bytes, p, stream, stats);
 }
 template <int T, int I, int M>
@@ -84,9 +85,18 @@ struct Variant {
 
 const Variant kVariants[] = {
     {"default", &sortd::cuda::RadixSort},
-    {"stable first pass", &SortTuned<S<384, 25, 3>, A<384, 25, 2>, S<384, 16, 3>, A<384, 20, 2>>},
-    {"ballot 384x25/25/17/20", &SortTuned<C<384, 25, 3>, C<384, 25, 2>, C<384, 17, 3>, C<384, 20, 2>>},
-    {"or 256x24m4/24m3/16m4/18m3", &SortTuned<A<256, 24, 4>, A<256, 24, 3>, A<256, 16, 4>, A<256, 18, 3>>},
+    // 64-bit keys and 8-byte values, where the H100 trailed CUB
+    // (docs/benchmarks.md): K64, and W32 (32-bit keys, 8-byte values).
+    {"k64 384x20m2 w32 384x20m2",
+     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>, A<384, 20, 2>, A<384, 20, 2>>},
+    {"k64 384x18m2 w32 384x16m2",
+     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 18, 2>, A<384, 20, 2>, A<384, 16, 2>>},
+    {"k64 384x20m2 w32 512x14m2",
+     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>, A<384, 20, 2>, A<512, 14, 2>>},
+    {"k64 384x20m2 w32 384x24m2",
+     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>, A<384, 20, 2>, A<384, 24, 2>>},
+    {"k64 384x20m2 w32 256x12m4",
+     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>, A<384, 20, 2>, A<256, 12, 4>>},
 };
 
 struct Row {
@@ -282,7 +292,7 @@ int RunSmallTable(int repeats) {
   const std::vector<Case> cases = {
       {"u32 keys", K::kUint32, 4, 0, 32},      {"f32 keys", K::kFloat32, 4, 0, 32},
       {"u64 keys", K::kUint64, 8, 0, 64},      {"u32/u32 pairs", K::kUint32, 4, 4, 32},
-      {"u64/u32 pairs", K::kUint64, 8, 4, 64},
+      {"u64/u32 pairs", K::kUint64, 8, 4, 64}, {"u32/u64 pairs", K::kUint32, 4, 8, 32},
   };
   std::vector<SmallRow> rows;
   for (const Case& c : cases) {
@@ -335,7 +345,7 @@ int main(int argc, char** argv) {
   const std::vector<Case> uniform = {
       {"u32 keys", K::kUint32, 4, 0, 32},      {"f32 keys", K::kFloat32, 4, 0, 32},
       {"u64 keys", K::kUint64, 8, 0, 64},      {"u32/u32 pairs", K::kUint32, 4, 4, 32},
-      {"u64/u32 pairs", K::kUint64, 8, 4, 64},
+      {"u64/u32 pairs", K::kUint64, 8, 4, 64}, {"u32/u64 pairs", K::kUint32, 4, 8, 32},
   };
   const std::vector<Case> narrow = {
       {"u32 keys 8-bit", K::kUint32, 4, 0, 8},
@@ -350,7 +360,8 @@ int main(int argc, char** argv) {
       r = c.key == K::kFloat32 ? RunCase<float, void>(c, n, repeats, ours)
                                : RunCase<uint32_t, void>(c, n, repeats, ours);
     } else if (c.key_bytes == 4) {
-      r = RunCase<uint32_t, uint32_t>(c, n, repeats, ours);
+      r = c.value_bytes == 8 ? RunCase<uint32_t, uint64_t>(c, n, repeats, ours)
+                             : RunCase<uint32_t, uint32_t>(c, n, repeats, ours);
     } else if (c.value_bytes == 0) {
       r = RunCase<uint64_t, void>(c, n, repeats, ours);
     } else {

@@ -190,16 +190,17 @@ struct Buffers {
   size_t* splits;
 };
 
-// Merge passes from (src = out or tmp) until one run is left, decoding in
-// the last; `geometry(pass)` describes each pass, `tiles(pass)` its tiles.
+// Merge passes from (src = out or tmp, or `first_keys` for the first pass
+// where given) until one run is left, decoding in the last; `geometry(pass)`
+// describes each pass, `tiles(pass)` its tiles.
 template <typename Key, typename Value, typename Less, typename GeometryFn>
 cudaError_t MergePasses(const Buffers<Key, Value>& b, bool src_is_out, const Value* first_values,
                         int passes, bool decode_last, Less less, GeometryFn geometry,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const Key* first_keys = nullptr) {
   using Shape = TileShape<Key>;
   const Value* values_src = first_values;
   for (int pass = 0; pass < passes; ++pass) {
-    const Key* src = src_is_out ? b.keys_out : b.keys_tmp;
+    const Key* src = pass == 0 && first_keys != nullptr ? first_keys : src_is_out ? b.keys_out : b.keys_tmp;
     Key* dst = src_is_out ? b.keys_tmp : b.keys_out;
     Value* values_dst = src_is_out ? b.values_tmp : b.values_out;
     uint32_t tiles = 0;
@@ -393,12 +394,17 @@ cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProb
   const Buffers<Word, Value> b = layout.BuffersAt(base, keys_in, keys_out, values_in, values_out);
   // Encode into the buffer the pass parity needs (odd: tmp, so that the
   // last pass writes out); the first pass reads the caller's values.
+  // Unsigned keys merged ascending are their own ordered words: the first
+  // pass reads them where they are (one read and write of the keys fewer).
   const bool encoded_in_out = passes % 2 == 0;
-  EncodeKeys<<<GridFor(n, 256), 256, 0, stream>>>(keys_in, n,
-                                                  encoded_in_out ? keys_out : b.keys_tmp, less);
-  err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
-  return MergePasses(b, encoded_in_out, values_in, passes, true, less,
+  const bool identity = !kFloat && ClassOf(p.key_type) == KeyClass::kUnsigned && !p.descending;
+  if (!identity) {
+    EncodeKeys<<<GridFor(n, 256), 256, 0, stream>>>(keys_in, n,
+                                                    encoded_in_out ? keys_out : b.keys_tmp, less);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return MergePasses(b, encoded_in_out, values_in, passes, !identity, less,
                      [&](int pass, uint32_t* num_tiles) {
                        PassGeometry g;
                        g.num_items = n;
@@ -409,7 +415,7 @@ cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProb
                        *num_tiles = plan.pass_tiles[pass];
                        return g;
                      },
-                     stream);
+                     stream, identity ? keys_in : nullptr);
 }
 
 template <typename Word, bool kFloat>
@@ -580,6 +586,19 @@ cudaError_t MergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
     return SortNumericValues<decltype(word), decltype(is_float)::value>(d_temp_storage, temp_storage_bytes,
                                                           problem, stream);
   });
+}
+
+size_t MergeSortedRunsTempBound(RadixKeyType key_type, size_t num_items, int value_bytes, int max_runs) {
+  const size_t key_bytes = RadixKeyBytes(key_type);
+  const size_t tile_items = key_bytes == 4 ? TileShape<uint32_t>::kTileItems : TileShape<uint64_t>::kTileItems;
+  const size_t runs = static_cast<size_t>(std::max(max_runs, 1));
+  // A pass's tiles: its pairs' lengths rounded up, at most one tile more
+  // per run; pairs over all passes: at most one per run and pass level.
+  const size_t max_tiles = num_items / tile_items + 2 * runs + 1;
+  const size_t max_pairs = 2 * runs + 64;
+  return TempLayout(num_items * key_bytes, num_items * static_cast<size_t>(value_bytes), max_tiles + 1,
+                    max_pairs * sizeof(RunPair))
+      .total;
 }
 
 cudaError_t MergeSortedRuns(void* d_temp_storage, size_t& temp_storage_bytes,

@@ -100,6 +100,11 @@ struct MergeRunsProblem {
 cudaError_t MergeSortedRuns(void* d_temp_storage, size_t& temp_storage_bytes,
                             const MergeRunsProblem& problem, cudaStream_t stream);
 
+// Temp storage enough for MergeSortedRuns of num_items keys in at most
+// max_runs runs, whatever their lengths (callers that size before they
+// know the runs: the radix sort, which merges a few runs it finds).
+size_t MergeSortedRunsTempBound(RadixKeyType key_type, size_t num_items, int value_bytes, int max_runs);
+
 // Byte-string keys: num_items strings stored back to back in d_bytes,
 // string i = d_bytes[d_offsets[i], d_offsets[i + 1]).
 struct BytesArgsortProblem {

@@ -86,13 +86,32 @@ __device__ __forceinline__ unsigned int SpeculativeRoute(const unsigned long lon
 // sets these.
 inline constexpr unsigned long long kOrderNan = 8;
 inline constexpr unsigned long long kOrderNeither = kOrderDescent | kOrderAscent;
+// kOrderManyRuns: the input is not a few sorted runs (more descents than
+// kMaxRunBreaks, four in a probe of 32 keys, or runs not counted). Input in
+// neither order with fewer descents is merged as sorted runs
+// (docs/architecture.md, "Presorted input").
+inline constexpr unsigned long long kOrderManyRuns = 128;
+// At most this many descents (kRadixMaxMergedRuns runs) are merged.
+inline constexpr int kMaxRunBreaks = kRadixMaxMergedRuns - 1;
+
+// Plan words read back by the host: [0] NaNs, [1] trivial-digit mask,
+// [2] order bits, [3] descents counted, [4, 4 + kMaxRunBreaks) where the
+// runs after the first start (unordered; the first [3] of them are valid).
+inline constexpr int kPlanWords = 4 + kMaxRunBreaks;
+
+// Whether the order word leaves a full sort: in neither order, and not a
+// few runs.
+__host__ __device__ inline bool SortsInFull(unsigned long long order) {
+  return (order & kOrderNeither) == kOrderNeither && (order & kOrderManyRuns) != 0;
+}
 
 // Counts, in one read of the keys, the digits of every pass (and NaNs).
 // hist is [passes][kRadixBins], zeroed by the caller. `order`, when not
 // null: with `ordered_skip` it was set by KeyOrderKernel before, and input
-// in or in reverse order is not counted (it is copied or reversed instead;
-// the host counts again if neither applies); without, the order was not
-// looked at and block 0 marks it "neither" for the passes and the host.
+// in or in reverse order, or a few sorted runs, is not counted (it is
+// copied, reversed or merged instead; the host counts again if none
+// applies); without, the order was not looked at and block 0 marks it
+// "neither, many runs" for the passes and the host.
 template <typename Word, int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
 GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> masks,
@@ -100,8 +119,8 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
                       unsigned long long* __restrict__ nan_count,
                       unsigned long long* __restrict__ order, bool ordered_skip) {
   if (order != nullptr) {
-    if (ordered_skip && (*order & kOrderNeither) != kOrderNeither) return;
-    if (!ordered_skip && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(order, kOrderNeither);
+    if (ordered_skip && !SortsInFull(*order)) return;
+    if (!ordered_skip && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(order, kOrderNeither | kOrderManyRuns);
   }
   constexpr int kPasses = sizeof(Word) * 8 / kRadixBits;
   __shared__ unsigned int counts[kPasses * kRadixBins];

@@ -54,6 +54,16 @@ __device__ __forceinline__ unsigned int OrderWriteMode(unsigned int known, bool 
   return kOrderUnwritten;  // ties only so far: either order may follow
 }
 
+// Where KeyOrderKernel counts descents (a key above its successor) and
+// notes where each starts a run: while at most kMaxRunBreaks are counted,
+// the input is that many + 1 sorted runs. Not counted (`counted` false)
+// where runs are not merged: then kOrderManyRuns holds from the start.
+struct RunBreaks {
+  unsigned long long* count = nullptr;   // plan word [3]
+  unsigned long long* starts = nullptr;  // plan words [4, 4 + kMaxRunBreaks)
+  bool counted = false;
+};
+
 // The kOrder* bits of key `w` (encoded) against its successor `next`.
 template <typename Word>
 __device__ __forceinline__ unsigned int PairOrder(Word w, Word next) {
@@ -66,10 +76,13 @@ __device__ __forceinline__ unsigned int PairOrder(Word w, Word next) {
 // each takes chunks of 32 x kVecs vectors, grid-strided, and compares every
 // key with its successor (in the vector, from the next lane by a shuffle,
 // or loaded). Before its first chunk a warp probes 32 keys there: random
-// input shows both bits at once, so there the kernel costs about one
-// launch. Every kReadEvery chunks a warp reads the shared order word (its
-// load goes out with the chunk's) and stops once the input is known to be
-// in neither order; reading it on every chunk made every warp queue at one
+// input shows both bits, and many descents, at once, so there the
+// kernel costs about one launch. A chunk with descents (rare but in random
+// input, which stops at the probe) counts them with one atomic a warp and
+// notes where they are (RunBreaks). Every kReadEvery chunks a warp reads
+// the shared order word (its load goes out with the chunk's) and stops once
+// the input is known to be neither ordered nor a few runs
+// (SortsInFull); reading it on every chunk made every warp queue at one
 // L2 address (H100, 2^26 ordered u32: 111 us, 95 us reading every 8th; a
 // plain read of the same bytes takes 93 us). Only news goes to the shared
 // word. Chunks with a vector after them (all but a warp's last, mostly)
@@ -78,7 +91,7 @@ __device__ __forceinline__ unsigned int PairOrder(Word w, Word next) {
 template <typename Word, typename Value, int kBlockThreads, int kVecs, bool kFloat>
 __global__ void __launch_bounds__(kBlockThreads)
 KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Word> masks,
-               unsigned long long* order, OrderWrites<Word, Value> out) {
+               unsigned long long* order, OrderWrites<Word, Value> out, RunBreaks breaks) {
   constexpr int kPer = static_cast<int>(sizeof(uint4) / sizeof(Word));
   constexpr size_t kChunk = 32 * static_cast<size_t>(kVecs);  // vectors per warp and chunk
   constexpr unsigned int kReadEvery = 8;
@@ -91,7 +104,9 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
   const size_t tail = head + nvec * kPer;  // first key after the vectors
   const uint4* vecs = reinterpret_cast<const uint4*>(keys + head);
   volatile unsigned long long* shared_word = order;
-  unsigned int known = 0;  // warp-uniform: bits known to be in *order
+  // Warp-uniform: bits known to be in *order.
+  unsigned int known = breaks.counted ? 0u : static_cast<unsigned int>(kOrderManyRuns);
+  if (!breaks.counted && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(order, kOrderManyRuns);
   const Word integer_mask = masks.sign ^ masks.flip;
   auto encode = [&](Word bits) {
     if constexpr (kFloat) {
@@ -109,7 +124,30 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
     known |= read;
     if (lane == 0 && (seen & ~known) != 0) atomicOr(order, static_cast<unsigned long long>(seen));
     known |= seen;
-    return (known & kOrderNeither) == kOrderNeither;
+    return SortsInFull(known);
+  };
+  // Counts the warp's descents (`mine` of them this lane's) and returns
+  // where this lane notes its first (an index into breaks.starts), or
+  // kMaxRunBreaks when they are not noted: too many in all (the bits then
+  // say so, in `seen`), or already known to be too many.
+  auto count_breaks = [&](unsigned int mine, unsigned int& seen) -> unsigned int {
+    if (known & kOrderManyRuns) return kMaxRunBreaks;
+    const unsigned int total = __reduce_add_sync(kFull, mine);
+    if (total == 0) return kMaxRunBreaks;
+    unsigned long long base = 0;
+    if (lane == 0) base = atomicAdd(breaks.count, static_cast<unsigned long long>(total));
+    base = __shfl_sync(kFull, base, 0);
+    if (base + total > static_cast<unsigned long long>(kMaxRunBreaks)) {
+      seen |= kOrderManyRuns;
+      return kMaxRunBreaks;
+    }
+    unsigned int before = mine;  // inclusive prefix over the lanes, then exclusive
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const unsigned int other = __shfl_up_sync(kFull, before, offset);
+      if (lane >= offset) before += other;
+    }
+    return static_cast<unsigned int>(base) + before - mine;
   };
   auto note_written = [&](unsigned int mode) {
     if (lane == 0 && (mode & ~known) != 0) atomicOr(order, static_cast<unsigned long long>(mode));
@@ -145,6 +183,9 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
       seen = nan_bit(bits);
       if (j + 1 < n) seen |= PairOrder(encode(bits), encode(keys[j + 1]));
     }
+    const unsigned int descents = (seen & kOrderDescent) ? 1u : 0u;
+    const unsigned int slot = count_breaks(descents, seen);
+    if (descents != 0 && slot < kMaxRunBreaks) breaks.starts[slot] = j + 1;
     const unsigned int read = lane == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
     if (settle(seen, read)) return;
     const unsigned int mode = OrderWriteMode<kPairs>(known, out.copy, out.reverse);
@@ -175,7 +216,10 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
       loaded_next[i] = load ? keys[q] : Word{0};
     }
     unsigned int seen = 0;
-    bool descent = false, ascent = false, tie = false;
+    unsigned int descents = 0;
+    bool ascent = false, tie = false;
+    Word successor[kVecs];       // of each vector's last key (encoded)
+    unsigned int with_next = 0;  // bit i: vector i's last key has a successor
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       const size_t v = v0 + static_cast<size_t>(i) * 32 + lane;
@@ -188,7 +232,7 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
       }
 #pragma unroll
       for (int t = 0; t + 1 < kPer; ++t) {
-        descent |= valid && e[t] > e[t + 1];
+        descents += valid && e[t] > e[t + 1];
         ascent |= valid && e[t] < e[t + 1];
         tie |= valid && e[t] == e[t + 1];
       }
@@ -201,13 +245,33 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
       const bool loaded = (!kWhole && v + 1 >= nvec) || (lane == 31 && i == kVecs - 1);
       const Word next = loaded ? encode(loaded_next[i]) : lane < 31 ? from_next_lane : from_next_row;
       const bool has_next = kWhole || (v < nvec && q < n);
-      descent |= has_next && e[kPer - 1] > next;
+      descents += has_next && e[kPer - 1] > next;
       ascent |= has_next && e[kPer - 1] < next;
       tie |= has_next && e[kPer - 1] == next;
+      successor[i] = next;
+      with_next |= has_next ? 1u << i : 0u;
     }
-    seen |= (descent ? static_cast<unsigned int>(kOrderDescent) : 0u) |
+    seen |= (descents != 0 ? static_cast<unsigned int>(kOrderDescent) : 0u) |
             (ascent ? static_cast<unsigned int>(kOrderAscent) : 0u) |
             (tie ? static_cast<unsigned int>(kOrderTie) : 0u);
+    // Descents: counted, and where they are noted (the lanes that have
+    // some look at their keys again).
+    unsigned int slot = count_breaks(descents, seen);
+    if (descents != 0 && slot < kMaxRunBreaks) {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        const size_t j0 = head + (v0 + static_cast<size_t>(i) * 32 + lane) * kPer;
+#pragma unroll
+        for (int t = 0; t < kPer; ++t) {
+          const bool pair = t + 1 < kPer ? in_vectors(v0 + static_cast<size_t>(i) * 32 + lane)
+                                         : ((with_next >> i) & 1u) != 0;
+          const Word next = t + 1 < kPer ? encode(k[i][t + 1]) : successor[i];
+          if (pair && encode(k[i][t]) > next) {
+            breaks.starts[slot++] = j0 + t + 1;
+          }
+        }
+      }
+    }
     if (settle(seen, read)) return true;
     const unsigned int mode = OrderWriteMode<kPairs>(known, out.copy, out.reverse);
     if (mode == kOrderCopied) {
@@ -264,7 +328,10 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
     const Word w = encode(bits);
     Word next = __shfl_down_sync(kFull, w, 1);
     if (lane == 31 && j + 1 < n) next = encode(keys[j + 1]);
-    const unsigned int seen = mine ? (nan_bit(bits) | (j + 1 < n ? PairOrder(w, next) : 0u)) : 0u;
+    unsigned int seen = mine ? (nan_bit(bits) | (j + 1 < n ? PairOrder(w, next) : 0u)) : 0u;
+    // Four descents in 32 keys: runs too short to be worth merging (random
+    // input shows about 16). Fewer are counted by the chunks that hold them.
+    if (__popc(__ballot_sync(kFull, seen & kOrderDescent)) >= 4) seen |= kOrderManyRuns;
     const unsigned int read = lane == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
     if (settle(seen, read)) return;
   }

@@ -39,7 +39,10 @@ struct RadixSortProblem {
   // (wherever the plan is read back: skip_trivial_passes, or float keys;
   // from presorted_min_items keys) and copied instead of sorted; input in
   // strictly reverse order (or, keys only without NaNs, non-increasing) is
-  // reversed. With this set, sorted input is not even copied: the result is
+  // reversed. Input that is a few sorted runs back to back (at most 32,
+  // below 2^32 keys) is merged (MergeSortedRuns) instead of sorted; temp
+  // storage is sized for that. With this set, sorted input is not even
+  // copied: the result is
   // left in d_keys_in/d_values_in and RadixSortStats::result_in_input says
   // so (the caller reads it from there; CUB's DoubleBuffer does the same).
   bool allow_result_in_input = false;
@@ -54,6 +57,12 @@ struct RadixSortProblem {
   size_t single_launch_max_items = 4096;
 };
 
+// Input that is at most this many sorted runs back to back (in the
+// requested order) is merged instead of sorted (RadixSortProblem): 32 runs
+// are 5 merge passes, about what the radix sort's 4 passes cost for 32-bit
+// keys (a merge pass moves the same bytes, with more work a key).
+inline constexpr int kRadixMaxMergedRuns = 32;
+
 // What a sort did (for tests, benchmarks and metrics).
 struct RadixSortStats {
   int passes_total = 0;     // digit passes of the key width
@@ -61,8 +70,11 @@ struct RadixSortStats {
   bool nan_mode = false;    // float keys with NaNs: originals carried as values
   // The input was already in order (0 passes: copied, or left in place when
   // result_in_input) or in reverse order (reversed).
-  enum class Presorted { kNo, kSorted, kReversed };
+  // kRuns: a few sorted runs (in the requested order, back to back),
+  // merged instead of sorted; `runs` says how many.
+  enum class Presorted { kNo, kSorted, kReversed, kRuns };
   Presorted presorted = Presorted::kNo;
+  int runs = 0;
   bool result_in_input = false;  // see RadixSortProblem::allow_result_in_input
   // Presorted input that the order check wrote to the output as it read it
   // (copied or reversed: one read of the keys in all).

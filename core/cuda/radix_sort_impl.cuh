@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cuda/merge_sort.cuh"
 #include "core/cuda/radix_kernels.cuh"
 #include "core/cuda/radix_order_kernel.cuh"
 #include "core/cuda/radix_small_kernel.cuh"
@@ -55,8 +56,9 @@ struct Plan {
   static constexpr int kPasses = sizeof(Word) * 8 / kRadixBits;
   static constexpr int kKeysTile = Tuning::Keys::kBlockThreads * Tuning::Keys::kItemsPerThread;
   static constexpr int kPairsTile = Tuning::Pairs::kBlockThreads * Tuning::Pairs::kItemsPerThread;
-  // Status words are sized for the smaller tile (more tiles).
-  static constexpr int kMinTile = kKeysTile < kPairsTile ? kKeysTile : kPairsTile;
+  static constexpr int kWidePairsTile = Tuning::WidePairs::kBlockThreads * Tuning::WidePairs::kItemsPerThread;
+  // Status words are sized for the smallest tile (most tiles).
+  static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile});
 };
 
 // Launches digit passes of one kernel family (key word, value type,
@@ -66,7 +68,8 @@ struct Plan {
 template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
 class PassLauncher {
   using Pass = std::conditional_t<std::is_same_v<Value, NoValue>, typename Tuning::Keys,
-                                  typename Tuning::Pairs>;
+                                  std::conditional_t<sizeof(Value) == 8, typename Tuning::WidePairs,
+                                                     typename Tuning::Pairs>>;
   static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
   static constexpr size_t kSmem =
       OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread, Pass::kMatch>();
@@ -172,7 +175,7 @@ cudaError_t RunPassChain(const std::vector<int>& passes, int first_slot, bool en
 // exit.
 class PinnedPlanWords {
  public:
-  static constexpr int kWords = 3;
+  static constexpr int kWords = kPlanWords;
   ~PinnedPlanWords() {
     if (words_ != nullptr) cudaFreeHost(words_);  // may fail at process exit: nothing to do
   }
@@ -266,7 +269,7 @@ cudaError_t WithValueType(int value_bytes, Fn&& fn) {
 // not at all when sorted input may stay where it is).
 template <typename Word>
 cudaError_t LaunchKeyOrder(const RadixSortProblem& p, const KeyMasks<Word>& masks, unsigned long long* order,
-                           int sms, cudaStream_t stream) {
+                           const RunBreaks& breaks, int sms, cudaStream_t stream) {
   // 8 vectors (128 bytes) per lane and chunk: H100, 2^26 ordered u32, 95
   // us against 97 with 4 (both reading the shared word every 8th chunk).
   constexpr int kThreads = 256, kVecs = 8;
@@ -301,7 +304,8 @@ cudaError_t LaunchKeyOrder(const RadixSortProblem& p, const KeyMasks<Word>& mask
     w.copy = writable && !p.allow_result_in_input && (addr(p.d_keys_out) - addr(p.d_keys_in)) % 16 == 0;
     w.reverse = writable;
     w.reverse_vectors = n >= head + kPer && (addr(p.d_keys_out) + (n - head - kPer) * sizeof(Word)) % 16 == 0;
-    kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const Word*>(p.d_keys_in), n, head, masks, order, w);
+    kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const Word*>(p.d_keys_in), n, head, masks, order, w,
+                                            breaks);
     return cudaGetLastError();
   });
 }
@@ -430,16 +434,23 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   unsigned long long* status = t.Take<unsigned long long>(std::max<size_t>(tiles, 1) * kRadixBins);
   // Slots: the speculative first pass, then up to kPasses more.
   unsigned int* tile_counters = t.Take<unsigned int>(kPasses + 1);
+  const bool read_back = p.skip_trivial_passes || is_float;
+  const bool detect_order = read_back && n >= p.presorted_min_items;
+  // A few sorted runs are merged (MergeSortedRuns, in this temp storage:
+  // nothing of the radix sort's is in use by then), below 2^32 keys.
+  const bool merge_runs = detect_order && n < (size_t{1} << 32);
+  size_t needed = t.size();
+  if (merge_runs) {
+    needed = std::max(needed, MergeSortedRunsTempBound(p.key_type, n, p.value_bytes, kMaxRunBreaks + 1));
+  }
   if (d_temp == nullptr) {
-    temp_bytes = t.size();
+    temp_bytes = needed;
     return cudaSuccess;
   }
-  if (temp_bytes < t.size()) return cudaErrorInvalidValue;
+  if (temp_bytes < needed) return cudaErrorInvalidValue;
   if (p.value_bytes != 0 && p.value_bytes != 4 && p.value_bytes != 8) return cudaErrorInvalidValue;
   if (stats != nullptr) *stats = RadixSortStats{kPasses, 0, false};
   if (n == 0) return cudaSuccess;
-  const bool read_back = p.skip_trivial_passes || is_float;
-  const bool detect_order = read_back && n >= p.presorted_min_items;
   if (!detect_order && n <= std::min(p.single_launch_max_items, kSmallSortMaxItems)) {
     return SortSmall<Word>(p, stream, stats);
   }
@@ -447,7 +458,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   const Word flip = p.descending ? ~Word{0} : Word{0};
   const Word* keys_in = static_cast<const Word*>(p.d_keys_in);
   Word* keys_out = static_cast<Word*>(p.d_keys_out);
-  unsigned long long* plan = hist + kPasses * kRadixBins;  // [0] NaNs, [1] trivial mask, [2] order
+  unsigned long long* plan = hist + kPasses * kRadixBins;  // kPlanWords (radix_kernels.cuh)
 
   // One zeroing up front, from the histogram to the tile counters (taken
   // in that order above; the offsets between are overwritten anyway):
@@ -486,9 +497,13 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     // for random input counts during the round trip): ordered input then
     // leaves no stood-down launches behind it in the stream (H100, 2^26
     // sorted u32: the speculative pass alone cost 14 us of ~175).
-    SORTD_CUDA_TRY(LaunchKeyOrder<Word>(p, count_masks, plan + 2, sms, stream));
-    SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host + 2, plan + 2, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                                   stream));
+    RunBreaks breaks;
+    breaks.count = plan + 3;
+    breaks.starts = plan + 4;
+    breaks.counted = merge_runs;
+    SORTD_CUDA_TRY(LaunchKeyOrder<Word>(p, count_masks, plan + 2, breaks, sms, stream));
+    SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host + 2, plan + 2, (kPlanWords - 2) * sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost, stream));
     SORTD_CUDA_TRY(cudaEventRecord(plan_read.get(), stream));
     SORTD_CUDA_TRY(count_histogram(plan + 2, true));
     SORTD_CUDA_TRY(cudaEventSynchronize(plan_read.get()));
@@ -502,6 +517,29 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
       SORTD_CUDA_TRY(cudaMemsetAsync(hist, 0, kPasses * kRadixBins * sizeof(unsigned long long) +
                                                   2 * sizeof(unsigned long long), stream));
       SORTD_CUDA_TRY(count_histogram(nullptr, false));
+    } else if (!SortsInFull(order)) {
+      // A few sorted runs (the histogram stood down): merged.
+      std::vector<size_t> run_offsets(plan_host + 4, plan_host + 4 + plan_host[3]);
+      run_offsets.push_back(0);
+      run_offsets.push_back(n);
+      std::sort(run_offsets.begin(), run_offsets.end());
+      if (stats != nullptr) {
+        stats->passes_run = 0;
+        stats->presorted = RadixSortStats::Presorted::kRuns;
+        stats->runs = static_cast<int>(run_offsets.size() - 1);
+      }
+      MergeRunsProblem m;
+      m.key_type = p.key_type;
+      m.descending = p.descending;
+      m.num_runs = static_cast<int>(run_offsets.size() - 1);
+      m.h_run_offsets = run_offsets.data();
+      m.d_keys_in = p.d_keys_in;
+      m.d_keys_out = p.d_keys_out;
+      m.value_bytes = p.value_bytes;
+      m.d_values_in = p.d_values_in;
+      m.d_values_out = p.d_values_out;
+      size_t merge_bytes = temp_bytes;
+      return MergeSortedRuns(d_temp, merge_bytes, m, stream);
     }
   } else {
     SORTD_CUDA_TRY(count_histogram(read_back ? plan + 2 : nullptr, false));

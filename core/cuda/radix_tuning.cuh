@@ -43,11 +43,13 @@ struct OneSweepConfig {
 };
 
 // Per key width: one config for keys-only passes, one for passes that
-// carry values (more registers live, so other sweet spots).
-template <typename KeysConfig, typename PairsConfig>
+// carry 4-byte values and one for 8-byte values (more registers live, so
+// other sweet spots).
+template <typename KeysConfig, typename PairsConfig, typename WidePairsConfig = PairsConfig>
 struct OneSweepPolicy {
   using Keys = KeysConfig;
   using Pairs = PairsConfig;
+  using WidePairs = WidePairsConfig;
 };
 
 template <typename Word>

@@ -165,7 +165,8 @@ GpuSortReport SortAndDownload(Job& run, SortPlan& plan, size_t n, const Arrays& 
   }
   if (err != cudaSuccess) return run.Fail(err, "device to host copy");
   run.RecordTimes();
-  run.report().presorted = stats.presorted != RadixSortStats::Presorted::kNo;
+  run.report().presorted = stats.presorted == RadixSortStats::Presorted::kSorted ||
+                           stats.presorted == RadixSortStats::Presorted::kReversed;
   return run.report();
 }
 

@@ -259,7 +259,8 @@ TYPED_TEST(RadixSortTest, PresortedInputIsCopiedOrReversed) {
     EXPECT_EQ(stats.presorted, Presorted::kSorted) << at;
     // One pair of neighbours out of order: in a probe, across lanes, across
     // a warp's rows of vectors (the 32nd vector's last key), across a
-    // warp's chunks of 8 rows (its successor loaded, not shuffled).
+    // warp's chunks of 8 rows (its successor loaded, not shuffled). Sorted
+    // input with one swap is two sorted runs: merged.
     constexpr size_t kPerVector = 16 / sizeof(TypeParam);
     for (size_t swap : {size_t{0}, size_t{30}, size_t{31}, size_t{32}, 32 * kPerVector - 1, 256 * kPerVector - 1,
                         512 * kPerVector - 1, n / 2, n - 2}) {
@@ -269,7 +270,8 @@ TYPED_TEST(RadixSortTest, PresortedInputIsCopiedOrReversed) {
       // Stretches before the swap may have been copied already: the sort
       // overwrites them.
       CheckSort(almost, false, 4, &stats, "swapped at " + std::to_string(swap) + at);
-      EXPECT_EQ(stats.presorted, Presorted::kNo) << "swapped at " << swap << at;
+      EXPECT_EQ(stats.presorted, Presorted::kRuns) << "swapped at " << swap << at;
+      EXPECT_EQ(stats.runs, 2) << "swapped at " << swap << at;
       EXPECT_FALSE(stats.written_while_reading);
       auto almost_reversed = sorted;
       std::reverse(almost_reversed.begin(), almost_reversed.end());
@@ -288,6 +290,67 @@ TYPED_TEST(RadixSortTest, PresortedInputIsCopiedOrReversed) {
     EXPECT_EQ(stats.presorted, Presorted::kSorted);
     CheckSort(specials, true, 0, &stats, "specials, other order");
     EXPECT_EQ(stats.presorted, Presorted::kNo);
+  }
+}
+
+// Runs in the requested order back to back, of the given lengths; keys of
+// `bits` random bits (few bits: equal keys across runs).
+template <typename T>
+std::vector<T> SortedRuns(const std::vector<size_t>& lengths, bool descending, uint64_t bits, uint64_t seed) {
+  std::vector<T> keys;
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    auto run = Random<T>(lengths[r], seed + r, bits);
+    std::sort(run.begin(), run.end(), [&](T a, T b) { return descending ? Less(b, a) : Less(a, b); });
+    keys.insert(keys.end(), run.begin(), run.end());
+  }
+  return keys;
+}
+
+// Descents in the requested order: the runs the order check finds are one
+// more.
+template <typename T>
+size_t Descents(const std::vector<T>& keys, bool descending) {
+  size_t count = 0;
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    count += descending ? Less(keys[i], keys[i + 1]) : Less(keys[i + 1], keys[i]);
+  }
+  return count;
+}
+
+// A few sorted runs are merged instead of sorted, up to kRadixMaxMergedRuns
+// runs of any lengths (one key; around the order check's 1024-key chunks),
+// equal keys across runs keeping run order (values are positions); one run
+// more is sorted in full.
+TYPED_TEST(RadixSortTest, FewSortedRunsAreMerged) {
+  SKIP_WITHOUT_GPU();
+  using Presorted = RadixSortStats::Presorted;
+  std::vector<size_t> eight;
+  for (size_t r = 0; r < 8; ++r) eight.push_back((size_t{1} << 17) + 1023 * r + (r % 3));
+  std::vector<size_t> many = {1, 1023, 1024, 1025, 2048, 1, 7};
+  while (many.size() < static_cast<size_t>(kRadixMaxMergedRuns)) many.push_back(4096 + 31 * many.size());
+  std::vector<size_t> too_many = many;
+  too_many.push_back(5000);
+  const std::vector<std::vector<size_t>> shapes = {{(size_t{1} << 19) + 3, (size_t{1} << 19) - 3}, eight, many,
+                                                   too_many};
+  for (bool descending : {false, true}) {
+    for (uint64_t bits : {uint64_t{64}, uint64_t{5}}) {
+      for (size_t s = 0; s < shapes.size(); ++s) {
+        const auto keys = SortedRuns<TypeParam>(shapes[s], descending, bits, 100 + s);
+        const size_t runs = Descents(keys, descending) + 1;
+        for (int vb : {0, 4, 8}) {
+          const std::string what = "shape " + std::to_string(s) + " runs " + std::to_string(runs) + " bits " +
+                                   std::to_string(bits) + (descending ? " desc" : " asc");
+          RadixSortStats stats;
+          CheckSort(keys, descending, vb, &stats, what);
+          if (runs <= static_cast<size_t>(kRadixMaxMergedRuns)) {
+            EXPECT_EQ(stats.presorted, Presorted::kRuns) << what;
+            EXPECT_EQ(stats.runs, static_cast<int>(runs)) << what;
+          } else {
+            EXPECT_EQ(stats.presorted, Presorted::kNo) << what;
+          }
+        }
+      }
+    }
   }
 }
 
@@ -496,14 +559,21 @@ TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
       }
     }
   }
-  // Without NaNs the fast path runs (no NaN mode).
+  // Without NaNs the fast path runs (no NaN mode). Random keys around the
+  // specials: a handful of keys would be a few sorted runs, merged.
   RadixSortStats stats;
-  std::vector<float> no_nan = {1.5f, -0.0f, 0.0f, -3.0f, std::numeric_limits<float>::infinity()};
-  CheckSort(no_nan, false, 0, &stats);
+  std::vector<float> no_nan = Random<float>(5000, 41);
+  for (float x : {1.5f, -0.0f, 0.0f, -3.0f, std::numeric_limits<float>::infinity()}) no_nan.push_back(x);
+  CheckSort(no_nan, false, 0, &stats, "no NaN");
   EXPECT_FALSE(stats.nan_mode);
+  EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kNo);
   no_nan.push_back(std::nanf("7"));
-  CheckSort(no_nan, true, 0, &stats);
+  CheckSort(no_nan, true, 0, &stats, "a NaN");
   EXPECT_TRUE(stats.nan_mode);
+  // Few keys are a few runs: merged, the NaN first when descending.
+  const std::vector<float> few = {1.5f, -0.0f, 0.0f, -3.0f, std::numeric_limits<float>::infinity(), std::nanf("7")};
+  CheckSort(few, true, 4, &stats, "a NaN, runs");
+  EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kRuns);
 }
 
 TEST(RadixSortLargeTest, TwoToThe26) {
@@ -542,6 +612,12 @@ TEST(RadixSortSanitizerTest, SmallMixedSizes) {
     CheckWrittenWhileReading<uint32_t>(1, 2, 4099, descending, 0);
     CheckWrittenWhileReading<uint64_t>(1, 0, 4099, descending, 4);
   }
+  // A few sorted runs, merged: descents counted and noted by the order check.
+  RadixSortStats stats;
+  CheckSort(SortedRuns<uint32_t>({3000, 1, 5000, 2047}, false, 64, 5), false, 4, &stats, "u32 runs");
+  EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kRuns);
+  CheckSort(SortedRuns<uint64_t>({4099, 513, 6000}, true, 8, 6), true, 0, &stats, "u64 runs desc");
+  EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kRuns);
 }
 
 }  // namespace
