@@ -9,6 +9,9 @@
 //     sort, copy back (pinned and pageable host memory);
 //   - 4 KiB requests: Sort requests per second with inline payloads and
 //     with a region, from the same number of threads.
+// With --clients=N it measures only N clients sorting system regions at
+// once (issue #20: how the GPUs of one sortd scale once gRPC payloads are
+// out of the way; scripts/gpu-host/multi_gpu.sh).
 // Every sort is checked (order, and a checksum of the keys or key/value
 // pairs). Run it through scripts/gpu-host/shm_bench.sh.
 //
@@ -18,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -37,6 +41,8 @@ ABSL_FLAG(bool, chunked, false, "also through SortChunked (one stream; slow)");
 ABSL_FLAG(bool, cuda, true, "CUDA IPC case and the in-process CUB baseline (needs a GPU)");
 ABSL_FLAG(int, small_threads, 16, "threads for the 4 KiB request rate");
 ABSL_FLAG(double, small_seconds, 3, "seconds per 4 KiB rate measurement");
+ABSL_FLAG(int, clients, 0,
+          "only this: N clients (a connection and a system region each) sorting at once, --repeat rounds");
 
 namespace {
 
@@ -149,6 +155,63 @@ double Rate(const std::string& target, int threads, double seconds, One one) {
   return done.load() / seconds;
 }
 
+// N clients, each with its own connection and system region of n keys,
+// sort at the same time. A round refills every region (untimed), starts
+// every client's sort at once and ends with the last response; its rate is
+// N * n keys over the round's time. Every result is checked.
+int RunConcurrent(const std::string& target, size_t n, int clients, int rounds,
+                  const std::vector<uint32_t>& keys_in, uint64_t keys_print) {
+  std::vector<std::unique_ptr<SortClient>> connections;
+  std::vector<std::unique_ptr<SharedRegion>> regions;
+  for (int c = 0; c < clients; ++c) {
+    grpc::ChannelArguments args = sortd::client::MakeChannelArguments({});
+    args.SetInt("sortd.bench.client", c);  // a connection per client
+    connections.push_back(std::make_unique<SortClient>(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args),
+        sortd::client::ClientOptions{}));
+    auto region = SharedRegion::Create(*connections.back(), absl::StrCat("shm-bench-client-", c), n * 4);
+    if (!region.ok()) Die("region: " + region.status().ToString());
+    regions.push_back(std::move(*region));
+  }
+  // fn(c) on one thread per client; returns when all are done.
+  auto each = [&](auto fn) {
+    std::vector<std::thread> pool;
+    for (int c = 0; c < clients; ++c) pool.emplace_back([&, c] { fn(c); });
+    for (auto& th : pool) th.join();
+  };
+  std::printf("%d clients at once, %zu u32 keys (%.0f MiB) each in a system region (%s)\n\n", clients, n,
+              n * 4 / 1048576.0, regions[0]->pinned() ? "pinned" : "not pinned");
+  std::printf("| round | seconds | GB/s of keys sorted | slowest client ms | fastest ms |\n|---|---|---|---|---|\n");
+  std::vector<double> rates;
+  for (int r = 0; r < rounds; ++r) {
+    each([&](int c) { std::memcpy(regions[c]->data(), keys_in.data(), n * 4); });
+    std::vector<double> took(clients);
+    const auto start = Clock::now();
+    each([&](int c) {
+      const auto mine = Clock::now();
+      RegionSort sort;
+      sort.keys = RegionRef{regions[c]->name(), 0, n, v1::ELEMENT_TYPE_UINT32};
+      auto engine = connections[c]->SortRegion(sort);
+      if (!engine.ok()) Die("region sort: " + engine.status().ToString());
+      took[c] = Since(mine);
+    });
+    const double seconds = Since(start);
+    each([&](int c) {
+      const auto* k = reinterpret_cast<const uint32_t*>(regions[c]->data());
+      if (!Sorted(k, n) || Fingerprint(k, nullptr, n) != keys_print) Die("client result wrong");
+    });
+    rates.push_back(clients * n * 4 / seconds / 1e9);
+    std::printf("| %d | %.3f | %.2f | %.1f | %.1f |\n", r + 1, seconds, rates.back(),
+                *std::max_element(took.begin(), took.end()) * 1e3,
+                *std::min_element(took.begin(), took.end()) * 1e3);
+    std::fflush(stdout);
+  }
+  std::sort(rates.begin(), rates.end());
+  std::printf("\nconcurrent regions: %d clients, median %.2f GB/s, best %.2f GB/s\n", clients,
+              rates[rates.size() / 2], rates.back());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,6 +228,9 @@ int main(int argc, char** argv) {
   const std::vector<uint32_t> values_in = RandomU32(n, 2);
   const uint64_t keys_print = Fingerprint(keys_in.data(), nullptr, n);
   const uint64_t pairs_print = Fingerprint(keys_in.data(), values_in.data(), n);
+  if (absl::GetFlag(FLAGS_clients) > 0) {
+    return RunConcurrent(target, n, absl::GetFlag(FLAGS_clients), repeat, keys_in, keys_print);
+  }
   std::printf("sortd_shm_bench: %zu u32 keys (%.0f MiB), target %s, best of %d\n\n", n,
               bytes / 1048576.0, target.c_str(), repeat);
   std::printf("| case | best ms | median ms | vs local pinned |\n|---|---|---|---|\n");

@@ -2,7 +2,9 @@
 # Issue #20 on a host with two GPUs: one sortd over both against the same
 # sortd limited to GPU 0 (CUDA_VISIBLE_DEVICES=0), in one run: the startup
 # line, per-GPU metrics, 64 MiB Sorts from 32 clients for 30 s, 1024-key
-# SortStream, an array larger than one GPU's pool, and compute-sanitizer
+# SortStream, 8 sort-session clients, 8 clients sorting system regions at
+# once (no gRPC payload: how far the GPUs themselves scale), an array
+# larger than one GPU's pool, and compute-sanitizer
 # memcheck over worker tests with both devices visible. Carry
 # .device/bundle.tar.xz (README.md's bundle).
 set -u
@@ -22,7 +24,7 @@ metrics() {
 start() {  # $1: env assignment or "", $2: name, rest: sortd flags
   local vis=$1 name=$2; shift 2
   env $vis $B/sortd --listen=127.0.0.1:50400 --metrics_listen=127.0.0.1:9700 \
-    --max_message_bytes=1000000000 "$@" > /tmp/mg_$name.log 2>&1 &
+    --max_message_bytes=1000000000 --shared_memory=system "$@" > /tmp/mg_$name.log 2>&1 &
   pid=$!
   for i in $(seq 200); do $B/sortctl health --target=127.0.0.1:50400 >/dev/null 2>&1 && break; sleep 0.1; done
   echo "== $name: $(head -1 /tmp/mg_$name.log)"
@@ -54,6 +56,14 @@ for mode in two one; do
     echo "$mode: sessions 8 clients x 4 x 256 MiB: $(awk -v a=$t0 -v b=$t1 'BEGIN {printf "%.2f s, %.2f GB/s of keys", b - a, 8 * 4 * 268435456 / (b - a) / 1e9}') (failed: $(grep -c WRONG /tmp/mg_sessions_*.tsv | awk -F: '{s += $2} END {print s}'))"
   fi
   metrics | grep kernel | sed "s/^/$mode after sessions: /"
+  # System regions (issue #18): 8 clients, 256 MiB of keys each, sorting at
+  # once, 5 rounds; the keys move by DMA from the pinned region, no gRPC
+  # payload.
+  if [ -x $B/sortd_shm_bench ]; then
+    timeout 120 $B/sortd_shm_bench --target=127.0.0.1:50400 --clients=${REGION_CLIENTS:-8} --log2_keys=26 \
+      --repeat=5 2>&1 | grep -E '^\||concurrent|clients' | sed "s/^/$mode regions: /"
+    metrics | grep kernel | sed "s/^/$mode after regions: /"
+  fi
   kill -TERM $pid; wait $pid; echo "$mode: exit $?"
 done
 # Larger than one GPU's pool (256 MiB), smaller than both: 100 M u32 keys.
