@@ -68,6 +68,11 @@ cudaError_t SortTuned(void* temp, size_t& bytes, const sortd::cuda::RadixSortPro
   return sortd::cuda::detail::RadixSortTuned<OneSweepPolicy<K32, P32, W32>, OneSweepPolicy<K64, P64, W64>>(
       temp, bytes, p, stream, stats);
 }
+template <typename Policy32, typename Policy64>
+cudaError_t SortProfile(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p, cudaStream_t stream,
+                        sortd::cuda::RadixSortStats* stats) {
+  return sortd::cuda::detail::RadixSortTuned<Policy32, Policy64>(temp, bytes, p, stream, stats);
+}
 template <int T, int I, int M>
 using C = sortd::cuda::OneSweepConfig<T, I, M>;
 template <int T, int I, int M>
@@ -84,19 +89,10 @@ struct Variant {
 // keep the list short.
 
 const Variant kVariants[] = {
-    {"default", &sortd::cuda::RadixSort},
-    // 64-bit keys and 8-byte values, where the H100 trailed CUB
-    // (docs/benchmarks.md): K64, and W32 (32-bit keys, 8-byte values).
-    {"k64 384x20m2 w32 384x20m2",
-     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>, A<384, 20, 2>, A<384, 20, 2>>},
-    {"k64 384x18m2 w32 384x16m2",
-     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 18, 2>, A<384, 20, 2>, A<384, 16, 2>>},
-    {"k64 384x20m2 w32 512x14m2",
-     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>, A<384, 20, 2>, A<512, 14, 2>>},
-    {"k64 384x20m2 w32 384x24m2",
-     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>, A<384, 20, 2>, A<384, 24, 2>>},
-    {"k64 384x20m2 w32 256x12m4",
-     &SortTuned<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>, A<384, 20, 2>, A<256, 12, 4>>},
+    {"default (this GPU's)", &sortd::cuda::RadixSort},
+    // Each profile pinned, whatever this GPU would choose (radix_tuning.cuh).
+    {"h100 profile", &SortProfile<sortd::cuda::OneSweepTuningH100<uint32_t>, sortd::cuda::OneSweepTuningH100<uint64_t>>},
+    {"h200 profile", &SortProfile<sortd::cuda::OneSweepTuningH200<uint32_t>, sortd::cuda::OneSweepTuningH200<uint64_t>>},
 };
 
 struct Row {
@@ -406,8 +402,9 @@ int main(int argc, char** argv) {
   };
   for (const Case& c : presorted) run(c, size_t{1} << std::min(26, max_log2));
 
-  std::printf("\nGPU: %s (%d SMs), CUDA runtime %d, median of %d after warm-up\n", prop.name,
-              prop.multiProcessorCount, CUDART_VERSION, repeats);
+  std::printf("\nGPU: %s (%d SMs, %d MiB L2, tuning %s), CUDA runtime %d, median of %d after warm-up\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
+              sortd::cuda::RadixTuningName(sortd::cuda::RadixTuningFor(0)), CUDART_VERSION, repeats);
   std::printf("%-18s %6s %10s %10s %7s %7s %6s\n", "case", "n", "ours G/s", "CUB G/s", "ratio", "passes", "match");
   for (const Row& r : rows) {
     std::printf("%-18s 2^%-4d %10.2f %10.2f %6.2fx %7d %6s\n", r.name.c_str(), __builtin_ctzll(r.n),

@@ -3,6 +3,7 @@
 // worker outcomes into statuses.
 #include "core/gpu_engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/cuda/gpu_worker.h"
+#include "core/cuda/radix_sort.cuh"
 #include "core/cuda/segmented_sort.cuh"
 #include "core/gpu_info.h"
 #include "core/gpu_placement.h"
@@ -275,7 +277,24 @@ class GpuRadixEngine final : public GpuEngine {
 
 bool GpuEngineBuilt() { return true; }
 
+namespace {
+std::optional<cuda::RadixTuning> ParseRadixTuning(const std::string& name) {
+  for (cuda::RadixTuning t : {cuda::RadixTuning::kAuto, cuda::RadixTuning::kH100, cuda::RadixTuning::kH200}) {
+    if (name == cuda::RadixTuningName(t)) return t;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+bool ValidRadixTuning(const std::string& name) { return ParseRadixTuning(name).has_value(); }
+
 absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOptions& options) {
+  const std::optional<cuda::RadixTuning> tuning = ParseRadixTuning(options.radix_tuning);
+  if (!tuning.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("radix tuning \"", options.radix_tuning,
+                                                   "\": must be auto, h100 or h200"));
+  }
+  cuda::PinRadixTuning(*tuning);
   std::string list_error;
   const std::vector<GpuDevice> gpus = ListGpus(&list_error);
   if (gpus.empty()) {
@@ -286,6 +305,10 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
   std::vector<std::string> names;
   std::vector<std::string> errors;
   for (const GpuDevice& gpu : gpus) {
+    if (!options.devices.empty() &&
+        std::find(options.devices.begin(), options.devices.end(), gpu.ordinal) == options.devices.end()) {
+      continue;
+    }
     cuda::GpuWorkerOptions w;
     w.device = gpu.ordinal;
     w.slots = options.slots_per_gpu;
@@ -293,7 +316,11 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
     w.max_pool_bytes = options.max_pool_bytes;
     w.staging_chunk_bytes = options.staging_chunk_bytes;
     w.blocking_wait = options.blocking_wait;
-    w.fault_hook = options.fault_hook;
+    if (options.fault_hook) {
+      w.fault_hook = [hook = options.fault_hook, device = gpu.ordinal](const char* step) {
+        return hook(device, step);
+      };
+    }
     std::string error;
     std::unique_ptr<cuda::GpuWorker> worker = cuda::GpuWorker::Create(w, &error);
     if (worker == nullptr) {  // serve with the GPUs that work
@@ -301,8 +328,13 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
       continue;
     }
     names.push_back(absl::StrCat(gpu.ordinal, ":", gpu.name, " pool<=",
-                                 worker->max_pool_bytes() >> 20, "MiB"));
+                                 worker->max_pool_bytes() >> 20, "MiB tuning=",
+                                 cuda::RadixTuningName(cuda::RadixTuningFor(gpu.ordinal))));
     workers.push_back(std::move(worker));
+  }
+  if (workers.empty() && errors.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("none of GPUs ", absl::StrJoin(options.devices, ","), " is visible"));
   }
   if (workers.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
   std::string description = absl::StrCat("GPUs ", absl::StrJoin(names, ", "), ", ",

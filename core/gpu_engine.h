@@ -61,13 +61,25 @@ struct GpuEngineOptions {
   GpuEngineObserver* observer = nullptr;  // optional, not owned
   // Tests only: the clock of the rotation's cooldowns (null: absl::Now).
   std::function<absl::Time()> clock;
-  // Tests only: device errors to inject (cuda::GpuWorkerOptions::fault_hook;
-  // a cudaError_t value, 0 for none). Null in production.
-  std::function<int(const char* step)> fault_hook;
+  // The radix sort's pass tuning: "auto" (each GPU's own profile, from its
+  // properties), "h100" or "h200" (every GPU pinned; process-wide).
+  // core/cuda/radix_tuning.cuh has the profiles.
+  std::string radix_tuning = "auto";
+  // The CUDA ordinals to serve; empty: every visible GPU. (Operators pick
+  // GPUs with CUDA_VISIBLE_DEVICES; tests of one GPU's behaviour pin {0}
+  // so that they hold on hosts with several.)
+  std::vector<int> devices;
+  // Tests only: device errors to inject on GPU `device` at `step`
+  // (cuda::GpuWorkerOptions::fault_hook; a cudaError_t value, 0 for none).
+  // Null in production.
+  std::function<int(int device, const char* step)> fault_hook;
 };
 
 // Whether this binary has the GPU radix engine compiled in.
 bool GpuEngineBuilt();
+
+// Whether `name` is a GpuEngineOptions::radix_tuning value.
+bool ValidRadixTuning(const std::string& name);
 
 // Engines sorting on the GPU. SortBatch runs the segmented kernel
 // (EngineKind::kGpuSegmented), ArgsortBytes the merge sort (kGpuMerge).

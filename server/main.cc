@@ -61,6 +61,10 @@ ABSL_FLAG(uint64_t, gpu_pool_bytes, 0,
           "larger string arrays on the CPU");
 ABSL_FLAG(uint64_t, gpu_staging_chunk_bytes, uint64_t{8} << 20,
           "pinned host staging chunk per transfer step (two per stream)");
+ABSL_FLAG(std::string, gpu_radix_tuning, "auto",
+          "radix pass tuning: auto (each GPU's own profile, from its L2 size: h200 from 56 MiB, "
+          "else h100), h100 or h200 (every GPU pinned to that profile); the startup line names "
+          "each GPU's");
 ABSL_FLAG(bool, gpu_blocking_wait, false,
           "threads waiting for a GPU sleep until it is done instead of spinning on a core "
           "(spinning answers sooner; sleeping leaves the cores to other work)");
@@ -284,6 +288,12 @@ int main(int argc, char** argv) {
   options.dispatcher.gpu.rotation.failures_to_bench = absl::GetFlag(FLAGS_gpu_errors_to_bench);
   options.dispatcher.gpu.staging_chunk_bytes = absl::GetFlag(FLAGS_gpu_staging_chunk_bytes);
   options.dispatcher.gpu.blocking_wait = absl::GetFlag(FLAGS_gpu_blocking_wait);
+  options.dispatcher.gpu.radix_tuning = absl::GetFlag(FLAGS_gpu_radix_tuning);
+  if (!sortd::ValidRadixTuning(options.dispatcher.gpu.radix_tuning)) {
+    std::cerr << "sortd: --gpu_radix_tuning=" << options.dispatcher.gpu.radix_tuning
+              << ": must be auto, h100 or h200\n";
+    return 2;
+  }
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);

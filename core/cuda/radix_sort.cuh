@@ -87,9 +87,24 @@ struct RadixSortStats {
 // Sizes temp storage (d_temp_storage == nullptr) or sorts. Stable, both
 // directions; floats: -0.0 < +0.0, every NaN after +inf (first when
 // descending), NaNs equal (input order) with payloads unchanged.
+// The pass tuning is the current device's profile (RadixTuningFor); sizing
+// (d_temp_storage == nullptr) answers for every profile, so a size taken
+// with another device current still holds.
 cudaError_t RadixSort(void* d_temp_storage, size_t& temp_storage_bytes,
                       const RadixSortProblem& problem, cudaStream_t stream,
                       RadixSortStats* stats = nullptr);
+
+// Pass tunings measured per GPU kind (radix_tuning.cuh, docs/benchmarks.md):
+// kH200 was tuned on an H200 (60 MB L2, HBM3e); kH100 on an H100 (50 MB L2,
+// HBM3), and serves every device with less than 56 MiB of L2. kAuto: each
+// device's own, read once per device.
+enum class RadixTuning { kAuto, kH100, kH200 };
+// The profile sorts on CUDA device `device` use (never kAuto).
+RadixTuning RadixTuningFor(int device);
+// Pins every device of this process to `tuning` (sortd --gpu_radix_tuning;
+// tests); kAuto goes back to each device's own.
+void PinRadixTuning(RadixTuning tuning);
+const char* RadixTuningName(RadixTuning tuning);  // "auto", "h100", "h200"
 
 }  // namespace sortd::cuda
 

@@ -52,17 +52,37 @@ struct OneSweepPolicy {
   using WidePairs = WidePairsConfig;
 };
 
+// Per GPU kind (RadixTuning in radix_sort.cuh). The H200's were chosen on
+// the H200 for every width. On the H100 (less bandwidth, smaller L2) 64-bit
+// keys-only passes and 32-bit keys with 8-byte values gain from 2 blocks of
+// 384 x 20 (sortd_gpu_radix_bench --tune, two H100 hosts, 2026-11-27: u64
+// keys 2^24..2^28 0.95-0.99x -> 1.08-1.11x CUB, u32/u64 pairs 0.91-0.94x ->
+// 0.98-1.00x); the rest is the H200's.
 template <typename Word>
-struct OneSweepTuning;
+struct OneSweepTuningH200;
 
 template <>
-struct OneSweepTuning<uint32_t>
+struct OneSweepTuningH200<uint32_t>
     : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>> {};
 
 template <>
-struct OneSweepTuning<uint64_t>
+struct OneSweepTuningH200<uint64_t>
     : OneSweepPolicy<OneSweepConfig<384, 16, 3, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>> {};
+
+template <typename Word>
+struct OneSweepTuningH100;
+
+template <>
+struct OneSweepTuningH100<uint32_t>
+    : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>> {};
+
+template <>
+struct OneSweepTuningH100<uint64_t>
+    : OneSweepPolicy<OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>> {};
 
 struct HistogramTuning {

@@ -352,6 +352,7 @@ class StartupFaults(unittest.TestCase):
             ("--max_chunked_bytes=0", 2, "--max_chunked_bytes=0: must be positive"),
             ("--gpu_streams=0", 2, "--gpu_streams=0: must be positive"),
             ("--gpu_arriving_streams=-1", 2, "--gpu_arriving_streams=-1: must not be negative"),
+            ("--gpu_radix_tuning=a100", 2, "--gpu_radix_tuning=a100: must be auto, h100 or h200"),
             ("--chunk_response_bytes=0", 2, "--chunk_response_bytes=0: must be at least 1024"),
             ("--drain_timeout=-5s", 2, "--drain_timeout=-5s: must not be negative"),
             ("--idle_memory_trim_interval=-1s", 2, "--idle_memory_trim_interval=-1s: must not be negative"),

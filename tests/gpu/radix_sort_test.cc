@@ -89,21 +89,56 @@ class RadixSortTest : public ::testing::Test {};
 using KeyTypes = ::testing::Types<uint32_t, int32_t, float, uint64_t, int64_t, double>;
 TYPED_TEST_SUITE(RadixSortTest, KeyTypes);
 
+// Tile sizes (keys-only, 4-byte and 8-byte values) of one tuning policy.
+template <typename Policy>
+std::vector<size_t> TileSizes() {
+  std::vector<size_t> sizes;
+  for (size_t tile : {size_t{Policy::Keys::kBlockThreads} * Policy::Keys::kItemsPerThread,
+                      size_t{Policy::Pairs::kBlockThreads} * Policy::Pairs::kItemsPerThread,
+                      size_t{Policy::WidePairs::kBlockThreads} * Policy::WidePairs::kItemsPerThread}) {
+    for (size_t n : {tile - 1, tile, tile + 1, 2 * tile + 1}) sizes.push_back(n);
+  }
+  return sizes;
+}
+
+// Every tuning profile (pinned in turn, whatever this GPU would choose),
+// sizes around each of its tiles.
 TYPED_TEST(RadixSortTest, SizesAroundTilesBothOrdersKeysAndPairs) {
   SKIP_WITHOUT_GPU();
-  using Tuning = OneSweepTuning<std::conditional_t<sizeof(TypeParam) == 4, uint32_t, uint64_t>>;
-  const size_t keys_tile = static_cast<size_t>(Tuning::Keys::kBlockThreads) * Tuning::Keys::kItemsPerThread;
-  const size_t pairs_tile = static_cast<size_t>(Tuning::Pairs::kBlockThreads) * Tuning::Pairs::kItemsPerThread;
-  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, keys_tile - 1, keys_tile, keys_tile + 1,
-                   2 * keys_tile + 1, pairs_tile - 1, pairs_tile, pairs_tile + 1, 2 * pairs_tile + 1,
-                   (size_t{1} << 20) + 7}) {
-    const auto keys = Random<TypeParam>(n, n + 1);
-    for (bool desc : {false, true}) {
-      for (int vb : {0, 4, 8}) {
-        CheckSort(keys, desc, vb, nullptr, "random n=" + std::to_string(n));
+  using Word = std::conditional_t<sizeof(TypeParam) == 4, uint32_t, uint64_t>;
+  for (RadixTuning tuning : {RadixTuning::kH100, RadixTuning::kH200}) {
+    PinRadixTuning(tuning);
+    std::vector<size_t> sizes = tuning == RadixTuning::kH100 ? TileSizes<OneSweepTuningH100<Word>>()
+                                                             : TileSizes<OneSweepTuningH200<Word>>();
+    for (size_t n : {size_t{0}, size_t{1}, size_t{2}, (size_t{1} << 20) + 7}) sizes.push_back(n);
+    for (size_t n : sizes) {
+      const auto keys = Random<TypeParam>(n, n + 1);
+      for (bool desc : {false, true}) {
+        for (int vb : {0, 4, 8}) {
+          CheckSort(keys, desc, vb, nullptr,
+                    std::string(RadixTuningName(tuning)) + " random n=" + std::to_string(n));
+        }
       }
     }
   }
+  PinRadixTuning(RadixTuning::kAuto);
+}
+
+// Each device gets a profile from its L2 size, once; a pin overrides it
+// for every device and kAuto gives each its own back.
+TEST(RadixTuningTest, ChosenFromTheDeviceAndPinnable) {
+  SKIP_WITHOUT_GPU();
+  int l2 = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), cudaSuccess);
+  const RadixTuning own = l2 >= (56 << 20) ? RadixTuning::kH200 : RadixTuning::kH100;
+  EXPECT_EQ(RadixTuningFor(0), own) << "L2 " << l2;
+  const RadixTuning other = own == RadixTuning::kH100 ? RadixTuning::kH200 : RadixTuning::kH100;
+  PinRadixTuning(other);
+  EXPECT_EQ(RadixTuningFor(0), other);
+  PinRadixTuning(RadixTuning::kAuto);
+  EXPECT_EQ(RadixTuningFor(0), own);
+  EXPECT_STREQ(RadixTuningName(RadixTuning::kH100), "h100");
+  EXPECT_STREQ(RadixTuningName(RadixTuning::kH200), "h200");
 }
 
 TYPED_TEST(RadixSortTest, DegenerateAndNarrowInputs) {
