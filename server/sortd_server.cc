@@ -71,9 +71,9 @@ class GpuMetricsObserver final : public GpuEngineObserver {
   explicit GpuMetricsObserver(ServiceMetrics* metrics) : metrics_(metrics) {}
   void OnGpuSort(int gpu, double h2d_seconds, double kernel_seconds, double d2h_seconds,
                  size_t pool_bytes) override {
-    metrics_->RecordTransfer(/*host_to_device=*/true, h2d_seconds);
+    metrics_->RecordTransfer(gpu, /*host_to_device=*/true, h2d_seconds);
     metrics_->RecordKernel(gpu, kernel_seconds);
-    metrics_->RecordTransfer(/*host_to_device=*/false, d2h_seconds);
+    metrics_->RecordTransfer(gpu, /*host_to_device=*/false, d2h_seconds);
     metrics_->SetDevicePoolBytes(gpu, static_cast<double>(pool_bytes));
   }
   void OnGpuFallback(int gpu, GpuFallbackReason reason) override {

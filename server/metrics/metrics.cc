@@ -202,7 +202,7 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
                   .Register(*registry_)),
       transfer_(prometheus::BuildHistogram()
                     .Name("sortd_transfer_duration_seconds")
-                    .Help("Host-device copy time per launch, by direction.")
+                    .Help("Host-device copy time per launch, by GPU and direction.")
                     .Register(*registry_)),
       keys_(prometheus::BuildCounter()
                 .Name("sortd_keys_sorted_total")
@@ -269,10 +269,10 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
     keys_cells_[e] = &keys_.Add({{"engine", EngineLabel(e)}});
     batch_cells_[e] = &batch_.Add({{"engine", EngineLabel(e)}}, BatchBuckets());
   }
-  transfer_cells_[0] = &transfer_.Add({{"direction", "h2d"}}, DurationBuckets());
-  transfer_cells_[1] = &transfer_.Add({{"direction", "d2h"}}, DurationBuckets());
   for (int g = 0; g < options.gpu_devices; ++g) {
     kernel_cells_.push_back(&kernel_.Add({{"gpu", std::to_string(g)}}, DurationBuckets()));
+    transfer_cells_.push_back({&transfer_.Add({{"gpu", std::to_string(g)}, {"direction", "h2d"}}, DurationBuckets()),
+                               &transfer_.Add({{"gpu", std::to_string(g)}, {"direction", "d2h"}}, DurationBuckets())});
     pool_cells_.push_back(&pool_bytes_.Add({{"gpu", std::to_string(g)}}));
     fallback_cells_.push_back({&fallbacks_.Add({{"gpu", std::to_string(g)}, {"reason", "memory"}}),
                                &fallbacks_.Add({{"gpu", std::to_string(g)}, {"reason", "error"}})});
@@ -328,8 +328,9 @@ void ServiceMetrics::RecordKernel(int gpu, double seconds) {
   if (gpu >= 0 && gpu < static_cast<int>(kernel_cells_.size())) kernel_cells_[gpu]->Observe(seconds);
 }
 
-void ServiceMetrics::RecordTransfer(bool host_to_device, double seconds) {
-  transfer_cells_[host_to_device ? 0 : 1]->Observe(seconds);
+void ServiceMetrics::RecordTransfer(int gpu, bool host_to_device, double seconds) {
+  if (gpu < 0 || gpu >= static_cast<int>(transfer_cells_.size())) return;
+  transfer_cells_[gpu][host_to_device ? 0 : 1]->Observe(seconds);
 }
 
 void ServiceMetrics::SetDevicePoolBytes(int gpu, double bytes) {

@@ -71,7 +71,7 @@ class ServiceMetrics {
   void RecordBatch(EngineKind engine, size_t requests);
   // GPU timings (used by the GPU engines).
   void RecordKernel(int gpu, double seconds);
-  void RecordTransfer(bool host_to_device, double seconds);
+  void RecordTransfer(int gpu, bool host_to_device, double seconds);
   void SetDevicePoolBytes(int gpu, double bytes);
   // A request routed to a GPU that did not complete there.
   void RecordGpuFallback(int gpu, GpuFallbackReason reason);
@@ -124,8 +124,8 @@ class ServiceMetrics {
   std::array<prometheus::Counter*, kRpcMethodCount> received_cells_{};
   std::array<prometheus::Counter*, kRpcMethodCount> sent_cells_{};
   std::array<prometheus::Histogram*, kEngines> batch_cells_{};
-  std::array<prometheus::Histogram*, 2> transfer_cells_{};
   std::vector<prometheus::Histogram*> kernel_cells_;
+  std::vector<std::array<prometheus::Histogram*, 2>> transfer_cells_;  // h2d, d2h
   std::vector<prometheus::Gauge*> pool_cells_;
   std::vector<std::array<prometheus::Counter*, 2>> fallback_cells_;  // memory, error
   std::vector<prometheus::Gauge*> rotation_cells_;

@@ -7,7 +7,10 @@
 // even for that falls back to the CPU and is counted;
 // GPU timings reach the metrics; with batching, small requests from many
 // clients are sorted together by the segmented kernel and still give the
-// CPU engine's answer one by one. Skips without a GPU.
+// CPU engine's answer one by one. Skips without a GPU. These servers serve
+// GPU 0 alone (GpuEngineOptions::devices) so that what they count holds on
+// hosts with several; the TwoGpus tests, which skip with fewer, take every
+// GPU: both share the work, and one that fails leaves the other serving.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,6 +46,7 @@ std::unique_ptr<SortdServer> StartEngine(EngineChoice engine, size_t pool_bytes 
   options.dispatcher.gpu.merge_argsort_max_keys = kMergeArgsortMaxKeys;
   options.dispatcher.gpu.max_pool_bytes = pool_bytes;
   options.dispatcher.gpu.staging_chunk_bytes = 1 << 16;  // many pipeline steps
+  options.dispatcher.gpu.devices = {0};
   auto server = SortdServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? std::move(*server) : nullptr;
@@ -252,7 +256,7 @@ TEST(GpuService, SmallArraysStayOnTheCpuAndGpuTimingsReachMetrics) {
   ASSERT_TRUE(large.ok());
   EXPECT_EQ(large->engine, v1::ENGINE_GPU_RADIX);
   EXPECT_EQ(Metric(*server, "sortd_gpu_kernel_duration_seconds_count{gpu=\"0\"}"), 1);
-  EXPECT_EQ(Metric(*server, "sortd_transfer_duration_seconds_count{direction=\"h2d\"}"), 1);
+  EXPECT_EQ(Metric(*server, "sortd_transfer_duration_seconds_count{direction=\"h2d\",gpu=\"0\"}"), 1);
   EXPECT_GT(Metric(*server, "sortd_device_pool_bytes{gpu=\"0\"}"), 0);
 }
 
@@ -382,6 +386,7 @@ ServerOptions UnbatchedAutoOptions() {
   options.metrics_listen = "";
   options.dispatcher.engine = EngineChoice::kAuto;
   options.dispatcher.gpu.min_keys = kMinKeys;
+  options.dispatcher.gpu.devices = {0};
   return options;
 }
 
@@ -390,7 +395,7 @@ ServerOptions UnbatchedAutoOptions() {
 std::unique_ptr<SortdServer> StartWithOneFault(const char* step, std::atomic<int>* injected) {
   ServerOptions options = UnbatchedAutoOptions();
   options.dispatcher.gpu.merge_argsort_max_keys = 0;  // argsorts on the radix core
-  options.dispatcher.gpu.fault_hook = [step = std::string(step), injected](const char* at) {
+  options.dispatcher.gpu.fault_hook = [step = std::string(step), injected](int, const char* at) {
     if (step != at || injected->fetch_add(1) > 0) return 0;
     return 701;  // cudaErrorLaunchOutOfResources
   };
@@ -430,7 +435,7 @@ TEST(GpuService, AGpuFailingThreeTimesLeavesTheRotationAndComesBackAfterTheCoold
   options.dispatcher.gpu.rotation.failures_to_bench = 3;
   options.dispatcher.gpu.rotation.first_cooldown = absl::Seconds(10);
   options.dispatcher.gpu.clock = [now] { return absl::FromUnixSeconds(now->load()); };
-  options.dispatcher.gpu.fault_hook = [&injected](const char* at) {
+  options.dispatcher.gpu.fault_hook = [&injected](int, const char* at) {
     if (std::string(at) != "sort" || injected.fetch_add(1) >= 3) return 0;
     return 701;  // cudaErrorLaunchOutOfResources: not sticky
   };
@@ -462,6 +467,93 @@ TEST(GpuService, AGpuFailingThreeTimesLeavesTheRotationAndComesBackAfterTheCoold
   EXPECT_EQ(sort_once(51), v1::ENGINE_GPU_RADIX);
   EXPECT_EQ(Metric(*server, "sortd_gpu_in_rotation{gpu=\"0\"}"), 1);
   EXPECT_EQ(sort_once(52), v1::ENGINE_GPU_RADIX);
+}
+
+// Every visible GPU, no batching, radix from kMinKeys keys.
+ServerOptions AllGpusOptions() {
+  ServerOptions options = UnbatchedAutoOptions();
+  options.dispatcher.gpu.devices.clear();
+  return options;
+}
+
+#define SKIP_WITHOUT_TWO_GPUS() \
+  if (ListGpus().size() < 2) GTEST_SKIP() << "fewer than two GPUs visible"
+
+// Sorts from 8 client threads at once (their own arrays, each answer
+// compared with its own request's sort) spread over both GPUs: each ran
+// kernels and holds pool memory.
+TEST(GpuServiceTwoGpus, ConcurrentSortsUseBothGpus) {
+  SKIP_WITHOUT_TWO_GPUS();
+  auto started = SortdServer::Start(AllGpusOptions());
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& server = *started;
+  constexpr int kThreads = 8, kSortsEach = 4;
+  std::atomic<int> wrong{0}, off_gpu{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = Connect(*server);
+      for (int i = 0; i < kSortsEach; ++i) {
+        const auto keys = RandomKeys<uint32_t>((1 << 20) + 17 * t + i, 100 * t + i);
+        auto r = client->Sort<uint32_t>(keys);
+        auto expected = keys;
+        std::sort(expected.begin(), expected.end());
+        if (!r.ok() || r->keys != expected) ++wrong;
+        if (r.ok() && r->engine != v1::ENGINE_GPU_RADIX) ++off_gpu;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(off_gpu.load(), 0);
+  const double gpu0 = Metric(*server, "sortd_gpu_kernel_duration_seconds_count{gpu=\"0\"}");
+  const double gpu1 = Metric(*server, "sortd_gpu_kernel_duration_seconds_count{gpu=\"1\"}");
+  EXPECT_EQ(gpu0 + gpu1, kThreads * kSortsEach);
+  EXPECT_GT(gpu0, 0);
+  EXPECT_GT(gpu1, 0);
+  EXPECT_GT(Metric(*server, "sortd_device_pool_bytes{gpu=\"0\"}"), 0);
+  EXPECT_GT(Metric(*server, "sortd_device_pool_bytes{gpu=\"1\"}"), 0);
+}
+
+// GPU 1 fails every sort (an injected, non-sticky launch error): its jobs
+// fall back to the CPU (answers still right) until it leaves the rotation;
+// then every sort runs on GPU 0. The rotation's clock stands still, so GPU
+// 1 is not probed again during the test.
+TEST(GpuServiceTwoGpus, AFailingGpuLeavesTheOtherServing) {
+  SKIP_WITHOUT_TWO_GPUS();
+  ServerOptions options = AllGpusOptions();
+  options.dispatcher.gpu.rotation.failures_to_bench = 3;
+  options.dispatcher.gpu.clock = [] { return absl::FromUnixSeconds(1000); };
+  std::atomic<int> injected{0};
+  options.dispatcher.gpu.fault_hook = [&injected](int device, const char* at) {
+    if (device != 1 || std::string(at) != "sort") return 0;
+    ++injected;
+    return 701;  // cudaErrorLaunchOutOfResources: not sticky
+  };
+  auto started = SortdServer::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& server = *started;
+  auto client = Connect(*server);
+  auto sort_once = [&](uint64_t seed) {
+    const auto keys = RandomKeys<uint32_t>(40000, seed);
+    auto r = client->Sort<uint32_t>(keys);
+    EXPECT_TRUE(r.ok()) << r.status();
+    auto expected = keys;
+    std::sort(expected.begin(), expected.end());
+    if (r.ok()) EXPECT_EQ(r->keys, expected);
+    return r.ok() ? r->engine : v1::ENGINE_UNSPECIFIED;
+  };
+  // Until GPU 1 is out (placement sends it every other job when both idle).
+  int sorts = 0;
+  while (Metric(*server, "sortd_gpu_in_rotation{gpu=\"1\"}") == 1 && sorts < 20) sort_once(200 + sorts++);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_in_rotation{gpu=\"1\"}"), 0) << "after " << sorts << " sorts";
+  EXPECT_EQ(injected.load(), 3);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_fallbacks_total{gpu=\"1\",reason=\"error\"}"), 3);
+  EXPECT_EQ(Metric(*server, "sortd_gpu_in_rotation{gpu=\"0\"}"), 1);
+  const double gpu0_before = Metric(*server, "sortd_gpu_kernel_duration_seconds_count{gpu=\"0\"}");
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(sort_once(300 + i), v1::ENGINE_GPU_RADIX) << i;
+  EXPECT_EQ(Metric(*server, "sortd_gpu_kernel_duration_seconds_count{gpu=\"0\"}"), gpu0_before + 6);
+  EXPECT_EQ(injected.load(), 3);  // GPU 1 not tried while out
 }
 
 TEST(GpuService, AGpuErrorAfterOutputStartedFailsTheRequestAndTheServerServes) {

@@ -59,6 +59,31 @@ TEST(MetricsTest, CountsKnownRequestsBytesAndDurations) {
   EXPECT_NE(text.find("sortd_build_info{"), std::string::npos);
 }
 
+// Per-GPU series (issue #20): what one GPU's jobs record lands in its own
+// kernel and transfer series, and GPUs out of range are dropped.
+TEST(MetricsTest, GpuTimingsAreRecordedPerGpu) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  MetricsOptions options;
+  options.gpu_devices = 2;
+  ServiceMetrics metrics(registry, options);
+  metrics.RecordKernel(1, 0.002);
+  metrics.RecordTransfer(1, /*host_to_device=*/true, 0.010);
+  metrics.RecordTransfer(1, /*host_to_device=*/false, 0.020);
+  metrics.RecordTransfer(0, /*host_to_device=*/true, 0.030);
+  metrics.RecordTransfer(2, /*host_to_device=*/true, 0.040);  // no GPU 2: dropped
+  metrics.SetDevicePoolBytes(1, 4096);
+  const std::string text = prometheus::TextSerializer().Serialize(registry->Collect());
+  EXPECT_EQ(Sample(text, R"(sortd_gpu_kernel_duration_seconds_count{gpu="1"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_gpu_kernel_duration_seconds_count{gpu="0"})"), 0);
+  EXPECT_EQ(Sample(text, R"(sortd_transfer_duration_seconds_count{direction="h2d",gpu="1"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_transfer_duration_seconds_count{direction="d2h",gpu="1"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_transfer_duration_seconds_count{direction="h2d",gpu="0"})"), 1);
+  EXPECT_EQ(Sample(text, R"(sortd_transfer_duration_seconds_count{direction="d2h",gpu="0"})"), 0);
+  EXPECT_DOUBLE_EQ(Sample(text, R"(sortd_transfer_duration_seconds_sum{direction="h2d",gpu="0"})"), 0.030);
+  EXPECT_EQ(text.find(R"(gpu="2")"), std::string::npos);
+  EXPECT_EQ(Sample(text, R"(sortd_device_pool_bytes{gpu="1"})"), 4096);
+}
+
 TEST(RequestLogTest, LogsFailuresAndSlowRequestsWithinTheRateLimit) {
   std::ostringstream out;
   RequestLogOptions options;
