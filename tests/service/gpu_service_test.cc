@@ -390,6 +390,18 @@ ServerOptions UnbatchedAutoOptions() {
   return options;
 }
 
+// Sorts 40000 random u32 keys (from `seed`) through `client`, checks the
+// answer and returns the engine that sorted it (unspecified on failure).
+v1::Engine SortChecked(client::SortClient& client, uint64_t seed) {
+  const auto keys = RandomKeys<uint32_t>(40000, seed);
+  auto r = client.Sort<uint32_t>(keys);
+  EXPECT_TRUE(r.ok()) << r.status();
+  auto expected = keys;
+  std::sort(expected.begin(), expected.end());
+  if (r.ok()) EXPECT_EQ(r->keys, expected);
+  return r.ok() ? r->engine : v1::ENGINE_UNSPECIFIED;
+}
+
 // A device error injected once at `step` of a radix sort
 // (GpuEngineOptions::fault_hook; not sticky, as a launch failure is not).
 std::unique_ptr<SortdServer> StartWithOneFault(const char* step, std::atomic<int>* injected) {
@@ -443,15 +455,7 @@ TEST(GpuService, AGpuFailingThreeTimesLeavesTheRotationAndComesBackAfterTheCoold
   ASSERT_TRUE(started.ok()) << started.status();
   auto& server = *started;
   auto client = Connect(*server);
-  auto sort_once = [&](uint64_t seed) {
-    const auto keys = RandomKeys<uint32_t>(40000, seed);
-    auto r = client->Sort<uint32_t>(keys);
-    EXPECT_TRUE(r.ok()) << r.status();
-    auto expected = keys;
-    std::sort(expected.begin(), expected.end());
-    if (r.ok()) EXPECT_EQ(r->keys, expected);
-    return r.ok() ? r->engine : v1::ENGINE_UNSPECIFIED;
-  };
+  auto sort_once = [&](uint64_t seed) { return SortChecked(*client, seed); };
   EXPECT_EQ(Metric(*server, "sortd_gpu_in_rotation{gpu=\"0\"}"), 1);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(sort_once(40 + i), v1::ENGINE_CPU) << i;
   EXPECT_EQ(injected.load(), 3);
@@ -534,15 +538,7 @@ TEST(GpuServiceTwoGpus, AFailingGpuLeavesTheOtherServing) {
   ASSERT_TRUE(started.ok()) << started.status();
   auto& server = *started;
   auto client = Connect(*server);
-  auto sort_once = [&](uint64_t seed) {
-    const auto keys = RandomKeys<uint32_t>(40000, seed);
-    auto r = client->Sort<uint32_t>(keys);
-    EXPECT_TRUE(r.ok()) << r.status();
-    auto expected = keys;
-    std::sort(expected.begin(), expected.end());
-    if (r.ok()) EXPECT_EQ(r->keys, expected);
-    return r.ok() ? r->engine : v1::ENGINE_UNSPECIFIED;
-  };
+  auto sort_once = [&](uint64_t seed) { return SortChecked(*client, seed); };
   // Until GPU 1 is out (placement sends it every other job when both idle).
   int sorts = 0;
   while (Metric(*server, "sortd_gpu_in_rotation{gpu=\"1\"}") == 1 && sorts < 20) sort_once(200 + sorts++);
