@@ -437,12 +437,22 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   const bool read_back = p.skip_trivial_passes || is_float;
   const bool detect_order = read_back && n >= p.presorted_min_items;
   // A few sorted runs are merged (MergeSortedRuns, in this temp storage:
-  // nothing of the radix sort's is in use by then), below 2^32 keys.
-  const bool merge_runs = detect_order && n < (size_t{1} << 32);
+  // nothing of the radix sort's is in use by then), below 2^32 keys, where
+  // the output does not overlap the input (a merge pass reads and writes
+  // whole runs). The size counts the merge wherever the order may be
+  // looked at, whatever presorted_min_items says, so that a size taken
+  // with another minimum holds.
+  const bool merge_sized = read_back && n < (size_t{1} << 32);
   size_t needed = t.size();
-  if (merge_runs) {
+  if (merge_sized) {
     needed = std::max(needed, MergeSortedRunsTempBound(p.key_type, n, p.value_bytes, kMaxRunBreaks + 1));
   }
+  auto apart = [](const void* a, const void* b, size_t bytes) {
+    const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x + bytes <= y || y + bytes <= x;
+  };
+  const bool merge_runs = merge_sized && detect_order && apart(p.d_keys_in, p.d_keys_out, n * sizeof(Word)) &&
+                          (p.value_bytes == 0 || apart(p.d_values_in, p.d_values_out, n * p.value_bytes));
   if (d_temp == nullptr) {
     temp_bytes = needed;
     return cudaSuccess;
@@ -508,21 +518,40 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     SORTD_CUDA_TRY(count_histogram(plan + 2, true));
     SORTD_CUDA_TRY(cudaEventSynchronize(plan_read.get()));
     const unsigned long long order = plan_host[2];
+    // The histogram stood down for ordered input and a few runs: count now
+    // and sort in full (the speculative pass stands down too:
+    // SpeculativeRoute).
+    auto count_after_all = [&]() -> cudaError_t {
+      SORTD_CUDA_TRY(cudaMemsetAsync(hist, 0, kPasses * kRadixBins * sizeof(unsigned long long) +
+                                                  2 * sizeof(unsigned long long), stream));
+      return count_histogram(nullptr, false);
+    };
+    // Where the runs after the first start, sorted, between 0 and n; empty
+    // when the plan words do not describe runs (never expected: then the
+    // input is sorted in full rather than trusted).
+    auto run_offsets_read = [&]() {
+      std::vector<size_t> offsets;
+      if (plan_host[3] == 0 || plan_host[3] > static_cast<unsigned long long>(kMaxRunBreaks)) return offsets;
+      offsets.assign(plan_host + 4, plan_host + 4 + plan_host[3]);
+      offsets.push_back(0);
+      offsets.push_back(n);
+      std::sort(offsets.begin(), offsets.end());
+      if (std::adjacent_find(offsets.begin(), offsets.end()) != offsets.end() || offsets.back() != n) {
+        offsets.clear();
+      }
+      return offsets;
+    };
+    std::vector<size_t> run_offsets;
     if ((order & kOrderNeither) != kOrderNeither) {
       const PresortedDone done = FinishPresorted<Word>(p, order, stats, stream);
       if (done.finished) return done.error;
       // In reverse order, but with ties a reversal would not keep (pairs, or
-      // NaNs): count now (the histogram stood down) and sort in full (the
-      // speculative pass stands down too: SpeculativeRoute).
-      SORTD_CUDA_TRY(cudaMemsetAsync(hist, 0, kPasses * kRadixBins * sizeof(unsigned long long) +
-                                                  2 * sizeof(unsigned long long), stream));
-      SORTD_CUDA_TRY(count_histogram(nullptr, false));
+      // NaNs).
+      SORTD_CUDA_TRY(count_after_all());
+    } else if (!SortsInFull(order) && (run_offsets = run_offsets_read()).empty()) {
+      SORTD_CUDA_TRY(count_after_all());
     } else if (!SortsInFull(order)) {
       // A few sorted runs (the histogram stood down): merged.
-      std::vector<size_t> run_offsets(plan_host + 4, plan_host + 4 + plan_host[3]);
-      run_offsets.push_back(0);
-      run_offsets.push_back(n);
-      std::sort(run_offsets.begin(), run_offsets.end());
       if (stats != nullptr) {
         stats->passes_run = 0;
         stats->presorted = RadixSortStats::Presorted::kRuns;

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cuda/merge_sort.cuh"
 #include "core/cuda/radix_sort.cuh"
 #include "core/cuda/radix_tuning.cuh"
 #include "tests/gpu/radix_reference.h"
@@ -122,6 +123,28 @@ TYPED_TEST(RadixSortTest, SizesAroundTilesBothOrdersKeysAndPairs) {
     }
   }
   PinRadixTuning(RadixTuning::kAuto);
+}
+
+// Sizing reads no device memory (no GPU needed): the size holds whatever
+// the order check's minimum, since a caller may size with the default and
+// sort with another (a few sorted runs are merged in the same storage).
+TEST(RadixSortSizingTest, SizeHoldsForAnyOrderCheckMinimum) {
+  for (size_t n : {size_t{5000}, size_t{1} << 20, (size_t{1} << 22) + 3}) {
+    for (int vb : {0, 4, 8}) {
+      for (RadixKeyType type : {RadixKeyType::kUint32, RadixKeyType::kFloat64}) {
+        RadixSortProblem p;
+        p.key_type = type;
+        p.num_items = n;
+        p.value_bytes = vb;
+        size_t by_default = 0, looked_at = 0;
+        ASSERT_EQ(RadixSort(nullptr, by_default, p, nullptr), cudaSuccess);
+        p.presorted_min_items = 0;
+        ASSERT_EQ(RadixSort(nullptr, looked_at, p, nullptr), cudaSuccess);
+        EXPECT_EQ(by_default, looked_at) << "n " << n << " values " << vb;
+        EXPECT_GE(looked_at, MergeSortedRunsTempBound(type, n, vb, kRadixMaxMergedRuns)) << "n " << n;
+      }
+    }
+  }
 }
 
 // Each device gets a profile from its L2 size, once; a pin overrides it
