@@ -301,6 +301,12 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
     return absl::FailedPreconditionError(
         absl::StrCat("no GPU found", list_error.empty() ? "" : absl::StrCat(" (", list_error, ")")));
   }
+  for (int wanted : options.devices) {
+    if (std::none_of(gpus.begin(), gpus.end(), [&](const GpuDevice& g) { return g.ordinal == wanted; })) {
+      return absl::FailedPreconditionError(absl::StrCat("GPU ", wanted, " is not visible (", gpus.size(),
+                                                        " visible)"));
+    }
+  }
   std::vector<std::unique_ptr<cuda::GpuWorker>> workers;
   std::vector<std::string> names;
   std::vector<std::string> errors;
@@ -331,10 +337,6 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
                                  worker->max_pool_bytes() >> 20, "MiB tuning=",
                                  cuda::RadixTuningName(cuda::RadixTuningFor(gpu.ordinal))));
     workers.push_back(std::move(worker));
-  }
-  if (workers.empty() && errors.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("none of GPUs ", absl::StrJoin(options.devices, ","), " is visible"));
   }
   if (workers.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
   std::string description = absl::StrCat("GPUs ", absl::StrJoin(names, ", "), ", ",

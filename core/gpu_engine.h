@@ -65,9 +65,10 @@ struct GpuEngineOptions {
   // properties), "h100" or "h200" (every GPU pinned; process-wide).
   // core/cuda/radix_tuning.cuh has the profiles.
   std::string radix_tuning = "auto";
-  // The CUDA ordinals to serve; empty: every visible GPU. (Operators pick
-  // GPUs with CUDA_VISIBLE_DEVICES; tests of one GPU's behaviour pin {0}
-  // so that they hold on hosts with several.)
+  // The CUDA ordinals to serve; empty: every visible GPU. One that is not
+  // visible fails Create. (Operators pick GPUs with CUDA_VISIBLE_DEVICES;
+  // tests of one GPU's behaviour pin {0} so that they hold on hosts with
+  // several.)
   std::vector<int> devices;
   // Tests only: device errors to inject on GPU `device` at `step`
   // (cuda::GpuWorkerOptions::fault_hook; a cudaError_t value, 0 for none).

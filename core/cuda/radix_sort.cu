@@ -19,11 +19,12 @@ std::atomic<int> pinned_tuning{static_cast<int>(RadixTuning::kAuto)};
 // reads the same attribute twice and stores the same answer).
 std::atomic<int> device_tuning[kMaxDevices];
 
+// kAuto when the device could not be asked (not kept: asked again next time).
 RadixTuning FromProperties(int device) {
   int l2 = 0;
   if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess) {
     cudaGetLastError();  // clear it: the sort itself reports real errors
-    return RadixTuning::kH100;
+    return RadixTuning::kAuto;
   }
   return l2 >= kH200ClassL2Bytes ? RadixTuning::kH200 : RadixTuning::kH100;
 }
@@ -43,13 +44,14 @@ cudaError_t SortWith(RadixTuning tuning, void* d_temp_storage, size_t& temp_stor
 RadixTuning RadixTuningFor(int device) {
   const auto pinned = static_cast<RadixTuning>(pinned_tuning.load(std::memory_order_relaxed));
   if (pinned != RadixTuning::kAuto) return pinned;
-  if (device < 0 || device >= kMaxDevices) return FromProperties(device);
-  int known = device_tuning[device].load(std::memory_order_relaxed);
-  if (known == 0) {
-    known = static_cast<int>(FromProperties(device)) + 1;
-    device_tuning[device].store(known, std::memory_order_relaxed);
+  const int known = device >= 0 && device < kMaxDevices ? device_tuning[device].load(std::memory_order_relaxed) : 0;
+  if (known != 0) return static_cast<RadixTuning>(known - 1);
+  const RadixTuning read = FromProperties(device);
+  if (read == RadixTuning::kAuto) return RadixTuning::kH100;
+  if (device >= 0 && device < kMaxDevices) {
+    device_tuning[device].store(static_cast<int>(read) + 1, std::memory_order_relaxed);
   }
-  return static_cast<RadixTuning>(known - 1);
+  return read;
 }
 
 void PinRadixTuning(RadixTuning tuning) {
