@@ -14,9 +14,13 @@ B=$PWD/.device/bundle/bin
 SECONDS_BIG=${SECONDS_BIG:-30}
 # The GPU service tests first (with two GPUs visible), when bundled.
 if [ -x $B/sortd_gpu_service_test ]; then
-  timeout 240 $B/sortd_gpu_service_test 2>&1 | grep -E '^\[  (PASSED|FAILED)|Failure' | head -8
+  timeout 240 $B/sortd_gpu_service_test > /tmp/mg_service.log 2>&1
+  echo "GPU service tests (exit $?): $(grep -E '^\[  (PASSED|FAILED) ' /tmp/mg_service.log | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z]' /tmp/mg_service.log | head -8
 fi
 nvidia-smi -L
+# How the GPUs reach host memory and each other (what their copies share).
+nvidia-smi topo -m 2>&1 | head -12
 metrics() {
   python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9700/metrics').read().decode())" \
     | grep -E '^sortd_(device_pool_bytes|gpu_kernel_duration_seconds_count|transfer_duration_seconds_count|gpu_fallbacks_total)' | grep -v ' 0$'
