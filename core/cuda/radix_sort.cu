@@ -44,13 +44,12 @@ cudaError_t SortWith(RadixTuning tuning, void* d_temp_storage, size_t& temp_stor
 RadixTuning RadixTuningFor(int device) {
   const auto pinned = static_cast<RadixTuning>(pinned_tuning.load(std::memory_order_relaxed));
   if (pinned != RadixTuning::kAuto) return pinned;
-  const int known = device >= 0 && device < kMaxDevices ? device_tuning[device].load(std::memory_order_relaxed) : 0;
+  std::atomic<int>* kept = device >= 0 && device < kMaxDevices ? &device_tuning[device] : nullptr;
+  const int known = kept != nullptr ? kept->load(std::memory_order_relaxed) : 0;
   if (known != 0) return static_cast<RadixTuning>(known - 1);
   const RadixTuning read = FromProperties(device);
   if (read == RadixTuning::kAuto) return RadixTuning::kH100;
-  if (device >= 0 && device < kMaxDevices) {
-    device_tuning[device].store(static_cast<int>(read) + 1, std::memory_order_relaxed);
-  }
+  if (kept != nullptr) kept->store(static_cast<int>(read) + 1, std::memory_order_relaxed);
   return read;
 }
 

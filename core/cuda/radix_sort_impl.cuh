@@ -267,6 +267,19 @@ cudaError_t WithValueType(int value_bytes, Fn&& fn) {
 // wherever that is safe: not where the output overlaps the input, and
 // copies only where output and input share their 16-byte alignment (and
 // not at all when sorted input may stay where it is).
+// Whether the output arrays lie apart from the input ones (keys, and values
+// where there are any): the order check may then write the output as it
+// reads, and a few runs may be merged from the input into the output.
+template <typename Word>
+bool OutputApartFromInput(const RadixSortProblem& p) {
+  auto apart = [](const void* a, const void* b, size_t bytes) {
+    const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x + bytes <= y || y + bytes <= x;
+  };
+  return apart(p.d_keys_in, p.d_keys_out, p.num_items * sizeof(Word)) &&
+         (p.value_bytes == 0 || apart(p.d_values_in, p.d_values_out, p.num_items * p.value_bytes));
+}
+
 template <typename Word>
 cudaError_t LaunchKeyOrder(const RadixSortProblem& p, const KeyMasks<Word>& masks, unsigned long long* order,
                            const RunBreaks& breaks, int sms, cudaStream_t stream) {
@@ -276,12 +289,8 @@ cudaError_t LaunchKeyOrder(const RadixSortProblem& p, const KeyMasks<Word>& mask
   constexpr size_t kPer = 16 / sizeof(Word);
   const size_t n = p.num_items;
   auto addr = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); };
-  auto apart = [&](const void* a, const void* b, size_t bytes) {
-    return addr(a) + bytes <= addr(b) || addr(b) + bytes <= addr(a);
-  };
   const size_t head = std::min(n, (16 - addr(p.d_keys_in) % 16) % 16 / sizeof(Word));
-  const bool writable = apart(p.d_keys_in, p.d_keys_out, n * sizeof(Word)) &&
-                        (p.value_bytes == 0 || apart(p.d_values_in, p.d_values_out, n * p.value_bytes));
+  const bool writable = OutputApartFromInput<Word>(p);
   const size_t chunks = ((n - head) / kPer + 32 * kVecs - 1) / (32 * kVecs);
   const int warps_per_block = kThreads / 32;
   return WithValueType(p.value_bytes, [&](auto value_tag) {
@@ -407,6 +416,29 @@ PresortedDone FinishPresorted(const RadixSortProblem& p, unsigned long long orde
   return {true, err};
 }
 
+// Merges input found to be sorted runs (`run_offsets`: 0, the starts of
+// the runs after the first, n) into the output, in the sort's temp storage.
+inline cudaError_t MergeFoundRuns(const RadixSortProblem& p, const std::vector<size_t>& run_offsets, void* d_temp,
+                                  size_t temp_bytes, RadixSortStats* stats, cudaStream_t stream) {
+  const int runs = static_cast<int>(run_offsets.size() - 1);
+  if (stats != nullptr) {
+    stats->passes_run = 0;
+    stats->presorted = RadixSortStats::Presorted::kRuns;
+    stats->runs = runs;
+  }
+  MergeRunsProblem m;
+  m.key_type = p.key_type;
+  m.descending = p.descending;
+  m.num_runs = runs;
+  m.h_run_offsets = run_offsets.data();
+  m.d_keys_in = p.d_keys_in;
+  m.d_keys_out = p.d_keys_out;
+  m.value_bytes = p.value_bytes;
+  m.d_values_in = p.d_values_in;
+  m.d_values_out = p.d_values_out;
+  return MergeSortedRuns(d_temp, temp_bytes, m, stream);
+}
+
 template <typename Word, typename Tuning>
 cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& p,
                       cudaStream_t stream, RadixSortStats* stats) {
@@ -447,12 +479,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   if (merge_sized) {
     needed = std::max(needed, MergeSortedRunsTempBound(p.key_type, n, p.value_bytes, kMaxRunBreaks + 1));
   }
-  auto apart = [](const void* a, const void* b, size_t bytes) {
-    const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-    return x + bytes <= y || y + bytes <= x;
-  };
-  const bool merge_runs = merge_sized && detect_order && apart(p.d_keys_in, p.d_keys_out, n * sizeof(Word)) &&
-                          (p.value_bytes == 0 || apart(p.d_values_in, p.d_values_out, n * p.value_bytes));
+  const bool merge_runs = merge_sized && detect_order && OutputApartFromInput<Word>(p);
   if (d_temp == nullptr) {
     temp_bytes = needed;
     return cudaSuccess;
@@ -541,34 +568,18 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
       }
       return offsets;
     };
-    std::vector<size_t> run_offsets;
     if ((order & kOrderNeither) != kOrderNeither) {
       const PresortedDone done = FinishPresorted<Word>(p, order, stats, stream);
       if (done.finished) return done.error;
       // In reverse order, but with ties a reversal would not keep (pairs, or
       // NaNs).
       SORTD_CUDA_TRY(count_after_all());
-    } else if (!SortsInFull(order) && (run_offsets = run_offsets_read()).empty()) {
-      SORTD_CUDA_TRY(count_after_all());
     } else if (!SortsInFull(order)) {
-      // A few sorted runs (the histogram stood down): merged.
-      if (stats != nullptr) {
-        stats->passes_run = 0;
-        stats->presorted = RadixSortStats::Presorted::kRuns;
-        stats->runs = static_cast<int>(run_offsets.size() - 1);
-      }
-      MergeRunsProblem m;
-      m.key_type = p.key_type;
-      m.descending = p.descending;
-      m.num_runs = static_cast<int>(run_offsets.size() - 1);
-      m.h_run_offsets = run_offsets.data();
-      m.d_keys_in = p.d_keys_in;
-      m.d_keys_out = p.d_keys_out;
-      m.value_bytes = p.value_bytes;
-      m.d_values_in = p.d_values_in;
-      m.d_values_out = p.d_values_out;
-      size_t merge_bytes = temp_bytes;
-      return MergeSortedRuns(d_temp, merge_bytes, m, stream);
+      // A few sorted runs (the histogram stood down): merged, unless the
+      // plan words do not describe runs.
+      const std::vector<size_t> run_offsets = run_offsets_read();
+      if (!run_offsets.empty()) return MergeFoundRuns(p, run_offsets, d_temp, temp_bytes, stats, stream);
+      SORTD_CUDA_TRY(count_after_all());
     }
   } else {
     SORTD_CUDA_TRY(count_histogram(read_back ? plan + 2 : nullptr, false));
