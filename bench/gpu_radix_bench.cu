@@ -2,7 +2,8 @@
 // events, warm-up, median of repeats, fresh random data, results compared on
 // the GPU for every timed size. Prints a table of Gkeys/s and ratios last.
 //   sortd_gpu_radix_bench [--max_log2=28] [--repeats=7] [--only='u32 keys']
-//   sortd_gpu_radix_bench --tune   (alternative pass tunings side by side)
+//   sortd_gpu_radix_bench --tune [--variant=SUBSTRING]
+//                                  (alternative pass tunings side by side)
 //   sortd_gpu_radix_bench --small  (the library call at 1..65536 keys: host
 //                                   time of call + stream sync, vs CUB)
 #include <cuda_runtime.h>
@@ -43,6 +44,33 @@ __global__ void FillOrdered(uint32_t* w, size_t n, Order order) {
   }
 }
 
+// How random keys are spread: uniform over the key bits; drawn from 16
+// distinct values (ties: few digits per pass); skewed (each bit set with
+// probability 1/8: the AND of three random words).
+enum class Spread { kUniform, kDistinct16, kSkewed };
+
+// Maps each key (`words` 32-bit words) to one of 16 fixed random keys,
+// chosen by the low bits of its first word.
+__global__ void MakeDistinct16(uint32_t* w, size_t keys, int words) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < keys; i += (size_t)gridDim.x * blockDim.x) {
+    const uint32_t pick = w[i * words] & 15u;
+    for (int k = 0; k < words; ++k) {
+      uint32_t x = (pick * words + k) * 0x9E3779B9u + 0x7F4A7C15u;
+      x ^= x >> 16; x *= 0x85EBCA6Bu; x ^= x >> 13; x *= 0xC2B2AE35u; x ^= x >> 16;
+      w[i * words + k] = x;
+    }
+  }
+}
+
+// w[i] &= another random word (run twice after a fill: bits set with p = 1/8).
+__global__ void AndRandom(uint32_t* w, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 33;
+    w[i] &= static_cast<uint32_t>(x);
+  }
+}
+
 struct Case {
   std::string name;
   sortd::cuda::RadixKeyType key;
@@ -53,6 +81,8 @@ struct Case {
   // Sorted input may stay in the input (RadixSortProblem::allow_result_in_input;
   // CUB's DoubleBuffer API has the same freedom but sorts all the same).
   bool result_in_input = false;
+  Spread spread = Spread::kUniform;  // random keys only
+  bool descending = false;
 };
 
 using SortFn = cudaError_t (*)(void*, size_t&, const sortd::cuda::RadixSortProblem&, cudaStream_t,
@@ -80,6 +110,15 @@ using A = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr
 template <int T, int I, int M>  // kAtomicOr with stable ranks in the first keys-only pass too
 using S = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr, false>;
 
+// The library's sort with every pass on the plain kernel (no concentrated
+// passes): the before of the ties rows.
+cudaError_t SortPlainPasses(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
+                            cudaStream_t stream, sortd::cuda::RadixSortStats* stats) {
+  sortd::cuda::RadixSortProblem plain = p;
+  plain.concentrated_passes = false;
+  return sortd::cuda::RadixSort(temp, bytes, plain, stream, stats);
+}
+
 struct Variant {
   const char* name;
   SortFn fn;
@@ -90,6 +129,7 @@ struct Variant {
 
 const Variant kVariants[] = {
     {"default (this GPU's)", &sortd::cuda::RadixSort},
+    {"plain passes", &SortPlainPasses},
     // Each profile pinned, whatever this GPU would choose (radix_tuning.cuh).
     {"h100 profile", &SortProfile<sortd::cuda::OneSweepTuningH100<uint32_t>, sortd::cuda::OneSweepTuningH100<uint64_t>>},
     {"h200 profile", &SortProfile<sortd::cuda::OneSweepTuningH200<uint32_t>, sortd::cuda::OneSweepTuningH200<uint64_t>>},
@@ -110,12 +150,19 @@ double Median(std::vector<float> v) {
 
 template <typename Key, typename Value>
 double TimeCub(void* d_temp, size_t temp_bytes, const void* kin, void* kout, const void* vin, void* vout,
-               size_t n, int repeats, cudaEvent_t start, cudaEvent_t stop) {
+               size_t n, bool descending, int repeats, cudaEvent_t start, cudaEvent_t stop) {
   std::vector<float> times;
   for (int r = 0; r < repeats + 1; ++r) {
     CHECK(cudaEventRecord(start));
     if constexpr (std::is_same_v<Value, void>) {
-      CHECK(cub::DeviceRadixSort::SortKeys(d_temp, temp_bytes, (const Key*)kin, (Key*)kout, n));
+      if (descending) {
+        CHECK(cub::DeviceRadixSort::SortKeysDescending(d_temp, temp_bytes, (const Key*)kin, (Key*)kout, n));
+      } else {
+        CHECK(cub::DeviceRadixSort::SortKeys(d_temp, temp_bytes, (const Key*)kin, (Key*)kout, n));
+      }
+    } else if (descending) {
+      CHECK(cub::DeviceRadixSort::SortPairsDescending(d_temp, temp_bytes, (const Key*)kin, (Key*)kout,
+                                                      (const Value*)vin, (Value*)vout, n));
     } else {
       CHECK(cub::DeviceRadixSort::SortPairs(d_temp, temp_bytes, (const Key*)kin, (Key*)kout,
                                             (const Value*)vin, (Value*)vout, n));
@@ -179,6 +226,11 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
   const uint32_t mask = c.bits >= 32 ? 0xffffffffu : ((1u << c.bits) - 1);
   if (c.order == Order::kRandom) {
     FillRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 12345, mask);  // narrow cases are 32-bit
+    if (c.spread == Spread::kDistinct16) MakeDistinct16<<<1024, 256>>>((uint32_t*)kin, n, c.key_bytes / 4);
+    if (c.spread == Spread::kSkewed) {
+      AndRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 999);
+      AndRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 4242);
+    }
   } else {
     FillOrdered<<<1024, 256>>>((uint32_t*)kin, n, c.order);
   }
@@ -188,6 +240,7 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
 
   sortd::cuda::RadixSortProblem p = ProblemFor(c, n, arrays);
   p.allow_result_in_input = c.result_in_input;
+  p.descending = c.descending;
   size_t ours_bytes = 0;
   CHECK(ours(nullptr, ours_bytes, p, 0, nullptr));
   const size_t cub_bytes = CubTempBytes<Key, Value>(n);
@@ -209,7 +262,7 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
     if (r > 0) times.push_back(ms);
   }
   const double ours_ms = Median(times);
-  const double cub_ms = TimeCub<Key, Value>(temp, cub_bytes, kin, kcub, vin, vcub, n, repeats, start, stop);
+  const double cub_ms = TimeCub<Key, Value>(temp, cub_bytes, kin, kcub, vin, vcub, n, c.descending, repeats, start, stop);
 
   unsigned long long* d_count;
   CHECK(cudaMalloc(&d_count, 8));
@@ -225,6 +278,16 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return Row{c.name, n, n / ours_ms / 1e6, n / cub_ms / 1e6, stats.passes_run, mismatches == 0};
+}
+
+// A case with 4-byte keys, CUB told their type (it orders signed and float
+// keys its own way).
+template <typename Value>
+Row RunFourByteKeys(const Case& c, size_t n, int repeats, SortFn ours) {
+  using K = sortd::cuda::RadixKeyType;
+  if (c.key == K::kFloat32) return RunCase<float, Value>(c, n, repeats, ours);
+  if (c.key == K::kInt32) return RunCase<int32_t, Value>(c, n, repeats, ours);
+  return RunCase<uint32_t, Value>(c, n, repeats, ours);
 }
 
 // The library call on few keys, as a caller sees it: host time from the
@@ -322,15 +385,30 @@ int RunSmallTable(int repeats) {
 
 }  // namespace
 
+// Ties, skew and other orders (issue #19): few distinct digits per pass.
+std::vector<Case> TiesCases() {
+  using K = sortd::cuda::RadixKeyType;
+  return {
+      {"u32 16 distinct", K::kUint32, 4, 0, 32, Order::kRandom, false, Spread::kDistinct16},
+      {"u32/u32 16 dist", K::kUint32, 4, 4, 32, Order::kRandom, false, Spread::kDistinct16},
+      {"f32/u32 16 d desc", K::kFloat32, 4, 4, 32, Order::kRandom, false, Spread::kDistinct16, true},
+      {"u64 16 distinct", K::kUint64, 8, 0, 64, Order::kRandom, false, Spread::kDistinct16},
+      {"u32 skewed", K::kUint32, 4, 0, 32, Order::kRandom, false, Spread::kSkewed},
+      {"u32/u32 skewed", K::kUint32, 4, 4, 32, Order::kRandom, false, Spread::kSkewed},
+      {"i32 desc", K::kInt32, 4, 0, 32, Order::kRandom, false, Spread::kUniform, true},
+  };
+}
+
 int main(int argc, char** argv) {
   int min_log2 = 16, max_log2 = 28, repeats = 7;
-  std::string only;
+  std::string only, variant;
   bool tune = false, small = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--min_log2=", 11) == 0) min_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
+    if (std::strncmp(argv[i], "--variant=", 10) == 0) variant = argv[i] + 10;
     if (std::strcmp(argv[i], "--tune") == 0) tune = true;
     if (std::strcmp(argv[i], "--small") == 0) small = true;
   }
@@ -353,11 +431,10 @@ int main(int argc, char** argv) {
     if (!only.empty() && c.name != only) return;
     Row r;
     if (c.key_bytes == 4 && c.value_bytes == 0) {
-      r = c.key == K::kFloat32 ? RunCase<float, void>(c, n, repeats, ours)
-                               : RunCase<uint32_t, void>(c, n, repeats, ours);
+      r = RunFourByteKeys<void>(c, n, repeats, ours);
     } else if (c.key_bytes == 4) {
-      r = c.value_bytes == 8 ? RunCase<uint32_t, uint64_t>(c, n, repeats, ours)
-                             : RunCase<uint32_t, uint32_t>(c, n, repeats, ours);
+      r = c.value_bytes == 8 ? RunFourByteKeys<uint64_t>(c, n, repeats, ours)
+                             : RunFourByteKeys<uint32_t>(c, n, repeats, ours);
     } else if (c.value_bytes == 0) {
       r = RunCase<uint64_t, void>(c, n, repeats, ours);
     } else {
@@ -374,9 +451,11 @@ int main(int argc, char** argv) {
       for (int l : {24, max_log2}) tune_cases.push_back({c, l});
     }
     tune_cases.push_back({narrow[1], std::min(26, max_log2)});  // 16-bit range
+    for (const Case& c : TiesCases()) tune_cases.push_back({c, std::min(26, max_log2)});
     for (const auto& [c, l] : tune_cases) {
       for (const Variant& v : kVariants) {
         if (!only.empty() && c.name != only) continue;
+        if (!variant.empty() && std::strstr(v.name, variant.c_str()) == nullptr) continue;
         run(c, size_t{1} << l, v.fn);
         const Row& r = rows.back();
         std::printf("%-16s %-26s 2^%-4d %10.2f %10.2f %6.2fx %6s\n", r.name.c_str(), v.name, l,
@@ -401,6 +480,7 @@ int main(int argc, char** argv) {
       {"u32/u32 reversed", K::kUint32, 4, 4, 32, Order::kReversed},
   };
   for (const Case& c : presorted) run(c, size_t{1} << std::min(26, max_log2));
+  for (const Case& c : TiesCases()) run(c, size_t{1} << std::min(26, max_log2));
 
   std::printf("\nGPU: %s (%d SMs, %d MiB L2, tuning %s), CUDA runtime %d, median of %d after warm-up\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,

@@ -94,10 +94,22 @@ inline constexpr unsigned long long kOrderManyRuns = 128;
 // At most this many descents (kRadixMaxMergedRuns runs) are merged.
 inline constexpr int kMaxRunBreaks = kRadixMaxMergedRuns - 1;
 
-// Plan words read back by the host: [0] NaNs, [1] trivial-digit mask,
-// [2] order bits, [3] descents counted, [4, 4 + kMaxRunBreaks) where the
-// runs after the first start (unordered; the first [3] of them are valid).
+// Plan words read back by the host: [0] NaNs, [1] trivial-digit mask (bit
+// p) and concentrated-pass mask (bit kConcentratedShift + p), [2] order
+// bits, [3] descents counted, [4, 4 + kMaxRunBreaks) where the runs after
+// the first start (unordered; the first [3] of them are valid).
 inline constexpr int kPlanWords = 4 + kMaxRunBreaks;
+
+// A pass is concentrated when a warp of 32 keys drawn from its histogram
+// would hold at most kConcentratedDistinct distinct digits on average
+// (sum over digits of 1 - (1 - share)^32: uniform random keys 30.2, keys
+// drawn from 16 values 14, bits set with probability 1/8 about 15). Its
+// warps rank many lanes of one digit, which the match word's shared
+// atomics serialise lane by lane; such passes find digit groups with
+// match.any instead (ConcentratedRank), whose time grows with the distinct
+// digits in the warp (docs/architecture.md, "Ties").
+inline constexpr int kConcentratedShift = 8;
+inline constexpr float kConcentratedDistinct = 20.0f;
 
 // Whether the order word leaves a full sort: in neither order, and not a
 // few runs.
@@ -176,21 +188,31 @@ __global__ void ReverseKernel(const Word* keys_in, Word* keys_out, const Value* 
   }
 }
 
-// One block per pass: offsets[p][d] = sum of hist[p][0..d); and, for pass
-// skipping (record_trivial), bit p of *trivial_mask when every key has the
-// same digit p (*trivial_mask zeroed by the caller).
+// One block per pass: offsets[p][d] = sum of hist[p][0..d); and, for the
+// plan read back (record_plan), bit p of *plan_mask when every key has the
+// same digit p (the pass is skipped), else bit kConcentratedShift + p when
+// the pass is concentrated (*plan_mask zeroed by the caller).
 template <int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
-DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool record_trivial,
+DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool record_plan,
                    unsigned long long* __restrict__ offsets,
-                   unsigned long long* __restrict__ trivial_mask) {
+                   unsigned long long* __restrict__ plan_mask) {
   static_assert(kBlockThreads == kRadixBins, "one thread per digit");
   __shared__ unsigned long long scan[kRadixBins];
+  __shared__ float warp_distinct;  // expected distinct digits in a warp of 32 keys
   const int d = threadIdx.x;
   const size_t base = static_cast<size_t>(blockIdx.x) * kRadixBins;
   const unsigned long long count = hist[base + d];
   scan[d] = count;
-  if (__syncthreads_or(count == n) && record_trivial && d == 0) atomicOr(trivial_mask, 1ull << blockIdx.x);
+  if (d == 0) warp_distinct = 0.0f;
+  const bool trivial = __syncthreads_or(count == n);
+  if (trivial && record_plan && d == 0) atomicOr(plan_mask, 1ull << blockIdx.x);
+  if (record_plan && !trivial) {
+    const float absent = 1.0f - static_cast<float>(count) / static_cast<float>(n);
+    float present = 1.0f - __powf(absent, 32.0f);  // this digit in a warp of 32 keys
+    present = __reduce_add_sync(0xffffffffu, static_cast<unsigned int>(present * 65536.0f)) / 65536.0f;
+    if ((d & 31) == 0) atomicAdd(&warp_distinct, present);
+  }
   for (int offset = 1; offset < kRadixBins; offset <<= 1) {
     const unsigned long long add = d >= offset ? scan[d - offset] : 0;
     __syncthreads();
@@ -198,6 +220,9 @@ DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool r
     __syncthreads();
   }
   offsets[base + d] = scan[d] - count;
+  if (record_plan && !trivial && d == 0 && warp_distinct <= kConcentratedDistinct) {
+    atomicOr(plan_mask, 1ull << (kConcentratedShift + blockIdx.x));
+  }
 }
 
 // Exclusive sum over the block's threads (one value each); also returns
@@ -269,7 +294,8 @@ constexpr size_t OneSweepSharedBytes() {
 //      on this tile's ranking), scans them into tile-local digit starts and
 //      turns the per-warp counts into each warp's running offsets,
 //   3. ranks its keys: the lanes with the same digit find each other
-//      (RankMatch), their highest lane bumps the warp's running offset by
+//      (RankMatch; in concentrated passes ConcentratedRank), their highest
+//      lane bumps the warp's running offset by
 //      the group size (one shared atomic per group), ranks are stable in
 //      input order,
 //   4. writes keys to shared memory by rank, looks back for the prefix of all
@@ -292,7 +318,8 @@ constexpr size_t OneSweepSharedBytes() {
 // for full tiles was tried: without the runtime bounds checks the compiler
 // hoists more work and spills at 3 blocks/SM.)
 template <typename Word, typename Value, typename Offset, int kBlockThreads, int kItems,
-          int kMinBlocks, RankMatch kMatch, PassTransform kTransform, bool kStableRank>
+          int kMinBlocks, RankMatch kMatch, PassTransform kTransform, bool kStableRank,
+          ConcentratedRank kConcentrated = ConcentratedRank::kNone>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   static_assert(kBlockThreads >= kRadixBins && kBlockThreads % 32 == 0,
@@ -415,8 +442,11 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     for (int i = 0; i < kItems; ++i) {
       const unsigned int digit = digit_of(key[i]);
       constexpr bool kByBallot = kMatch == RankMatch::kBallot;
+      constexpr bool kByMatchAny = kConcentrated == ConcentratedRank::kMatchAny;
       unsigned int peers;
-      if constexpr (kByBallot) {
+      if constexpr (kByMatchAny) {
+        peers = __match_any_sync(0xffffffffu, digit);
+      } else if constexpr (kByBallot) {
         peers = MatchDigit(digit);
       } else {
         atomicOr(&match_words[warp][digit], 1u << lane);
@@ -427,7 +457,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
       unsigned int base = 0;
       if (lane == leader) base = atomicAdd(&warp_offsets[warp][digit], __popc(peers));
       base = __shfl_sync(0xffffffffu, base, leader);
-      if constexpr (!kByBallot) {
+      if constexpr (!kByBallot && !kByMatchAny) {
         // Every lane has read its group (the shuffle needed them all); the
         // leader clears the word for the next key.
         if (lane == leader) match_words[warp][digit] = 0;

@@ -55,6 +55,11 @@ struct RadixSortProblem {
   // passes skipped on the GPU. 0 turns it off (tests, benchmarks). Arrays
   // whose order is looked at (presorted_min_items) take the general path.
   size_t single_launch_max_items = 4096;
+  // Passes where one digit holds many of the keys (few distinct keys,
+  // skewed bits) run a kernel that ranks the largest digit groups by
+  // ballot instead of shared atomics (docs/architecture.md, "Ties").
+  // false: every pass runs the plain kernel (tests, benchmarks).
+  bool concentrated_passes = true;
 };
 
 // Input that is at most this many sorted runs back to back (in the
@@ -67,6 +72,7 @@ inline constexpr int kRadixMaxMergedRuns = 32;
 struct RadixSortStats {
   int passes_total = 0;     // digit passes of the key width
   int passes_run = 0;       // after skipping
+  int passes_concentrated = 0;  // of those, run by the concentrated kernel
   bool nan_mode = false;    // float keys with NaNs: originals carried as values
   // The input was already in order (0 passes: copied, or left in place when
   // result_in_input) or in reverse order (reversed).

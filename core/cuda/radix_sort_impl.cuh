@@ -82,18 +82,31 @@ class PassLauncher {
   static constexpr auto kKernel = OneSweepPassKernel<Word, Value, Offset, Pass::kBlockThreads,
                                                      Pass::kItemsPerThread, Pass::kMinBlocks,
                                                      Pass::kMatch, kTransform, kStableRank>;
+  static constexpr auto kConcentratedKernel =
+      OneSweepPassKernel<Word, Value, uint32_t, Pass::kBlockThreads, Pass::kItemsPerThread,
+                         Pass::kMinBlocks, Pass::kMatch, kTransform, true, Pass::kConcentrated>;
 
  public:
   explicit PassLauncher(cudaStream_t stream) : stream_(stream) {}
 
   // The first pass over the input (args.encode) of a keys-only sort needs
   // no stable ranks (see OneSweepPassKernel); the tuning may still ask
-  // for them.
-  cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args) {
+  // for them. `concentrated` (the plan marks the pass): the stable kernel
+  // that ranks as the tuning's ConcentratedRank says, for arrays below
+  // 2^32 keys; *ran_concentrated says whether it ran.
+  cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false,
+                     bool* ran_concentrated = nullptr) {
     const bool wide = args.n >= (size_t{1} << 32);
+    if (ran_concentrated != nullptr) *ran_concentrated = false;
     if constexpr (kKeysOnly && Pass::kUnstableFirstPass) {
       if (args.encode) {
         return wide ? LaunchWith<kKernel<uint64_t, false>>(args) : LaunchWith<kKernel<uint32_t, false>>(args);
+      }
+    }
+    if constexpr (Pass::kConcentrated != ConcentratedRank::kNone) {
+      if (concentrated && !wide) {
+        if (ran_concentrated != nullptr) *ran_concentrated = true;
+        return LaunchWith<kConcentratedKernel>(args);
       }
     }
     return wide ? LaunchWith<kKernel<uint64_t, true>>(args) : LaunchWith<kKernel<uint32_t, true>>(args);
@@ -144,12 +157,15 @@ struct PassShared {
 // Runs `passes` (digit indices, in order) from keys_in as slots
 // first_slot.., ping-ponging so that the last pass writes keys_out.
 // `encode`: the first of them maps original bits to ordered words (false
-// when a speculative first pass already did).
+// when a speculative first pass already did). Bit p of `concentrated`:
+// pass p runs the concentrated kernel (where it can: counted in
+// *concentrated_run).
 template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
 cudaError_t RunPassChain(const std::vector<int>& passes, int first_slot, bool encode,
                          const PassShared<Word>& shared, const Word* keys_in, Word* keys_out,
                          Word* keys_alt, const Value* values_in, Value* values_out,
-                         Value* values_alt, cudaStream_t stream) {
+                         Value* values_alt, cudaStream_t stream, unsigned long long concentrated = 0,
+                         int* concentrated_run = nullptr) {
   PassLauncher<Word, Value, Tuning, kTransform> launcher(stream);
   const int k = static_cast<int>(passes.size());
   const Word* src_keys = keys_in;
@@ -163,7 +179,9 @@ cudaError_t RunPassChain(const std::vector<int>& passes, int first_slot, bool en
     a.values_out = to_out ? values_out : values_alt;
     a.encode = encode && i == 0;
     a.decode = i == k - 1;
-    SORTD_CUDA_TRY(launcher.Launch(a));
+    bool ran_concentrated = false;
+    SORTD_CUDA_TRY(launcher.Launch(a, (concentrated >> passes[i]) & 1, &ran_concentrated));
+    if (ran_concentrated && concentrated_run != nullptr) ++*concentrated_run;
     src_keys = a.keys_out;
     src_values = a.values_out;
   }
@@ -486,7 +504,10 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   }
   if (temp_bytes < needed) return cudaErrorInvalidValue;
   if (p.value_bytes != 0 && p.value_bytes != 4 && p.value_bytes != 8) return cudaErrorInvalidValue;
-  if (stats != nullptr) *stats = RadixSortStats{kPasses, 0, false};
+  if (stats != nullptr) {
+    *stats = RadixSortStats{};
+    stats->passes_total = kPasses;
+  }
   if (n == 0) return cudaSuccess;
   if (!detect_order && n <= std::min(p.single_launch_max_items, kSmallSortMaxItems)) {
     return SortSmall<Word>(p, stream, stats);
@@ -645,6 +666,8 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   SORTD_CUDA_TRY(cudaEventSynchronize(plan_read.get()));
   const unsigned long long nans = plan_host[0];
   const unsigned long long trivial = plan_host[1];  // 0 unless skipping
+  const unsigned long long concentrated =
+      p.concentrated_passes ? (trivial >> kConcentratedShift) & ((1ull << kPasses) - 1) : 0;
   // Ordered input (looked at) that reaches here is reversed with ties and
   // sorted in full. Input not looked at whose every key is equal (every
   // digit trivial) is in order.
@@ -671,7 +694,8 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
       return with_types([&](auto value_tag, auto transform_tag, auto v) {
         using Value = decltype(value_tag);
         return RunPassChain<Word, Value, Tuning, decltype(transform_tag)::value>(
-            passes, 1, true, shared, keys_in, keys_out, keys_alt, v.in, v.out, v.alt, stream);
+            passes, 1, true, shared, keys_in, keys_out, keys_alt, v.in, v.out, v.alt, stream, concentrated,
+            stats != nullptr ? &stats->passes_concentrated : nullptr);
       });
     }
     // Pass 0 ran and wrote keys_out when the pass count is odd; the rest
@@ -682,7 +706,8 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
       using Value = decltype(value_tag);
       return RunPassChain<Word, Value, Tuning, decltype(transform_tag)::value>(
           rest, 1, false, shared, first_to_out ? keys_out : keys_alt, keys_out, keys_alt,
-          first_to_out ? v.out : v.alt, v.out, v.alt, stream);
+          first_to_out ? v.out : v.alt, v.out, v.alt, stream, concentrated,
+          stats != nullptr ? &stats->passes_concentrated : nullptr);
     });
   }
 

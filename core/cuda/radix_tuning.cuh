@@ -26,20 +26,35 @@ inline constexpr int kRadixBins = 1 << kRadixBits;
 // shared-memory pipe, measured no faster than kAtomicOr alone.)
 enum class RankMatch : int { kBallot, kAtomicOr };
 
+// How concentrated passes (few distinct digits per warp: few distinct
+// keys, skewed bits; kConcentratedDistinct in radix_kernels.cuh) find
+// digit groups: kNone, as plain passes; kMatchAny, the match.any
+// instruction, whose time grows with the distinct digits in the warp (35%
+// slower for whole sorts of uniform keys on the H200, where warps hold ~30
+// distinct digits; in concentrated passes on the H100 u32 keys from 16
+// values 0.72x -> 1.07x CUB). Tried and not kept (H100, 2^26): lane 0's
+// group by one ballot, and the pass's most frequent digit's by another,
+// before the match word (0.55-0.85x for those keys: the extra votes per
+// key spill registers at 2-3 blocks per SM).
+enum class ConcentratedRank : int { kNone, kMatchAny };
+
 // One digit pass: kBlockThreads x kItemsPerThread keys per tile (larger
 // tiles amortise the per-tile scan and look-back; more items cost
 // registers). kMinBlocks: blocks per SM the register allocation must allow.
 // kUnstableFirstPass: the first pass of a keys-only sort takes its ranks
 // from the digit-count atomics instead of matching peers (see
 // OneSweepPassKernel).
+// kConcentrated: how the stable passes that the plan marks concentrated
+// rank (the same tile and blocks per SM).
 template <int Threads, int Items, int MinBlocks, RankMatch Match = RankMatch::kBallot,
-          bool UnstableFirstPass = true>
+          bool UnstableFirstPass = true, ConcentratedRank Concentrated = ConcentratedRank::kMatchAny>
 struct OneSweepConfig {
   static constexpr int kBlockThreads = Threads;
   static constexpr int kItemsPerThread = Items;
   static constexpr int kMinBlocks = MinBlocks;
   static constexpr RankMatch kMatch = Match;
   static constexpr bool kUnstableFirstPass = UnstableFirstPass;
+  static constexpr ConcentratedRank kConcentrated = Concentrated;
 };
 
 // Per key width: one config for keys-only passes, one for passes that

@@ -41,7 +41,8 @@ cudaError_t SortAndWait(const RadixSortProblem& p, RadixSortStats* stats) {
 template <typename T>
 void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
                RadixSortStats* stats_out = nullptr, const std::string& what = "",
-               bool skip_trivial_passes = true, size_t presorted_min_items = 0) {
+               bool skip_trivial_passes = true, size_t presorted_min_items = 0,
+               bool concentrated_passes = true) {
   const size_t n = keys.size();
   DeviceBuffer d_in(n * sizeof(T)), d_out(n * sizeof(T));
   DeviceBuffer d_vin(n * 8), d_vout(n * 8);
@@ -61,6 +62,7 @@ void CheckSort(const std::vector<T>& keys, bool descending, int value_bytes,
   // Order detection at every size the tests use (the default leaves arrays
   // below 2^25 keys alone; RadixSortPresortedTest covers that too).
   p.presorted_min_items = presorted_min_items;
+  p.concentrated_passes = concentrated_passes;
   RadixSortStats stats;
   ASSERT_EQ(SortAndWait(p, &stats), cudaSuccess);
   if (stats_out) *stats_out = stats;
@@ -545,6 +547,74 @@ TEST(RadixSortPresortedTest, SmallArraysAreNotCheckedForOrder) {
   }
 }
 
+// n keys drawn from `distinct` random keys.
+template <typename T>
+std::vector<T> FewDistinct(size_t n, size_t distinct, uint64_t seed) {
+  const std::vector<T> pool = Random<T>(distinct, seed);
+  std::mt19937_64 rng(seed + 1);
+  std::vector<T> keys(n);
+  for (T& k : keys) k = pool[rng() % distinct];
+  return keys;
+}
+
+// Keys whose bits are each set with probability 1/8 (one digit value holds
+// about a third of the keys in every pass).
+template <typename T>
+std::vector<T> SkewedBits(size_t n, uint64_t seed) {
+  using Word = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  std::mt19937_64 rng(seed);
+  std::vector<T> keys(n);
+  for (T& k : keys) {
+    const Word w = static_cast<Word>(rng() & rng() & rng());
+    std::memcpy(&k, &w, sizeof(T));
+  }
+  return keys;
+}
+
+// Few distinct keys and skewed bits make concentrated passes (one digit
+// holds many keys), which rank the largest digit groups by ballot: after
+// the first pass over few distinct keys whole warps share a digit. Sizes
+// with a partial last tile (padding lanes); both orders, keys and pairs
+// (stability: values are positions), every profile; and the same sorts
+// with the plain kernel only.
+TYPED_TEST(RadixSortTest, FewDistinctAndSkewedKeysRunConcentratedPasses) {
+  SKIP_WITHOUT_GPU();
+  using Word = std::conditional_t<sizeof(TypeParam) == 4, uint32_t, uint64_t>;
+  for (RadixTuning tuning : {RadixTuning::kH100, RadixTuning::kH200}) {
+    PinRadixTuning(tuning);
+    const size_t tile = tuning == RadixTuning::kH100 ? TileSizes<OneSweepTuningH100<Word>>()[1]
+                                                     : TileSizes<OneSweepTuningH200<Word>>()[1];
+    for (size_t n : {3 * tile + 77, size_t{200003}}) {
+      const std::vector<std::pair<std::string, std::vector<TypeParam>>> inputs = {
+          {"16 distinct", FewDistinct<TypeParam>(n, 16, n)},
+          {"3 distinct", FewDistinct<TypeParam>(n, 3, n + 1)},
+          {"skewed bits", SkewedBits<TypeParam>(n, n + 2)},
+      };
+      for (const auto& [name, keys] : inputs) {
+        for (bool desc : {false, true}) {
+          for (int vb : {0, 4, 8}) {
+            const std::string what = std::string(RadixTuningName(tuning)) + " " + name + " n=" + std::to_string(n);
+            RadixSortStats stats;
+            CheckSort(keys, desc, vb, &stats, what);
+            EXPECT_GE(stats.passes_concentrated, 1) << what;
+            EXPECT_LT(stats.passes_concentrated, stats.passes_run) << what << " (the first pass is plain)";
+            CheckSort(keys, desc, vb, &stats, what + " plain", true, 0, /*concentrated_passes=*/false);
+            EXPECT_EQ(stats.passes_concentrated, 0) << what;
+          }
+        }
+      }
+    }
+    // Uniform random integers: no concentrated pass. (Random floats are
+    // not uniform in their exponent bits: their top passes may be.)
+    if constexpr (std::is_integral_v<TypeParam>) {
+      RadixSortStats stats;
+      CheckSort(Random<TypeParam>(200003, 5), false, 4, &stats, "uniform");
+      EXPECT_EQ(stats.passes_concentrated, 0);
+    }
+  }
+  PinRadixTuning(RadixTuning::kAuto);
+}
+
 TEST(RadixSortPassesTest, NarrowKeysSkipPasses) {
   SKIP_WITHOUT_GPU();
   RadixSortStats stats;
@@ -670,6 +740,9 @@ TEST(RadixSortSanitizerTest, SmallMixedSizes) {
     CheckWrittenWhileReading<uint32_t>(1, 2, 4099, descending, 0);
     CheckWrittenWhileReading<uint64_t>(1, 0, 4099, descending, 4);
   }
+  // Concentrated passes (few distinct keys), a partial last tile.
+  CheckSort(FewDistinct<uint32_t>(30011, 16, 7), false, 4, nullptr, "u32 16 distinct");
+  CheckSort(FewDistinct<uint64_t>(30011, 5, 8), true, 0, nullptr, "u64 5 distinct desc");
   // A few sorted runs, merged: descents counted and noted by the order check.
   RadixSortStats stats;
   CheckSort(SortedRuns<uint32_t>({3000, 1, 5000, 2047}, false, 64, 5), false, 4, &stats, "u32 runs");
