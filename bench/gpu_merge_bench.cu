@@ -1,6 +1,7 @@
 // GPU merge sort benchmarks, in one process:
-//  1. ours vs cub::DeviceMergeSort (u32 keys 2^20..2^26, u64 keys and
-//     u32/u32 pairs at 2^24): CUDA events around the call, warm-up, median
+//  1. ours vs cub::DeviceMergeSort (u32 keys 2^20..2^26, u64 keys,
+//     u32/u32 pairs and u64/u32 pairs at 2^24, u32/u32 pairs at 2^26):
+//     CUDA events around the call, warm-up, median
 //     of repeats; outputs compared with CUB's on the GPU.
 //  2. argsort of u32 keys, merge sort vs our radix core (both producing
 //     32-bit positions), 2^10..2^22, host-timed call+sync (the radix core
@@ -11,8 +12,9 @@
 //     engine's rate on the same inputs comes from sortd_cpu_bench
 //     (bytes/engine_st).
 //   sortd_gpu_merge_bench [--repeats=7] [--max_log2=26] [--strings=1]
-//   sortd_gpu_merge_bench --profile=24   one u32 keys sort each (ours, CUB)
-//                                         at 2^24, for a profiler (ncu)
+//   sortd_gpu_merge_bench --profile=24 [--pairs]   one u32 keys (u32/u32
+//                                         pairs) sort each (ours, CUB) at
+//                                         2^24, for a profiler (ncu)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -228,8 +230,10 @@ int main(int argc, char** argv) {
   int repeats = 7, max_log2 = 26;
   bool strings = true;
   int profile_log2 = 0;
+  bool profile_pairs = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--profile=", 10) == 0) profile_log2 = std::atoi(argv[i] + 10);
+    if (std::strcmp(argv[i], "--pairs") == 0) profile_pairs = true;
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--strings=", 10) == 0) strings = std::atoi(argv[i] + 10) != 0;
@@ -237,8 +241,9 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   if (profile_log2 > 0) {
-    const CubRow r = VsCub<uint32_t, false>("u32 keys", size_t{1} << profile_log2, 1, stream);
-    std::printf("profile run: u32 keys 2^%d, outputs match: %s\n", profile_log2,
+    const CubRow r = profile_pairs ? VsCub<uint32_t, true>("u32/u32 pairs", size_t{1} << profile_log2, 1, stream)
+                                   : VsCub<uint32_t, false>("u32 keys", size_t{1} << profile_log2, 1, stream);
+    std::printf("profile run: %s 2^%d, outputs match: %s\n", r.name.c_str(), profile_log2,
                 r.match ? "yes" : "NO");
     return r.match ? 0 : 1;
   }
@@ -249,6 +254,8 @@ int main(int argc, char** argv) {
   const size_t mid = size_t{1} << std::min(24, max_log2);
   cub_rows.push_back(VsCub<uint64_t, false>("u64 keys", mid, repeats, stream));
   cub_rows.push_back(VsCub<uint32_t, true>("u32/u32 pairs", mid, repeats, stream));
+  if (max_log2 >= 26) cub_rows.push_back(VsCub<uint32_t, true>("u32/u32 pairs", size_t{1} << 26, repeats, stream));
+  cub_rows.push_back(VsCub<uint64_t, true>("u64/u32 pairs", mid, repeats, stream));
   std::fprintf(stderr, "vs CUB done\n");
   std::vector<ArgsortRow> argsort_rows;
   for (int lg = 10; lg <= std::min(22, max_log2); ++lg) {

@@ -12,8 +12,11 @@
 //                    round.
 // Values (4/8 bytes, or generated positions for argsort) do not travel
 // through the merge networks: each key carries its tile-local position,
-// and values are gathered from global memory by it once the keys are
-// placed. Keys-only sorts skip that entirely.
+// and values are picked by it once the keys are placed: in merge passes
+// from values loaded beside the keys (PairTileStorage), in the blocksort
+// from the tile's values staged in shared memory (StoreTileStaged), where
+// they fit; else gathered from global memory. Keys-only sorts skip that
+// entirely.
 //
 // `Less` is a functor with `bool operator()(Key, Key)`; `Pad()` gives a key
 // that no key is greater than: the last, partial tile is padded
@@ -159,6 +162,119 @@ __device__ __forceinline__ void StoreTile(TileStorage<typename Less::Key, NT * V
   });
 }
 
+// Whether a tile's values fit its storage (which then stages them).
+template <typename Key, typename Value, int NV>
+constexpr bool ValuesFitTile() {
+  return sizeof(Value) * NV <= sizeof(TileStorage<Key, NV>);
+}
+
+// StoreTile for pairs whose values are loaded (not generated), staged
+// through shared memory: the tile's input values are read coalesced
+// (value_at(p) for input slot p < count), each thread picks its outputs'
+// values by slot, then the keys and the values leave coalesced. Without it
+// each output read its value from global memory at its slot: a gather
+// that in the blocksort touches a sector per key.
+template <int NT, int VT, typename Less, typename Value, typename ValueAt>
+__device__ __forceinline__ void StoreTileStaged(TileStorage<typename Less::Key, NT * VT>& s,
+                                                const typename Less::Key (&keys)[VT],
+                                                const int (&slots)[VT], int count,
+                                                typename Less::Key* keys_out, Value* values_out,
+                                                const KeyIo<Less>& io, ValueAt value_at) {
+  constexpr int NV = NT * VT;
+  static_assert(ValuesFitTile<typename Less::Key, Value, NV>(), "values must fit the tile storage");
+  Value* staged = reinterpret_cast<Value*>(&s);
+  Value v[VT];
+  Uniform(count == NV, [&](auto full) {
+    __syncthreads();  // the merge's reads of the keys are done
+#pragma unroll
+    for (int i = 0; i < VT; ++i) {
+      const int j = i * NT + threadIdx.x;
+      if (decltype(full)::value || j < count) staged[j] = value_at(j);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < VT; ++i) {
+      // Outputs past count (padding) have unspecified slots: not read.
+      if (decltype(full)::value || static_cast<int>(threadIdx.x) * VT + i < count) v[i] = staged[slots[i]];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < VT; ++i) s.keys[threadIdx.x * VT + i] = keys[i];
+    __syncthreads();
+    Uniform(io.decode, [&](auto decode) {
+#pragma unroll
+      for (int i = 0; i < VT; ++i) {
+        const int j = i * NT + threadIdx.x;
+        if (decltype(full)::value || j < count) {
+          typename Less::Key k = s.keys[j];
+          if constexpr (decltype(decode)::value) k = io.less.Decode(k);
+          keys_out[j] = k;
+        }
+      }
+    });
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < VT; ++i) staged[threadIdx.x * VT + i] = v[i];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < VT; ++i) {
+      const int j = i * NT + threadIdx.x;
+      if (decltype(full)::value || j < count) values_out[j] = staged[j];
+    }
+  });
+}
+
+// A merge tile's shared memory when its values fit beside its keys (48
+// KiB of static shared memory): they are loaded with the keys, so their
+// reads overlap the keys' and the merge, and picked by slot from here.
+template <typename Key, typename Value, int NV>
+struct alignas(16) PairTileStorage {
+  Key keys[NV + 1];
+  Value values[NV];
+};
+
+template <typename Key, typename Value, int NV>
+constexpr bool ValuesBesideKeys() {
+  return !std::is_same_v<Value, NoValue> && sizeof(PairTileStorage<Key, Value, NV>) <= 48 * 1024;
+}
+
+// StoreTile for a PairTileStorage tile: each thread picks its outputs'
+// values by slot, then keys and values leave coalesced.
+template <int NT, int VT, typename Less, typename Value>
+__device__ __forceinline__ void StorePairTile(PairTileStorage<typename Less::Key, Value, NT * VT>& s,
+                                              const typename Less::Key (&keys)[VT], const int (&slots)[VT],
+                                              int count, typename Less::Key* keys_out, Value* values_out,
+                                              const KeyIo<Less>& io) {
+  constexpr int NV = NT * VT;
+  Value v[VT];
+  Uniform(count == NV, [&](auto full) {
+#pragma unroll
+    for (int i = 0; i < VT; ++i) {
+      // Outputs past count (padding) have unspecified slots: not read.
+      if (decltype(full)::value || static_cast<int>(threadIdx.x) * VT + i < count) v[i] = s.values[slots[i]];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < VT; ++i) {
+      s.keys[threadIdx.x * VT + i] = keys[i];
+      s.values[threadIdx.x * VT + i] = v[i];
+    }
+    __syncthreads();
+    Uniform(io.decode, [&](auto decode) {
+#pragma unroll
+      for (int i = 0; i < VT; ++i) {
+        const int j = i * NT + threadIdx.x;
+        if (decltype(full)::value || j < count) {
+          typename Less::Key k = s.keys[j];
+          if constexpr (decltype(decode)::value) k = io.less.Decode(k);
+          keys_out[j] = k;
+          values_out[j] = s.values[j];
+        }
+      }
+    });
+  });
+}
+
 // A segment of a segmented merge sort: keys [begin, end), cut into tiles
 // of the tile size from `begin` (the last one partial); its tiles are
 // first_tile .. first_tile + ceil((end - begin) / tile) - 1 in every
@@ -271,13 +387,17 @@ __global__ void __launch_bounds__(NT)
   if constexpr (std::is_same_v<Value, NoValue>) {
     StoreTile<NT, VT, Less, Value>(s, k, pos, count, keys_out + tile_begin, values_out, io,
                                    [](int) { return NoValue{}; });
+  } else if (values_in == nullptr) {  // argsort: positions generated
+    StoreTile<NT, VT, Less, Value>(s, k, pos, count, keys_out + tile_begin, values_out + tile_begin, io,
+                                   [&](int p) { return static_cast<Value>(tile_begin + p); });
+  } else if constexpr (ValuesFitTile<Key, Value, NV>()) {
+    const Value* in = values_in + tile_begin;
+    StoreTileStaged<NT, VT, Less, Value>(s, k, pos, count, keys_out + tile_begin, values_out + tile_begin,
+                                         io, [&](int p) { return in[p]; });
   } else {
-    const Value* in = values_in == nullptr ? nullptr : values_in + tile_begin;
-    StoreTile<NT, VT, Less, Value>(s, k, pos, count, keys_out + tile_begin,
-                                   values_out + tile_begin, io, [&](int p) {
-                                     return in == nullptr ? static_cast<Value>(tile_begin + p)
-                                                          : in[p];
-                                   });
+    const Value* in = values_in + tile_begin;
+    StoreTile<NT, VT, Less, Value>(s, k, pos, count, keys_out + tile_begin, values_out + tile_begin, io,
+                                   [&](int p) { return in[p]; });
   }
 }
 
@@ -398,7 +518,9 @@ __global__ void __launch_bounds__(NT)
                 const size_t* splits, KeyIo<Less> io) {
   using Key = typename Less::Key;
   constexpr int NV = NT * VT;
-  __shared__ TileStorage<Key, NV> s;
+  constexpr bool kValuesBeside = ValuesBesideKeys<Key, Value, NV>();
+  using Storage = std::conditional_t<kValuesBeside, PairTileStorage<Key, Value, NV>, TileStorage<Key, NV>>;
+  __shared__ Storage s;
   const Less& less = io.less;
   const uint32_t tile = blockIdx.x;
   const TileSpan span = g.Span(tile);
@@ -416,6 +538,7 @@ __global__ void __launch_bounds__(NT)
       const int j = i * NT + threadIdx.x;
       if (decltype(full)::value || j < count) {
         s.keys[j] = j < a_count ? keys_in[a0 + j] : keys_in[b0 + (j - a_count)];
+        if constexpr (kValuesBeside) s.values[j] = j < a_count ? values_in[a0 + j] : values_in[b0 + (j - a_count)];
       }
     }
   });
@@ -427,14 +550,20 @@ __global__ void __launch_bounds__(NT)
                                  less);
 
   const size_t out_begin = span.pair_begin + span.diag_begin;
-  if constexpr (std::is_same_v<Value, NoValue>) {
+  if constexpr (kValuesBeside) {
+    StorePairTile<NT, VT, Less, Value>(s, k, slot, count, keys_out + out_begin, values_out + out_begin, io);
+  } else if constexpr (std::is_same_v<Value, NoValue>) {
     StoreTile<NT, VT, Less, Value>(s, k, slot, count, keys_out + out_begin, values_out, io,
                                    [](int) { return NoValue{}; });
   } else {
-    StoreTile<NT, VT, Less, Value>(
-        s, k, slot, count, keys_out + out_begin, values_out + out_begin, io, [&](int p) {
-          return p < a_count ? values_in[a0 + p] : values_in[b0 + (p - a_count)];
-        });
+    auto value_at = [&](int p) { return p < a_count ? values_in[a0 + p] : values_in[b0 + (p - a_count)]; };
+    if constexpr (ValuesFitTile<Key, Value, NV>()) {
+      StoreTileStaged<NT, VT, Less, Value>(s, k, slot, count, keys_out + out_begin, values_out + out_begin,
+                                           io, value_at);
+    } else {
+      StoreTile<NT, VT, Less, Value>(s, k, slot, count, keys_out + out_begin, values_out + out_begin, io,
+                                     value_at);
+    }
   }
 }
 
