@@ -168,12 +168,52 @@ constexpr bool ValuesFitTile() {
   return sizeof(Value) * NV <= sizeof(TileStorage<Key, NV>);
 }
 
+// Picks each thread's outputs' values (thread-contiguous outputs
+// threadIdx.x * VT + i) by their slots from `values` (shared memory).
+// Outputs past count (padding) have unspecified slots: not read.
+template <int NT, int VT, typename Value>
+__device__ __forceinline__ void PickBySlot(const Value* values, const int (&slots)[VT], int count,
+                                           Value (&picked)[VT]) {
+  Uniform(count == NT * VT, [&](auto full) {
+#pragma unroll
+    for (int i = 0; i < VT; ++i) {
+      if (decltype(full)::value || static_cast<int>(threadIdx.x) * VT + i < count) picked[i] = values[slots[i]];
+    }
+  });
+}
+
+// Stores outputs [0, count) of a tile held thread-contiguous in shared
+// memory, coalesced: keys (kKeys; decoded where io says) and/or values
+// (kValues).
+template <int NT, int VT, bool kKeys, bool kValues, typename Less, typename Value>
+__device__ __forceinline__ void StoreSharedTile(const typename Less::Key* keys, const Value* values, int count,
+                                                typename Less::Key* keys_out, Value* values_out,
+                                                const KeyIo<Less>& io) {
+  Uniform(io.decode, [&](auto decode) {
+    Uniform(count == NT * VT, [&](auto full) {
+#pragma unroll
+      for (int i = 0; i < VT; ++i) {
+        const int j = i * NT + threadIdx.x;
+        if (decltype(full)::value || j < count) {
+          if constexpr (kKeys) {
+            typename Less::Key k = keys[j];
+            if constexpr (decltype(decode)::value) k = io.less.Decode(k);
+            keys_out[j] = k;
+          }
+          if constexpr (kValues) values_out[j] = values[j];
+        }
+      }
+    });
+  });
+}
+
 // StoreTile for pairs whose values are loaded (not generated), staged
 // through shared memory: the tile's input values are read coalesced
 // (value_at(p) for input slot p < count), each thread picks its outputs'
-// values by slot, then the keys and the values leave coalesced. Without it
-// each output read its value from global memory at its slot: a gather
-// that in the blocksort touches a sector per key.
+// values by slot, then the keys and the values leave coalesced (one after
+// the other: the values reuse the keys' storage). Without it each output
+// read its value from global memory at its slot: a gather that in the
+// blocksort touches a sector per key.
 template <int NT, int VT, typename Less, typename Value, typename ValueAt>
 __device__ __forceinline__ void StoreTileStaged(TileStorage<typename Less::Key, NT * VT>& s,
                                                 const typename Less::Key (&keys)[VT],
@@ -183,45 +223,27 @@ __device__ __forceinline__ void StoreTileStaged(TileStorage<typename Less::Key, 
   constexpr int NV = NT * VT;
   static_assert(ValuesFitTile<typename Less::Key, Value, NV>(), "values must fit the tile storage");
   Value* staged = reinterpret_cast<Value*>(&s);
-  Value v[VT];
+  __syncthreads();  // the merge's reads of the keys are done
   Uniform(count == NV, [&](auto full) {
-    __syncthreads();  // the merge's reads of the keys are done
 #pragma unroll
     for (int i = 0; i < VT; ++i) {
       const int j = i * NT + threadIdx.x;
       if (decltype(full)::value || j < count) staged[j] = value_at(j);
     }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < VT; ++i) {
-      // Outputs past count (padding) have unspecified slots: not read.
-      if (decltype(full)::value || static_cast<int>(threadIdx.x) * VT + i < count) v[i] = staged[slots[i]];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < VT; ++i) s.keys[threadIdx.x * VT + i] = keys[i];
-    __syncthreads();
-    Uniform(io.decode, [&](auto decode) {
-#pragma unroll
-      for (int i = 0; i < VT; ++i) {
-        const int j = i * NT + threadIdx.x;
-        if (decltype(full)::value || j < count) {
-          typename Less::Key k = s.keys[j];
-          if constexpr (decltype(decode)::value) k = io.less.Decode(k);
-          keys_out[j] = k;
-        }
-      }
-    });
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < VT; ++i) staged[threadIdx.x * VT + i] = v[i];
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < VT; ++i) {
-      const int j = i * NT + threadIdx.x;
-      if (decltype(full)::value || j < count) values_out[j] = staged[j];
-    }
   });
+  __syncthreads();
+  Value v[VT];
+  PickBySlot<NT, VT>(staged, slots, count, v);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < VT; ++i) s.keys[threadIdx.x * VT + i] = keys[i];
+  __syncthreads();
+  StoreSharedTile<NT, VT, true, false>(s.keys, staged, count, keys_out, values_out, io);
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < VT; ++i) staged[threadIdx.x * VT + i] = v[i];
+  __syncthreads();
+  StoreSharedTile<NT, VT, false, true>(s.keys, staged, count, keys_out, values_out, io);
 }
 
 // A merge tile's shared memory when its values fit beside its keys (48
@@ -233,9 +255,13 @@ struct alignas(16) PairTileStorage {
   Value values[NV];
 };
 
+// 4-byte values only (H100: u32/u32 and u64/u32 pairs faster, the string
+// argsort's positions the same); 8-byte values would cut resident blocks
+// (u64/u64: 45 KiB a block) and stay on the staged path, unmeasured.
 template <typename Key, typename Value, int NV>
 constexpr bool ValuesBesideKeys() {
-  return !std::is_same_v<Value, NoValue> && sizeof(PairTileStorage<Key, Value, NV>) <= 48 * 1024;
+  return !std::is_same_v<Value, NoValue> && sizeof(Value) <= 4 &&
+         sizeof(PairTileStorage<Key, Value, NV>) <= 48 * 1024;
 }
 
 // StoreTile for a PairTileStorage tile: each thread picks its outputs'
@@ -245,34 +271,16 @@ __device__ __forceinline__ void StorePairTile(PairTileStorage<typename Less::Key
                                               const typename Less::Key (&keys)[VT], const int (&slots)[VT],
                                               int count, typename Less::Key* keys_out, Value* values_out,
                                               const KeyIo<Less>& io) {
-  constexpr int NV = NT * VT;
   Value v[VT];
-  Uniform(count == NV, [&](auto full) {
+  PickBySlot<NT, VT>(s.values, slots, count, v);
+  __syncthreads();
 #pragma unroll
-    for (int i = 0; i < VT; ++i) {
-      // Outputs past count (padding) have unspecified slots: not read.
-      if (decltype(full)::value || static_cast<int>(threadIdx.x) * VT + i < count) v[i] = s.values[slots[i]];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < VT; ++i) {
-      s.keys[threadIdx.x * VT + i] = keys[i];
-      s.values[threadIdx.x * VT + i] = v[i];
-    }
-    __syncthreads();
-    Uniform(io.decode, [&](auto decode) {
-#pragma unroll
-      for (int i = 0; i < VT; ++i) {
-        const int j = i * NT + threadIdx.x;
-        if (decltype(full)::value || j < count) {
-          typename Less::Key k = s.keys[j];
-          if constexpr (decltype(decode)::value) k = io.less.Decode(k);
-          keys_out[j] = k;
-          values_out[j] = s.values[j];
-        }
-      }
-    });
-  });
+  for (int i = 0; i < VT; ++i) {
+    s.keys[threadIdx.x * VT + i] = keys[i];
+    s.values[threadIdx.x * VT + i] = v[i];
+  }
+  __syncthreads();
+  StoreSharedTile<NT, VT, true, true>(s.keys, s.values, count, keys_out, values_out, io);
 }
 
 // A segment of a segmented merge sort: keys [begin, end), cut into tiles

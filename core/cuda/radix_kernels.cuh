@@ -110,6 +110,7 @@ inline constexpr int kPlanWords = 4 + kMaxRunBreaks;
 // digits in the warp (docs/architecture.md, "Ties").
 inline constexpr int kConcentratedShift = 8;
 inline constexpr float kConcentratedDistinct = 20.0f;
+static_assert(kConcentratedShift >= 64 / kRadixBits, "concentrated bits above every pass's trivial bit");
 
 // Whether the order word leaves a full sort: in neither order, and not a
 // few runs.
@@ -199,19 +200,21 @@ DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool r
                    unsigned long long* __restrict__ plan_mask) {
   static_assert(kBlockThreads == kRadixBins, "one thread per digit");
   __shared__ unsigned long long scan[kRadixBins];
-  __shared__ float warp_distinct;  // expected distinct digits in a warp of 32 keys
+  // Expected distinct digits in a warp of 32 keys, in 1/65536ths: an
+  // integer sum, so the same in every run whatever order the warps add in.
+  __shared__ unsigned int warp_distinct;
   const int d = threadIdx.x;
   const size_t base = static_cast<size_t>(blockIdx.x) * kRadixBins;
   const unsigned long long count = hist[base + d];
   scan[d] = count;
-  if (d == 0) warp_distinct = 0.0f;
+  if (d == 0) warp_distinct = 0;
   const bool trivial = __syncthreads_or(count == n);
   if (trivial && record_plan && d == 0) atomicOr(plan_mask, 1ull << blockIdx.x);
   if (record_plan && !trivial) {
     const float absent = 1.0f - static_cast<float>(count) / static_cast<float>(n);
-    float present = 1.0f - __powf(absent, 32.0f);  // this digit in a warp of 32 keys
-    present = __reduce_add_sync(0xffffffffu, static_cast<unsigned int>(present * 65536.0f)) / 65536.0f;
-    if ((d & 31) == 0) atomicAdd(&warp_distinct, present);
+    const float present = 1.0f - __powf(absent, 32.0f);  // this digit in a warp of 32 keys
+    const unsigned int sum = __reduce_add_sync(0xffffffffu, static_cast<unsigned int>(present * 65536.0f));
+    if ((d & 31) == 0) atomicAdd(&warp_distinct, sum);
   }
   for (int offset = 1; offset < kRadixBins; offset <<= 1) {
     const unsigned long long add = d >= offset ? scan[d - offset] : 0;
@@ -220,7 +223,7 @@ DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool r
     __syncthreads();
   }
   offsets[base + d] = scan[d] - count;
-  if (record_plan && !trivial && d == 0 && warp_distinct <= kConcentratedDistinct) {
+  if (record_plan && !trivial && d == 0 && warp_distinct <= kConcentratedDistinct * 65536.0f) {
     atomicOr(plan_mask, 1ull << (kConcentratedShift + blockIdx.x));
   }
 }

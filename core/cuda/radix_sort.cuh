@@ -55,9 +55,10 @@ struct RadixSortProblem {
   // passes skipped on the GPU. 0 turns it off (tests, benchmarks). Arrays
   // whose order is looked at (presorted_min_items) take the general path.
   size_t single_launch_max_items = 4096;
-  // Passes where one digit holds many of the keys (few distinct keys,
-  // skewed bits) run a kernel that ranks the largest digit groups by
-  // ballot instead of shared atomics (docs/architecture.md, "Ties").
+  // Passes where few distinct digits fill a warp (few distinct keys,
+  // skewed bits) run a kernel that finds digit groups with match.any
+  // instead of shared atomics (docs/architecture.md, "Ties"); the plan
+  // that marks them is made where passes are skipped (skip_trivial_passes).
   // false: every pass runs the plain kernel (tests, benchmarks).
   bool concentrated_passes = true;
 };

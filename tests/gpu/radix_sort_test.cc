@@ -558,21 +558,24 @@ std::vector<T> FewDistinct(size_t n, size_t distinct, uint64_t seed) {
 }
 
 // Keys whose bits are each set with probability 1/8 (one digit value holds
-// about a third of the keys in every pass).
+// about a third of the keys in every pass). Floats keep their exponent's
+// top bit clear: no NaN (a NaN takes the NaN mode, which is never
+// concentrated).
 template <typename T>
 std::vector<T> SkewedBits(size_t n, uint64_t seed) {
   using Word = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  constexpr Word kNoNan = std::is_floating_point_v<T> ? ~(Word{1} << (sizeof(T) * 8 - 2)) : ~Word{0};
   std::mt19937_64 rng(seed);
   std::vector<T> keys(n);
   for (T& k : keys) {
-    const Word w = static_cast<Word>(rng() & rng() & rng());
+    const Word w = static_cast<Word>(rng() & rng() & rng()) & kNoNan;
     std::memcpy(&k, &w, sizeof(T));
   }
   return keys;
 }
 
 // Few distinct keys and skewed bits make concentrated passes (one digit
-// holds many keys), which rank the largest digit groups by ballot: after
+// holds many keys), which find digit groups with match.any: after
 // the first pass over few distinct keys whole warps share a digit. Sizes
 // with a partial last tile (padding lanes); both orders, keys and pairs
 // (stability: values are positions), every profile; and the same sorts
