@@ -109,8 +109,25 @@ inline constexpr int kPlanWords = 4 + kMaxRunBreaks;
 // match.any instead (ConcentratedRank), whose time grows with the distinct
 // digits in the warp (docs/architecture.md, "Ties").
 inline constexpr int kConcentratedShift = 8;
-inline constexpr float kConcentratedDistinct = 20.0f;
+inline constexpr int kConcentratedDistinct = 20;
 static_assert(kConcentratedShift >= 64 / kRadixBits, "concentrated bits above every pass's trivial bit");
+
+// A digit's part of that estimate: the chance that it is among 32 keys
+// drawn from a histogram where it holds `count` of `n` keys, in 1/65536ths
+// (fixed point: the sum over digits is the same in any order).
+__host__ __device__ inline unsigned int DigitInWarpFixed(unsigned long long count, size_t n) {
+  const float absent = 1.0f - static_cast<float>(count) / static_cast<float>(n);
+  return static_cast<unsigned int>((1.0f - powf(absent, 32.0f)) * 65536.0f);
+}
+
+// Whether a pass with these kRadixBins digit counts (n keys, not every key
+// one digit) is concentrated; DigitOffsetsKernel decides the same on the
+// device (RadixPassIsConcentrated: the rule for tests on the host).
+inline bool ConcentratedPass(const unsigned long long* counts, size_t n) {
+  unsigned long long sum = 0;
+  for (int d = 0; d < kRadixBins; ++d) sum += DigitInWarpFixed(counts[d], n);
+  return sum <= (static_cast<unsigned long long>(kConcentratedDistinct) << 16);
+}
 
 // Whether the order word leaves a full sort: in neither order, and not a
 // few runs.
@@ -211,9 +228,7 @@ DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool r
   const bool trivial = __syncthreads_or(count == n);
   if (trivial && record_plan && d == 0) atomicOr(plan_mask, 1ull << blockIdx.x);
   if (record_plan && !trivial) {
-    const float absent = 1.0f - static_cast<float>(count) / static_cast<float>(n);
-    const float present = 1.0f - __powf(absent, 32.0f);  // this digit in a warp of 32 keys
-    const unsigned int sum = __reduce_add_sync(0xffffffffu, static_cast<unsigned int>(present * 65536.0f));
+    const unsigned int sum = __reduce_add_sync(0xffffffffu, DigitInWarpFixed(count, n));
     if ((d & 31) == 0) atomicAdd(&warp_distinct, sum);
   }
   for (int offset = 1; offset < kRadixBins; offset <<= 1) {
@@ -223,7 +238,8 @@ DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool r
     __syncthreads();
   }
   offsets[base + d] = scan[d] - count;
-  if (record_plan && !trivial && d == 0 && warp_distinct <= kConcentratedDistinct * 65536.0f) {
+  constexpr unsigned int kLimit = static_cast<unsigned int>(kConcentratedDistinct) << 16;
+  if (record_plan && !trivial && d == 0 && warp_distinct <= kLimit) {
     atomicOr(plan_mask, 1ull << (kConcentratedShift + blockIdx.x));
   }
 }

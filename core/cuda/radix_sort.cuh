@@ -113,6 +113,11 @@ RadixTuning RadixTuningFor(int device);
 void PinRadixTuning(RadixTuning tuning);
 const char* RadixTuningName(RadixTuning tuning);  // "auto", "h100", "h200"
 
+// Whether a digit pass whose 256 digit counts over n keys are these runs
+// the concentrated kernel (RadixSortProblem::concentrated_passes): the
+// plan's rule, on the host (tests).
+bool RadixPassIsConcentrated(const unsigned long long* digit_counts, size_t n);
+
 }  // namespace sortd::cuda
 
 #endif  // SORTD_CORE_CUDA_RADIX_SORT_CUH_

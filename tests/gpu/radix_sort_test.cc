@@ -127,6 +127,33 @@ TYPED_TEST(RadixSortTest, SizesAroundTilesBothOrdersKeysAndPairs) {
   PinRadixTuning(RadixTuning::kAuto);
 }
 
+// The rule that marks a pass concentrated (no GPU needed): expected
+// distinct digits in a warp of 32 keys at most 20. Uniform digits (30.2)
+// and one hot digit among uniform ones are not; few values and skewed bits
+// are.
+TEST(RadixSortPlanTest, ConcentratedPassesFromTheHistogram) {
+  const size_t n = size_t{1} << 26;
+  std::vector<unsigned long long> counts(256, 0);
+  auto fill = [&](auto share) {
+    for (int d = 0; d < 256; ++d) counts[d] = static_cast<unsigned long long>(share(d) * static_cast<double>(n));
+  };
+  fill([](int) { return 1.0 / 256; });
+  EXPECT_FALSE(RadixPassIsConcentrated(counts.data(), n)) << "uniform";
+  fill([](int d) { return d % 16 == 0 ? 1.0 / 16 : 0.0; });
+  EXPECT_TRUE(RadixPassIsConcentrated(counts.data(), n)) << "16 values";
+  fill([](int d) { return d < 2 ? 0.5 : 0.0; });
+  EXPECT_TRUE(RadixPassIsConcentrated(counts.data(), n)) << "2 values";
+  fill([](int d) { return d == 0 ? 0.1 + 0.9 / 256 : 0.9 / 256; });
+  EXPECT_FALSE(RadixPassIsConcentrated(counts.data(), n)) << "a tenth of the keys on one digit, the rest uniform";
+  fill([](int d) {  // each bit set with probability 1/8
+    const int bits = __builtin_popcount(static_cast<unsigned>(d));
+    return std::pow(1.0 / 8, bits) * std::pow(7.0 / 8, 8 - bits);
+  });
+  EXPECT_TRUE(RadixPassIsConcentrated(counts.data(), n)) << "skewed bits";
+  fill([](int d) { return d < 40 ? 1.0 / 40 : 0.0; });
+  EXPECT_FALSE(RadixPassIsConcentrated(counts.data(), n)) << "40 equal digits (about 22 in a warp)";
+}
+
 // Sizing reads no device memory (no GPU needed): the size holds whatever
 // the order check's minimum, since a caller may size with the default and
 // sort with another (a few sorted runs are merged in the same storage).
