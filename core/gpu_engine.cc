@@ -286,8 +286,6 @@ std::optional<cuda::RadixTuning> ParseRadixTuning(const std::string& name) {
 }
 }  // namespace
 
-bool ValidRadixTuning(const std::string& name) { return ParseRadixTuning(name).has_value(); }
-
 absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOptions& options) {
   const std::optional<cuda::RadixTuning> tuning = ParseRadixTuning(options.radix_tuning);
   if (!tuning.has_value()) {

@@ -5,10 +5,13 @@
 #ifndef SORTD_CORE_GPU_ENGINE_H_
 #define SORTD_CORE_GPU_ENGINE_H_
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -79,8 +82,12 @@ struct GpuEngineOptions {
 // Whether this binary has the GPU radix engine compiled in.
 bool GpuEngineBuilt();
 
-// Whether `name` is a GpuEngineOptions::radix_tuning value.
-bool ValidRadixTuning(const std::string& name);
+// GpuEngineOptions::radix_tuning's values (cuda::RadixTuningName's names),
+// here so that builds without CUDA validate the flag alike.
+inline constexpr std::array<std::string_view, 3> kRadixTuningNames = {"auto", "h100", "h200"};
+inline bool ValidRadixTuning(std::string_view name) {
+  return std::find(kRadixTuningNames.begin(), kRadixTuningNames.end(), name) != kRadixTuningNames.end();
+}
 
 // Engines sorting on the GPU. SortBatch runs the segmented kernel
 // (EngineKind::kGpuSegmented), ArgsortBytes the merge sort (kGpuMerge).

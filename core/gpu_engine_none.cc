@@ -5,9 +5,6 @@ namespace sortd {
 
 bool GpuEngineBuilt() { return false; }
 
-// The same names as the CUDA build takes, so that flags validate alike.
-bool ValidRadixTuning(const std::string& name) { return name == "auto" || name == "h100" || name == "h200"; }
-
 absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOptions&) {
   return absl::FailedPreconditionError("this build has no CUDA engine (nvcc was not found)");
 }
