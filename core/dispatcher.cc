@@ -52,14 +52,16 @@ absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Create(
   // --engine=gpu sends every numeric request to the GPU; auto only those
   // of at least min_keys keys.
   const bool all_gpu = options.engine == EngineChoice::kGpu;
-  const size_t min_keys = all_gpu ? 0 : options.gpu.min_keys;
+  // The thresholds: the flags where set, else the GPU's profile.
+  const GpuDispatchProfile profile = gpu != nullptr ? gpu->dispatch_profile() : GpuDispatchProfile{};
+  const size_t min_keys = all_gpu ? 0 : profile.min_keys;
   const size_t min_bytes_keys = all_gpu ? 0 : options.gpu.min_bytes_keys;
   if (gpu != nullptr) {
     description = absl::StrCat(
         "engine=", all_gpu ? "gpu" : "auto", ": gpu_radix for numeric arrays of >= ", min_keys,
-        " keys (gpu_merge for argsorts below ", options.gpu.merge_argsort_max_keys,
-        "), gpu_merge for byte strings from ", min_bytes_keys, " strings, cpu otherwise (",
-        gpu->description(), ")");
+        " keys (gpu_merge for argsorts of more than ", kGpuRadixSingleLaunchMaxKeys,
+        " and fewer than ", profile.merge_argsort_max_keys, " keys), gpu_merge for byte strings from ", min_bytes_keys,
+        " strings, cpu otherwise (", gpu->description(), ")");
   } else if (description.empty()) {
     description = absl::StrCat("engine=cpu (", gpu_text, ")");
   }

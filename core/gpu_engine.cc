@@ -39,7 +39,7 @@ class GpuRadixEngine final : public GpuEngine {
         rotation_(workers_.size()),
         clock_(options.clock),
         observer_(options.observer),
-        merge_argsort_max_keys_(options.merge_argsort_max_keys),
+        profile_(ResolvedProfile(options, workers_.front()->device())),
         description_(std::move(description)) {
     for (auto& r : rotation_) r = std::make_unique<GpuRotation>(options.rotation);
     if (!clock_) clock_ = [] { return absl::Now(); };
@@ -183,9 +183,12 @@ class GpuRadixEngine final : public GpuEngine {
   }
 
   EngineKind NumericKind(size_t size, bool with_indices) const override {
-    return with_indices && size < merge_argsort_max_keys_ ? EngineKind::kGpuMerge
-                                                          : EngineKind::kGpuRadix;
+    return with_indices && size > kGpuRadixSingleLaunchMaxKeys && size < profile_.merge_argsort_max_keys
+               ? EngineKind::kGpuMerge
+               : EngineKind::kGpuRadix;
   }
+
+  GpuDispatchProfile dispatch_profile() const override { return profile_; }
 
   absl::Status ArgsortBytes(absl::Span<const std::string_view> keys, SortOrder order,
                             absl::Span<uint64_t> indices) override {
@@ -269,7 +272,15 @@ class GpuRadixEngine final : public GpuEngine {
   std::function<absl::Time()> clock_;
   std::atomic<size_t> next_start_{0};
   GpuEngineObserver* observer_;
-  size_t merge_argsort_max_keys_;
+  // The options' thresholds, else the first GPU's profile.
+  static GpuDispatchProfile ResolvedProfile(const GpuEngineOptions& options, int device) {
+    GpuDispatchProfile p = GpuDispatchProfileFor(cuda::RadixTuningName(cuda::RadixTuningFor(device)));
+    if (options.min_keys.has_value()) p.min_keys = *options.min_keys;
+    if (options.merge_argsort_max_keys.has_value()) p.merge_argsort_max_keys = *options.merge_argsort_max_keys;
+    return p;
+  }
+
+  const GpuDispatchProfile profile_;
   std::string description_;
 };
 

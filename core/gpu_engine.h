@@ -10,11 +10,14 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "core/engine.h"
 #include "core/gpu_rotation.h"
 
@@ -37,17 +40,58 @@ class GpuEngineObserver {
   virtual void OnGpuRotation(int gpu, bool in_rotation) { (void)gpu, (void)in_rotation; }
 };
 
+// Where requests cross over between engines and kernels, measured per GPU
+// kind on its host (docs/benchmarks.md, "Crossovers per GPU kind"): the
+// radix tuning profile of the first GPU served picks them unless
+// GpuEngineOptions pins them.
+struct GpuDispatchProfile {
+  // Numeric arrays with fewer keys run on the CPU engine under
+  // --engine=auto.
+  size_t min_keys = 0;
+  // Numeric argsorts (indices wanted) of fewer keys, and more than the
+  // radix core's single-launch path takes (kGpuRadixSingleLaunchMaxKeys),
+  // run on the GPU merge sort; 0: never.
+  size_t merge_argsort_max_keys = 0;
+};
+
+// Argsorts up to this many keys stay on the radix core's single-launch
+// path (cuda::RadixSortProblem::single_launch_max_items), which beats the
+// merge sort there (H100: 2^10 keys 3x, 2^12 even).
+inline constexpr size_t kGpuRadixSingleLaunchMaxKeys = 4096;
+
+// The profile measured for radix tuning `tuning` ("h100", "h200"; any
+// other name gets the H200's, the kind measured first).
+inline GpuDispatchProfile GpuDispatchProfileFor(std::string_view tuning) {
+  if (tuning == "h100") {
+    // H100 host (16-core Xeon), 2026-11-27: u32 requests win on the GPU
+    // from 24576 keys (u64 even there), the merge argsort up to 2^17.
+    return {size_t{24576}, size_t{1} << 18};
+  }
+  // H200 host, 2026-11-23 (before the merge sort's pairs gained 1.4x).
+  return {size_t{1} << 15, size_t{1} << 16};
+}
+
+// A threshold flag's value: "auto" (the GPU's profile: nullopt) or a count.
+inline absl::StatusOr<std::optional<size_t>> ParseGpuThreshold(const std::string& flag, const std::string& value) {
+  if (value == "auto") return std::optional<size_t>();
+  uint64_t count = 0;
+  if (!absl::SimpleAtoi(value, &count)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": must be auto or a number of keys"));
+  }
+  return std::optional<size_t>(static_cast<size_t>(count));
+}
+
 struct GpuEngineOptions {
   // Numeric arrays with fewer keys run on the CPU engine under
-  // --engine=auto (docs/benchmarks.md has the measurement behind it).
-  size_t min_keys = size_t{1} << 15;
+  // --engine=auto; nullopt: the GPU's profile (GpuDispatchProfile).
+  std::optional<size_t> min_keys;
   // Byte-string arrays with fewer strings run on the CPU engine under
   // --engine=auto.
   size_t min_bytes_keys = size_t{1} << 14;
   // Numeric argsorts (indices wanted) of fewer keys run on the GPU merge
-  // sort instead of the radix core (the kernel-level crossover measured
-  // on the H200, docs/benchmarks.md); 0 disables.
-  size_t merge_argsort_max_keys = size_t{1} << 16;
+  // sort instead of the radix core (above its single-launch size); 0
+  // disables; nullopt: the GPU's profile.
+  std::optional<size_t> merge_argsort_max_keys;
   // Concurrent requests per GPU (streams with their own buffers).
   int slots_per_gpu = 2;
   // Sorts per GPU that take their input while it arrives (SortArriving;
@@ -115,6 +159,9 @@ class GpuEngine : public SortEngine {
   // The kernel a numeric sort of `size` keys runs on (kGpuMerge for small
   // argsorts, else kGpuRadix).
   virtual EngineKind NumericKind(size_t size, bool with_indices) const = 0;
+  // The thresholds in force: the first GPU's profile, where the options
+  // did not pin them.
+  virtual GpuDispatchProfile dispatch_profile() const = 0;
   // Copies the input to a GPU as it arrives and sorts it there once
   // complete (cuda::GpuWorker::SortArriving); blocks until then. UNAVAILABLE
   // when no GPU took it (no arriving slot free, larger than the pool, an

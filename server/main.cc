@@ -37,15 +37,16 @@ ABSL_FLAG(double, slow_request_seconds, 1.0, "log requests slower than this");
 ABSL_FLAG(double, log_lines_per_second, 10, "rate limit of the request log");
 ABSL_FLAG(std::string, engine, "auto",
           "auto (GPU when present, else CPU), cpu, or gpu");
-ABSL_FLAG(uint64_t, gpu_min_keys, uint64_t{1} << 15,
-          "engine=auto: numeric arrays with fewer keys sort on the CPU "
-          "(docs/benchmarks.md: GPU/CPU crossover)");
+ABSL_FLAG(std::string, gpu_min_keys, "auto",
+          "engine=auto: numeric arrays with fewer keys sort on the CPU; auto: the crossover "
+          "measured for the GPU's kind (h100 24576, h200 32768; docs/benchmarks.md)");
 ABSL_FLAG(uint64_t, gpu_min_bytes_keys, uint64_t{1} << 14,
           "engine=auto: byte-string arrays with fewer strings sort on the CPU; "
           "larger ones on the GPU merge sort");
-ABSL_FLAG(uint64_t, gpu_merge_argsort_max_keys, uint64_t{1} << 16,
-          "numeric argsorts (indices wanted) of fewer keys run on the GPU merge "
-          "sort instead of radix (docs/benchmarks.md: crossover); 0 = never");
+ABSL_FLAG(std::string, gpu_merge_argsort_max_keys, "auto",
+          "numeric argsorts (indices wanted) of fewer keys, and more than 4096, run on the GPU "
+          "merge sort instead of radix; 0 = never; auto: the crossover measured for the GPU's "
+          "kind (h100 262144, h200 65536; docs/benchmarks.md)");
 ABSL_FLAG(int, gpu_streams, 2,
           "requests each GPU works on at once (streams with their own buffers)");
 ABSL_FLAG(int, gpu_arriving_streams, 1,
@@ -279,9 +280,18 @@ int main(int argc, char** argv) {
   options.dispatcher.engine = *engine;
   options.dispatcher.cpu.max_threads = absl::GetFlag(FLAGS_cpu_sort_threads);
   options.dispatcher.cpu.parallel_threshold = absl::GetFlag(FLAGS_cpu_parallel_threshold);
-  options.dispatcher.gpu.min_keys = absl::GetFlag(FLAGS_gpu_min_keys);
+  for (auto [flag, value, field] :
+       {std::tuple{"gpu_min_keys", absl::GetFlag(FLAGS_gpu_min_keys), &options.dispatcher.gpu.min_keys},
+        std::tuple{"gpu_merge_argsort_max_keys", absl::GetFlag(FLAGS_gpu_merge_argsort_max_keys),
+                   &options.dispatcher.gpu.merge_argsort_max_keys}}) {
+    absl::StatusOr<std::optional<size_t>> threshold = sortd::ParseGpuThreshold(flag, value);
+    if (!threshold.ok()) {
+      std::cerr << "sortd: " << threshold.status().message() << "\n";
+      return 2;
+    }
+    *field = *threshold;
+  }
   options.dispatcher.gpu.min_bytes_keys = absl::GetFlag(FLAGS_gpu_min_bytes_keys);
-  options.dispatcher.gpu.merge_argsort_max_keys = absl::GetFlag(FLAGS_gpu_merge_argsort_max_keys);
   options.dispatcher.gpu.slots_per_gpu = absl::GetFlag(FLAGS_gpu_streams);
   options.dispatcher.gpu.arriving_slots_per_gpu = absl::GetFlag(FLAGS_gpu_arriving_streams);
   options.dispatcher.gpu.max_pool_bytes = absl::GetFlag(FLAGS_gpu_pool_bytes);

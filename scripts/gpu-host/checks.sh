@@ -17,6 +17,7 @@
 #   stop_sortd NAME PID TIMEOUT         SIGTERM, wait, record "exit 0"
 #   sort_and_verify NAME PORT ENGINE ORDER IN OUT IDX|- [sortctl flags]
 #                                       sortctl sort + verify_sort.py: one row
+#   read_thresholds SORTD_LOG           the GPU profile's thresholds, from its startup line
 #   expected_engine N idx|keys|bytes    the engine sortd's defaults pick
 #   finish                              summary table last, exit status
 # Sets up the carried bundle (run from the repository root): CUDA on PATH,
@@ -284,18 +285,33 @@ stop_sortd() {
   fi
 }
 
+# The thresholds of the GPU's profile (--gpu_min_keys and
+# --gpu_merge_argsort_max_keys "auto"), read from a GPU sortd's startup
+# line ("... >= N keys (gpu_merge for argsorts of more than 4096 and fewer
+# than M keys) ..."); the H200 profile's until read.
+GPU_MIN_KEYS=32768 GPU_MERGE_MAX=65536
+read_thresholds() {  # SORTD_LOG
+  local n m
+  n=$(sed -n 's/.*numeric arrays of >= \([0-9]*\) keys.*/\1/p' "$1" | head -1)
+  m=$(sed -n 's/.*and fewer than \([0-9]*\) keys).*/\1/p' "$1" | head -1)
+  [ -n "$n" ] && GPU_MIN_KEYS=$n
+  [ -n "$m" ] && GPU_MERGE_MAX=$m
+  return 0
+}
+
 # The engine sortd's default flags pick when a GPU serves: <=
 # --inline_max_keys (1024) inline on the CPU, <= --max_batch_request_keys
-# (16384) batched on the GPU (segmented), below --gpu_min_keys (32768) the
-# CPU, argsorts below --gpu_merge_argsort_max_keys (65536) the merge sort,
-# the rest the radix sort. Byte strings (>= --gpu_min_bytes_keys): merge.
+# (16384) batched on the GPU (segmented), below --gpu_min_keys the CPU,
+# argsorts of more than 4096 keys below --gpu_merge_argsort_max_keys the
+# merge sort, the rest the radix sort. Byte strings (>=
+# --gpu_min_bytes_keys): merge.
 expected_engine() {  # N idx|keys|bytes
   if [ "$2" = bytes ]; then
     if [ "$1" -ge 16384 ]; then echo ENGINE_GPU_MERGE; else echo ENGINE_CPU; fi
   elif [ "$1" -le 1024 ]; then echo ENGINE_CPU
   elif [ "$1" -le 16384 ]; then echo ENGINE_GPU_SEGMENTED
-  elif [ "$1" -lt 32768 ]; then echo ENGINE_CPU
-  elif [ "$2" = idx ] && [ "$1" -lt 65536 ]; then echo ENGINE_GPU_MERGE
+  elif [ "$1" -lt "$GPU_MIN_KEYS" ]; then echo ENGINE_CPU
+  elif [ "$2" = idx ] && [ "$1" -gt 4096 ] && [ "$1" -lt "$GPU_MERGE_MAX" ]; then echo ENGINE_GPU_MERGE
   else echo ENGINE_GPU_RADIX; fi
 }
 

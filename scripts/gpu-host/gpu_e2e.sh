@@ -81,6 +81,7 @@ fi
 start=$SECONDS
 if wait_serving gpu "$GPU_PID" 120; then
   GPU_PORT=$PORT GPU_MPORT=$MPORT
+  read_thresholds "$W/gpu_sortd.log"
   record PASS "gpu sortd SERVING" $((SECONDS - start)) "$WAIT_DETAIL; $(head -1 "$W/gpu_sortd.log" | cut -c1-120)"
   for t in $NUMERIC_TYPES; do
     for n in $SIZES; do

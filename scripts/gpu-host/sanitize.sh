@@ -123,6 +123,7 @@ sortd_step() {
   local san_pid=$SERVER_PID
   if wait_serving san "$san_pid" $((t / 2)); then
     record PASS "$name: SERVING under the sanitizer" $((SECONDS - start)) "$WAIT_DETAIL"
+    read_thresholds "$log"
     # Every numeric type through each case, then byte strings both orders.
     local cases=() expect in out idx flags cname
     for ty in $NUMERIC_TYPES; do

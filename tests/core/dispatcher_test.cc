@@ -1,6 +1,7 @@
 // Engine selection: parsing --engine and creating the dispatcher on a
 // machine (or build) without a usable GPU engine.
 #include "core/dispatcher.h"
+#include "core/gpu_engine.h"
 #include "core/gpu_info.h"
 
 #include <string>
@@ -100,6 +101,41 @@ TEST(DispatcherTest, AutoAndCpuServeOnTheCpuEngine) {
     EXPECT_FALSE(std::signbit(more[1]));  // descending: +0.0 before -0.0
     EXPECT_TRUE(std::signbit(more[2]));
     EXPECT_EQ((*d)->gpu_count(), 0);
+  }
+}
+
+TEST(GpuThresholdTest, AutoOrACount) {
+  absl::StatusOr<std::optional<size_t>> t = ParseGpuThreshold("gpu_min_keys", "auto");
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t->has_value());
+  t = ParseGpuThreshold("gpu_min_keys", "24576");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->value_or(0), 24576u);
+  t = ParseGpuThreshold("gpu_merge_argsort_max_keys", "0");  // never
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->value_or(1), 0u);
+  for (const char* bad : {"lots", "-1", "", "Auto", "12k"}) {
+    t = ParseGpuThreshold("gpu_min_keys", bad);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(t.status().message(), std::string("--gpu_min_keys=") + bad + ": must be auto or a number of keys");
+  }
+}
+
+// Each tuning profile names its own crossovers; names without a profile of
+// their own get the H200's. Merge argsorts start above the radix core's
+// single-launch size, so every profile's range is not empty.
+TEST(GpuThresholdTest, ProfilesPerGpuKind) {
+  const GpuDispatchProfile h100 = GpuDispatchProfileFor("h100");
+  const GpuDispatchProfile h200 = GpuDispatchProfileFor("h200");
+  EXPECT_NE(h100.min_keys, h200.min_keys);
+  EXPECT_NE(h100.merge_argsort_max_keys, h200.merge_argsort_max_keys);
+  for (const char* other : {"auto", "a100", ""}) {
+    EXPECT_EQ(GpuDispatchProfileFor(other).min_keys, h200.min_keys) << other;
+    EXPECT_EQ(GpuDispatchProfileFor(other).merge_argsort_max_keys, h200.merge_argsort_max_keys) << other;
+  }
+  for (const GpuDispatchProfile& p : {h100, h200}) {
+    EXPECT_GT(p.min_keys, 0u);
+    EXPECT_GT(p.merge_argsort_max_keys, kGpuRadixSingleLaunchMaxKeys + 1);
   }
 }
 

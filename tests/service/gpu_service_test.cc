@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/cuda/radix_sort.cuh"
+#include "core/gpu_engine.h"
 #include "core/gpu_info.h"
 #include "tests/service/test_server.h"
 
@@ -258,6 +260,40 @@ TEST(GpuService, SmallArraysStayOnTheCpuAndGpuTimingsReachMetrics) {
   EXPECT_EQ(Metric(*server, "sortd_gpu_kernel_duration_seconds_count{gpu=\"0\"}"), 1);
   EXPECT_EQ(Metric(*server, "sortd_transfer_duration_seconds_count{direction=\"h2d\",gpu=\"0\"}"), 1);
   EXPECT_GT(Metric(*server, "sortd_device_pool_bytes{gpu=\"0\"}"), 0);
+}
+
+// Unpinned thresholds follow the profile of the GPU's tuning: arrays from
+// its min_keys on the GPU, argsorts above the radix single-launch size and
+// below its merge limit on the merge sort, the rest on the radix core.
+TEST(GpuService, UnpinnedThresholdsFollowTheGpusProfile) {
+  SKIP_WITHOUT_GPU();
+  const GpuDispatchProfile profile =
+      GpuDispatchProfileFor(cuda::RadixTuningName(cuda::RadixTuningFor(/*device=*/0)));
+  for (EngineChoice engine : {EngineChoice::kAuto, EngineChoice::kGpu}) {
+    ServerOptions options;
+    options.batching_mode = BatchingMode::kOff;  // small requests to the engines, not the batcher
+    options.listen_address = "127.0.0.1:0";
+    options.metrics_listen = "";
+    options.dispatcher.engine = engine;
+    options.dispatcher.gpu.devices = {0};
+    auto server = SortdServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto client = Connect(**server);
+    auto engine_of = [&](size_t n, bool indices) {
+      auto r = client->Sort<uint32_t>(RandomKeys<uint32_t>(n, n), v1::SORT_ORDER_ASCENDING, indices);
+      EXPECT_TRUE(r.ok()) << r.status();
+      return r.ok() ? r->engine : v1::ENGINE_UNSPECIFIED;
+    };
+    if (engine == EngineChoice::kAuto) {
+      EXPECT_EQ(engine_of(profile.min_keys - 1, false), v1::ENGINE_CPU);
+      EXPECT_EQ(engine_of(profile.min_keys, false), v1::ENGINE_GPU_RADIX);
+    } else {
+      EXPECT_EQ(engine_of(kGpuRadixSingleLaunchMaxKeys, true), v1::ENGINE_GPU_RADIX);
+      EXPECT_EQ(engine_of(kGpuRadixSingleLaunchMaxKeys + 1, true), v1::ENGINE_GPU_MERGE);
+    }
+    EXPECT_EQ(engine_of(profile.merge_argsort_max_keys - 1, true), v1::ENGINE_GPU_MERGE);
+    EXPECT_EQ(engine_of(profile.merge_argsort_max_keys, true), v1::ENGINE_GPU_RADIX);
+  }
 }
 
 TEST(GpuService, EngineGpuSendsEverySizeToTheGpu) {
