@@ -139,7 +139,9 @@ int main(int argc, char** argv) {
       {"u64 keys", 8, false, 65536, 64},    {"u64 keys", 8, false, 16384, 1024},
       {"u64 keys", 8, false, 1024, 16384},  {"u64 keys", 8, false, 2048, 8192},
       {"u64 keys", 8, false, 4096, 4096},   {"u32 keys", 4, false, 8192, 2048},
-      {"u32 keys", 4, false, 6144, 3000},
+      {"u32 keys", 4, false, 6144, 3000},   {"u32 keys", 4, false, 131072, 32},
+      {"u64 keys", 8, false, 131072, 32},   {"u32 keys", 4, false, 32768, 128},
+      {"u64 keys", 8, false, 32768, 128},
   };
   std::vector<Result> results;
   for (const Case& c : cases) {

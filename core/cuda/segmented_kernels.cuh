@@ -68,7 +68,8 @@ __device__ __forceinline__ void Keep(E& x, const E& other, bool take_min) {
 // Sorts the kGroup * kItems elements held by a group of kGroup threads
 // (thread t holds elements t * kItems + i) ascending. Groups larger than a
 // warp exchange long strides through `smem` (SmemSlots(N) elements) and
-// must be whole blocks.
+// must be whole blocks; groups smaller than a warp shuffle within their
+// lanes (every lane of the warp takes part).
 template <int kGroup, int kItems, typename E>
 __device__ __forceinline__ void BitonicSort(E (&x)[kItems], int t, E* smem) {
   constexpr int kN = kGroup * kItems;
@@ -89,7 +90,7 @@ __device__ __forceinline__ void BitonicSort(E (&x)[kItems], int t, E* smem) {
             }
           }
         }
-      } else if (j < kItems * 32) {
+      } else if (j < kItems * (kGroup < 32 ? kGroup : 32)) {
         const int lane_mask = j / kItems;
         const bool lower = (t & lane_mask) == 0;
 #pragma unroll
@@ -135,29 +136,35 @@ constexpr size_t BinSmemBytes() {
   return perm > net ? perm : net;
 }
 
-// One bin: groups of kGroup threads (a warp, or the whole block) each sort
-// one segment of at most kGroup * kItems keys. The bin's segment ids are in
-// `list` (*count of them, filed on the device, at most max_count); the grid
-// has a group for each of max_count and the extra groups exit.
+// One bin: groups of kGroup threads (part of a warp, a warp, or the whole
+// block) each sort one segment of at most kGroup * kItems keys. The bin's
+// segment ids are in `list` (*count of them, filed on the device, at most
+// max_count); the grid has a group for each of max_count and the extra
+// groups exit (groups smaller than a warp sort nothing instead, so that
+// their warp's shuffles keep every lane).
 template <typename Word, int kThreads, int kItems, int kGroup>
 __global__ void __launch_bounds__(kThreads)
     SegmentedBinKernel(SegmentedParams<Word> p, const uint32_t* __restrict__ list,
                        const uint32_t* __restrict__ count, uint32_t max_count) {
   using E = Elem<Word>;
-  static_assert(kGroup == 32 || kGroup == kThreads, "a group is a warp or the block");
+  static_assert((kGroup <= 32 && 32 % kGroup == 0) || kGroup == kThreads,
+                "a group is part of a warp, a warp or the block");
   constexpr int kGroups = kThreads / kGroup;
   constexpr int kN = kGroup * kItems;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int group = threadIdx.x / kGroup;
   const int t = threadIdx.x % kGroup;
   const uint32_t item = blockIdx.x * kGroups + group;
-  // Uniform per group (warp or block). One group per segment: a loop over
-  // segments here raised register use ~3x (u64, 256x4: 63 -> 175) and
-  // halved the rate.
-  if (item >= min(*count, max_count)) return;
-  const uint32_t segment = list[item];
+  const uint32_t items = min(*count, max_count);
+  // Uniform per warp (or block): a warp's first group has its smallest
+  // item. One group per segment: a loop over segments here raised register
+  // use ~3x (u64, 256x4: 63 -> 175) and halved the rate.
+  constexpr int kWarpGroups = kGroup < 32 ? 32 / kGroup : 1;
+  if (item - item % kWarpGroups >= items) return;
+  const bool active = item < items;
+  const uint32_t segment = active ? list[item] : 0;
   const uint32_t begin = p.offsets[segment];
-  const int len = static_cast<int>(p.offsets[segment + 1] - begin);
+  const int len = active ? static_cast<int>(p.offsets[segment + 1] - begin) : 0;
   const Word* keys = p.keys_in + begin;
 
   E x[kItems];

@@ -52,15 +52,20 @@ cudaError_t LaunchBin(const void* params, const uint32_t* list, const uint32_t* 
   return cudaGetLastError();
 }
 
-// Bins by increasing length. Warp bins: 8 warps per block, one segment per
-// warp. Block bins: one segment per block. Sizes measured on the H200
-// (docs/benchmarks.md, "Segmented sort").
+// Bins by increasing length. Warp bins: one segment per group of 8 (up to
+// 64 keys), 16 (128) or 32 threads (256), 8 keys per thread (4 up to 32):
+// more of the network's stages stay within a thread, which cost about half
+// a shuffle stage's instructions (H100, 65536 x 64: u64 keys 1.07x ->
+// 1.31x CUB, u32 1.5x -> 1.65x; 131072 x 32 u32 1.8x -> 2.5x; one
+// segment per warp before). Block bins: one segment per block. Sizes
+// measured on the H200, the groups on the H100 (docs/benchmarks.md,
+// "Segmented sort").
 template <typename Word>
 std::vector<Bin> BinsFor() {
   std::vector<Bin> bins = {
-      {32, &LaunchBin<Word, 256, 1, 32>},
-      {64, &LaunchBin<Word, 256, 2, 32>},
-      {128, &LaunchBin<Word, 256, 4, 32>},
+      {32, &LaunchBin<Word, 256, 4, 8>},
+      {64, &LaunchBin<Word, 256, 8, 8>},
+      {128, &LaunchBin<Word, 256, 8, 16>},
       {256, &LaunchBin<Word, 256, 8, 32>},
       {512, &LaunchBin<Word, 128, 4, 128>},
       {1024, &LaunchBin<Word, 256, 4, 256>},

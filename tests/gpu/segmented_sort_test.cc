@@ -173,6 +173,22 @@ TEST(SegmentedSort, FloatSpecialsKeepNaNPayloadsAndInputOrder) {
   }
 }
 
+// Segments of up to 128 keys are sorted by groups of 8 or 16 threads, so a
+// warp holds 2-4 segments; bins whose segment count leaves the last warp
+// partly idle (1, 3, 5, 7 segments) must sort the live groups and write
+// nothing for the idle ones (the neighbours' keys stay as sorted).
+TEST(SegmentedSort, SubWarpGroupsWithPartlyFilledWarps) {
+  SKIP_WITHOUT_GPU();
+  for (uint32_t len : {1u, 9u, 32u, 33u, 64u, 65u, 128u}) {
+    for (size_t count : {1, 3, 5, 7, 9}) {
+      SCOPED_TRACE(::testing::Message() << count << " segments of " << len);
+      const std::vector<uint32_t> offsets = OffsetsOf(std::vector<uint32_t>(count, len));
+      CheckSegmented(Random<uint64_t>(offsets.back(), len + count, 6), offsets, false, 4, true);
+      CheckSegmented(Random<float>(offsets.back(), len * count), offsets, true, 0, true);
+    }
+  }
+}
+
 TEST(SegmentedSort, HundredThousandTinySegments) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(9);
