@@ -128,6 +128,23 @@ __device__ __forceinline__ void Uniform(bool flag, Body body) {
   }
 }
 
+// Calls store(j, decode) for the tile's outputs j in [0, count), in
+// coalesced order (thread t takes t, t + NT, ...); `decode` is
+// std::true_type where io says the keys leave decoded. Full tiles test no
+// bounds.
+template <int NT, int VT, typename Less, typename Store>
+__device__ __forceinline__ void ForEachTileOutput(int count, const KeyIo<Less>& io, Store store) {
+  Uniform(io.decode, [&](auto decode) {
+    Uniform(count == NT * VT, [&](auto full) {
+#pragma unroll
+      for (int i = 0; i < VT; ++i) {
+        const int j = i * NT + threadIdx.x;
+        if (decltype(full)::value || j < count) store(j, decode);
+      }
+    });
+  });
+}
+
 // Writes the tile's sorted keys (registers, thread-contiguous) and their
 // values to global memory, coalesced through shared memory.
 // value_of(slot) returns the value for the key that came from `slot`.
@@ -146,19 +163,11 @@ __device__ __forceinline__ void StoreTile(TileStorage<typename Less::Key, NT * V
     }
   }
   __syncthreads();
-  Uniform(io.decode, [&](auto decode) {
-    Uniform(count == NT * VT, [&](auto full) {
-#pragma unroll
-      for (int i = 0; i < VT; ++i) {
-        const int j = i * NT + threadIdx.x;
-        if (decltype(full)::value || j < count) {
-          typename Less::Key k = s.keys[j];
-          if constexpr (decltype(decode)::value) k = io.less.Decode(k);
-          keys_out[j] = k;
-          if constexpr (!std::is_same_v<Value, NoValue>) values_out[j] = value_of(s.positions[j]);
-        }
-      }
-    });
+  ForEachTileOutput<NT, VT>(count, io, [&](int j, auto decode) {
+    typename Less::Key k = s.keys[j];
+    if constexpr (decltype(decode)::value) k = io.less.Decode(k);
+    keys_out[j] = k;
+    if constexpr (!std::is_same_v<Value, NoValue>) values_out[j] = value_of(s.positions[j]);
   });
 }
 
@@ -189,21 +198,13 @@ template <int NT, int VT, bool kKeys, bool kValues, typename Less, typename Valu
 __device__ __forceinline__ void StoreSharedTile(const typename Less::Key* keys, const Value* values, int count,
                                                 typename Less::Key* keys_out, Value* values_out,
                                                 const KeyIo<Less>& io) {
-  Uniform(io.decode, [&](auto decode) {
-    Uniform(count == NT * VT, [&](auto full) {
-#pragma unroll
-      for (int i = 0; i < VT; ++i) {
-        const int j = i * NT + threadIdx.x;
-        if (decltype(full)::value || j < count) {
-          if constexpr (kKeys) {
-            typename Less::Key k = keys[j];
-            if constexpr (decltype(decode)::value) k = io.less.Decode(k);
-            keys_out[j] = k;
-          }
-          if constexpr (kValues) values_out[j] = values[j];
-        }
-      }
-    });
+  ForEachTileOutput<NT, VT>(count, io, [&](int j, auto decode) {
+    if constexpr (kKeys) {
+      typename Less::Key k = keys[j];
+      if constexpr (decltype(decode)::value) k = io.less.Decode(k);
+      keys_out[j] = k;
+    }
+    if constexpr (kValues) values_out[j] = values[j];
   });
 }
 
