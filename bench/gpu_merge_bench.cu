@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
     return r.match ? 0 : 1;
   }
   std::vector<CubRow> cub_rows;
-  for (int lg = 20; lg <= max_log2; lg += 2) {
+  for (int lg = 20; lg <= max_log2; ++lg) {
     cub_rows.push_back(VsCub<uint32_t, false>("u32 keys", size_t{1} << lg, repeats, stream));
   }
   const size_t mid = size_t{1} << std::min(24, max_log2);

@@ -64,8 +64,9 @@ inline constexpr size_t kGpuRadixSingleLaunchMaxKeys = 4096;
 inline GpuDispatchProfile GpuDispatchProfileFor(std::string_view tuning) {
   if (tuning == "h100") {
     // H100 host (16-core Xeon), 2026-11-27: u32 requests win on the GPU
-    // from 24576 keys (u64 even there), the merge argsort up to 2^17.
-    return {size_t{24576}, size_t{1} << 18};
+    // from 24576 keys (u64 even there), the merge argsort up to 2^19 (its
+    // small passes search their splits in the merge kernel).
+    return {size_t{24576}, size_t{1} << 20};
   }
   // H200 host, 2026-11-23 (before the merge sort's pairs gained 1.4x).
   return {size_t{1} << 15, size_t{1} << 16};

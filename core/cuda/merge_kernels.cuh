@@ -6,7 +6,8 @@
 //                    search and merging VT keys serially.
 //   PartitionKernel  one merge-path search per output tile of a merge pass
 //                    (global memory), so merge tiles load exactly their
-//                    inputs.
+//                    inputs; passes of few tiles search inside MergeKernel
+//                    instead.
 //   MergeKernel      one tile per block: loads its slices of the two runs
 //                    into shared memory and merges them like a blocksort
 //                    round.
@@ -485,21 +486,17 @@ struct PassGeometry {
 // the host picks G by the number of tiles (PartitionLanes).
 constexpr int kPartitionThreads = 128;
 
-template <typename Less, int G>
-__global__ void __launch_bounds__(kPartitionThreads)
-    PartitionKernel(const typename Less::Key* keys, PassGeometry g, uint32_t num_tiles, Less less,
-                    size_t* splits) {
+// The split of `span`'s pair at output diagonal `diag` (absolute a
+// index), found by a group of G lanes (`group`: their mask; `lane` < G).
+template <int G, typename Less>
+__device__ __forceinline__ size_t SearchSplit(const typename Less::Key* keys, const TileSpan& span,
+                                              size_t diag, const Less& less, unsigned lane,
+                                              unsigned group) {
   static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "G: a power of two up to a warp");
-  const uint32_t t = (blockIdx.x * kPartitionThreads + threadIdx.x) / G;
-  const unsigned lane = threadIdx.x % G;
-  const unsigned group = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (threadIdx.x % 32 / G * G);
-  if (t >= num_tiles) return;  // whole groups: num_tiles counts groups
-  const TileSpan span = g.Span(t);
   const typename Less::Key* a = keys + span.pair_begin;
   const typename Less::Key* b = keys + span.a_end;
   const size_t a_count = span.a_end - span.pair_begin;
   const size_t b_count = span.b_end - span.a_end;
-  const size_t diag = span.diag_begin;
   // The answer lies in [lo, hi]; a_first(i) holds exactly for i < answer.
   size_t lo = diag > b_count ? diag - b_count : 0;
   size_t hi = diag < a_count ? diag : a_count;
@@ -517,8 +514,26 @@ __global__ void __launch_bounds__(kPartitionThreads)
   }
   const bool in_range = lo + lane < hi;
   const unsigned taken = __ballot_sync(group, in_range && a_first(lo + lane));
-  if (lane == 0) splits[t] = span.pair_begin + lo + __popc(taken);
+  return span.pair_begin + lo + __popc(taken);
 }
+
+template <typename Less, int G>
+__global__ void __launch_bounds__(kPartitionThreads)
+    PartitionKernel(const typename Less::Key* keys, PassGeometry g, uint32_t num_tiles, Less less,
+                    size_t* splits) {
+  const uint32_t t = (blockIdx.x * kPartitionThreads + threadIdx.x) / G;
+  const unsigned lane = threadIdx.x % G;
+  const unsigned group = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (threadIdx.x % 32 / G * G);
+  if (t >= num_tiles) return;  // whole groups: num_tiles counts groups
+  const TileSpan span = g.Span(t);
+  const size_t split = SearchSplit<G>(keys, span, span.diag_begin, less, lane, group);
+  if (lane == 0) splits[t] = split;
+}
+
+// splits == nullptr: the merge kernel searches its own tile's splits (two
+// warps, one per end; kFusedSplitLanes lanes each) instead of reading a
+// PartitionKernel's (the host picks by tiles per pass: merge_sort.cu).
+inline constexpr int kFusedSplitLanes = 32;
 
 template <int NT, int VT, typename Less, typename Value>
 __global__ void __launch_bounds__(NT)
@@ -527,6 +542,7 @@ __global__ void __launch_bounds__(NT)
                 const size_t* splits, KeyIo<Less> io) {
   using Key = typename Less::Key;
   constexpr int NV = NT * VT;
+  static_assert(NT >= 64, "two warps search the tile's splits");
   constexpr bool kValuesBeside = ValuesBesideKeys<Key, Value, NV>();
   using Storage = std::conditional_t<kValuesBeside, PairTileStorage<Key, Value, NV>, TileStorage<Key, NV>>;
   __shared__ Storage s;
@@ -534,8 +550,27 @@ __global__ void __launch_bounds__(NT)
   const uint32_t tile = blockIdx.x;
   const TileSpan span = g.Span(tile);
   const size_t pair_count = span.b_end - span.pair_begin;
-  const size_t a0 = splits[tile];
-  const size_t a1 = span.diag_end == pair_count ? span.a_end : splits[tile + 1];
+  size_t a0, a1;
+  if (splits != nullptr) {
+    a0 = splits[tile];
+    a1 = span.diag_end == pair_count ? span.a_end : splits[tile + 1];
+  } else {
+    // Warp 0 finds where the tile's output begins, warp 1 where it ends
+    // (the next tile's begin, searched again there: the probes meet in L2).
+    __shared__ size_t s_split[2];
+    constexpr int G = kFusedSplitLanes;
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % G;
+    if (warp < 2) {
+      const size_t diag = warp == 0 ? span.diag_begin : span.diag_end;
+      const size_t split = warp == 1 && span.diag_end == pair_count
+                               ? span.a_end
+                               : SearchSplit<G>(keys_in, span, diag, less, lane, 0xffffffffu);
+      if (lane == 0) s_split[warp] = split;
+    }
+    __syncthreads();
+    a0 = s_split[0];
+    a1 = s_split[1];
+  }
   const size_t b0 = span.a_end + (span.diag_begin - (a0 - span.pair_begin));
   const size_t b1 = span.a_end + (span.diag_end - (a1 - span.pair_begin));
   const int a_count = static_cast<int>(a1 - a0);

@@ -19,6 +19,11 @@
 
 namespace sortd::cuda {
 
+// Merge passes over at most this many tiles search each tile's splits in
+// the merge kernel itself; larger passes run a partition kernel first
+// (merge_sort.cu says why).
+inline constexpr uint32_t kMergeFusedSplitsMaxTiles = 1024;
+
 // Keys per blocksort tile for keys of `key_bytes` (4, 8; 16 for the byte
 // strings' internal keys): tests aim at its edges.
 size_t MergeSortTileItems(int key_bytes);

@@ -128,6 +128,21 @@ TEST(MergeSort, SortedReversedAndAllEqual) {
   }
 }
 
+// Passes of up to kMergeFusedSplitsMaxTiles tiles find their splits in the
+// merge kernel, larger ones in a partition kernel: both sides of the limit
+// (the last pass of a sort of `tiles` tiles has that many), keys with
+// many ties (stability), values and argsort.
+TEST(MergeSort, FusedAndSeparateSplitSearchesEitherSideOfTheLimit) {
+  SKIP_WITHOUT_GPU();
+  const size_t tile = MergeSortTileItems(4);
+  for (size_t tiles : {size_t{kMergeFusedSplitsMaxTiles}, size_t{kMergeFusedSplitsMaxTiles} + 1}) {
+    const auto keys = Random<uint32_t>(tiles * tile - 5, tiles, /*range_bits=*/12);
+    SCOPED_TRACE(::testing::Message() << tiles << " tiles");
+    CheckMergeSort(keys, false, 4);
+    CheckMergeSort(keys, true, -1);
+  }
+}
+
 TEST(MergeSort, SixteenMillionKeys) {
   SKIP_WITHOUT_GPU();
   CheckMergeSort(Random<uint32_t>(size_t{1} << 24, 4), false, -1);
