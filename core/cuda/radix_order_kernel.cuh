@@ -77,9 +77,11 @@ __device__ __forceinline__ unsigned int PairOrder(Word w, Word next) {
 // key with its successor (in the vector, from the next lane by a shuffle,
 // or loaded). Before its first chunk a warp probes 32 keys there: random
 // input shows both bits, and many descents, at once, so there the
-// kernel costs about one launch. A chunk with descents (rare but in random
-// input, which stops at the probe) counts them with one atomic a warp and
-// notes where they are (RunBreaks). Every kReadEvery chunks a warp reads
+// kernel costs about one launch; and 32 samples spread over the input,
+// which show a few sorted runs to be in neither order at once. A chunk
+// with descents (rare but in random input, which stops at the probe)
+// counts them with one atomic a warp and notes where they are
+// (RunBreaks). Every kReadEvery chunks a warp reads
 // the shared order word (its load goes out with the chunk's) and stops once
 // the input is known to be neither ordered nor a few runs
 // (SortsInFull); reading it on every chunk made every warp queue at one
@@ -332,6 +334,20 @@ KeyOrderKernel(const Word* __restrict__ keys, size_t n, size_t head, KeyMasks<Wo
     // Four descents in 32 keys: runs too short to be worth merging (random
     // input shows about 16). Fewer are counted by the chunks that hold them.
     if (__popc(__ballot_sync(kFull, seen & kOrderDescent)) >= 4) seen |= kOrderManyRuns;
+    // Samples spread over the whole input (lane i: key i * (n - 1) / 31):
+    // two out of order prove a descent (ascent) somewhere between them, so
+    // input of a few sorted runs is known to be in neither order before
+    // any warp reaches a run's end, and no warp copies stretches that the
+    // merge then overwrites (8 runs of 2^23 u32 keys: about a third of the
+    // input was copied). Equal samples prove nothing: no tie is inferred.
+    if (n >= 2) {
+      const Word sample = encode(keys[static_cast<size_t>(lane) * (n - 1) / 31]);
+      const Word next_sample = __shfl_down_sync(kFull, sample, 1);
+      if (lane < 31) {
+        seen |= (sample > next_sample ? static_cast<unsigned int>(kOrderDescent) : 0u) |
+                (sample < next_sample ? static_cast<unsigned int>(kOrderAscent) : 0u);
+      }
+    }
     const unsigned int read = lane == 0 ? static_cast<unsigned int>(*shared_word) : 0u;
     if (settle(seen, read)) return;
   }
