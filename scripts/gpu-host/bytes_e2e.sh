@@ -81,7 +81,8 @@ stop_sortd "gpu sortd" "$GPU_PID" 60
 stop_sortd "cpu sortd" "$CPU_PID" 60
 
 if [ "${SERVICE:-1}" = 1 ]; then
-  gtest_check "service tests (bundled)" 300 - "$B/sortd_gpu_service_test"
+  gtest_check "service tests (bundled)" 300 - "$B/sortd_gpu_service_test" \
+    "${SERVICE_GPU_FILTER[@]+"${SERVICE_GPU_FILTER[@]}"}"
 fi
 echo "== bytes_e2e.sh took $((SECONDS - T0)) s; logs in $W"
 finish

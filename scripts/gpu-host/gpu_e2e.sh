@@ -60,7 +60,8 @@ if [ "${TESTS:-1}" = 1 ]; then
     gtest_check "memcheck worker" 240 memcheck "$T/sortd_gpu_worker_test" --gtest_filter='GpuWorker.JobLarger*:GpuWorkerTest/0.*'
   fi
   if [ "${SERVICE:-1}" = 1 ]; then
-    gtest_check "service tests (bundled)" 300 - "$B/sortd_gpu_service_test"
+    gtest_check "service tests (bundled)" 300 - "$B/sortd_gpu_service_test" \
+    "${SERVICE_GPU_FILTER[@]+"${SERVICE_GPU_FILTER[@]}"}"
   fi
 fi
 
