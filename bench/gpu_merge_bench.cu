@@ -260,6 +260,10 @@ int main(int argc, char** argv) {
   std::vector<ArgsortRow> argsort_rows;
   for (int lg = 10; lg <= std::min(22, max_log2); ++lg) {
     argsort_rows.push_back(ArgsortVsRadix(size_t{1} << lg, repeats, stream));
+    // Half steps where the crossover lies (--gpu_merge_argsort_max_keys).
+    if (lg >= 17 && lg < std::min(22, max_log2)) {
+      argsort_rows.push_back(ArgsortVsRadix(size_t{3} << (lg - 1), repeats, stream));
+    }
   }
   std::fprintf(stderr, "argsort done\n");
   std::vector<StringRow> string_rows;

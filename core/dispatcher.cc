@@ -57,11 +57,14 @@ absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Create(
   const size_t min_keys = all_gpu ? 0 : profile.min_keys;
   const size_t min_bytes_keys = all_gpu ? 0 : options.gpu.min_bytes_keys;
   if (gpu != nullptr) {
-    description = absl::StrCat(
-        "engine=", all_gpu ? "gpu" : "auto", ": gpu_radix for numeric arrays of >= ", min_keys,
-        " keys (gpu_merge for argsorts of more than ", kGpuRadixSingleLaunchMaxKeys,
-        " and fewer than ", profile.merge_argsort_max_keys, " keys), gpu_merge for byte strings from ", min_bytes_keys,
-        " strings, cpu otherwise (", gpu->description(), ")");
+    const std::string merge_argsorts =
+        profile.merge_argsort_max_keys > kGpuRadixSingleLaunchMaxKeys + 1
+            ? absl::StrCat("gpu_merge for argsorts of more than ", kGpuRadixSingleLaunchMaxKeys,
+                           " and fewer than ", profile.merge_argsort_max_keys, " keys")
+            : std::string("no argsort on gpu_merge");
+    description = absl::StrCat("engine=", all_gpu ? "gpu" : "auto", ": gpu_radix for numeric arrays of >= ",
+                               min_keys, " keys (", merge_argsorts, "), gpu_merge for byte strings from ",
+                               min_bytes_keys, " strings, cpu otherwise (", gpu->description(), ")");
   } else if (description.empty()) {
     description = absl::StrCat("engine=cpu (", gpu_text, ")");
   }

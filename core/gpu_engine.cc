@@ -274,7 +274,7 @@ class GpuRadixEngine final : public GpuEngine {
   GpuEngineObserver* observer_;
   // The options' thresholds, else the first GPU's profile.
   static GpuDispatchProfile ResolvedProfile(const GpuEngineOptions& options, int device) {
-    GpuDispatchProfile p = GpuDispatchProfileFor(cuda::RadixTuningName(cuda::RadixTuningFor(device)));
+    GpuDispatchProfile p = GpuDispatchProfileOfDevice(device);
     if (options.min_keys.has_value()) p.min_keys = *options.min_keys;
     if (options.merge_argsort_max_keys.has_value()) p.merge_argsort_max_keys = *options.merge_argsort_max_keys;
     return p;
@@ -287,6 +287,10 @@ class GpuRadixEngine final : public GpuEngine {
 }  // namespace
 
 bool GpuEngineBuilt() { return true; }
+
+GpuDispatchProfile GpuDispatchProfileOfDevice(int device) {
+  return GpuDispatchProfileFor(cuda::RadixTuningName(cuda::RadixTuningFor(device)));
+}
 
 namespace {
 std::optional<cuda::RadixTuning> ParseRadixTuning(const std::string& name) {

@@ -60,17 +60,24 @@ struct GpuDispatchProfile {
 inline constexpr size_t kGpuRadixSingleLaunchMaxKeys = 4096;
 
 // The profile measured for radix tuning `tuning` ("h100", "h200"; any
-// other name gets the H200's, the kind measured first).
+// other name gets the H100's, as cuda::RadixTuningFor gives GPUs with
+// less L2 than the H200 class and devices it could not ask).
 inline GpuDispatchProfile GpuDispatchProfileFor(std::string_view tuning) {
-  if (tuning == "h100") {
-    // H100 host (16-core Xeon), 2026-11-27: u32 requests win on the GPU
-    // from 24576 keys (u64 even there), the merge argsort up to 2^19 (its
-    // small passes search their splits in the merge kernel).
-    return {size_t{24576}, size_t{1} << 20};
+  if (tuning == "h200") {
+    // H200 host, 2026-11-23 (before the merge sort's pairs gained 1.4x).
+    return {size_t{1} << 15, size_t{1} << 16};
   }
-  // H200 host, 2026-11-23 (before the merge sort's pairs gained 1.4x).
-  return {size_t{1} << 15, size_t{1} << 16};
+  // H100 host (16-core Xeon), 2026-11-27: u32 requests win on the GPU
+  // from 24576 keys (u64 even there); the merge argsort (its small passes
+  // search their splits in the merge kernel) wins at 2^19 keys (1.04-1.10x
+  // radix) and loses at 1.5 * 2^19 (0.84-0.88x): the limit is the
+  // interpolated crossover, rounded down to 9 * 2^16.
+  return {size_t{24576}, size_t{589824}};
 }
+
+// The profile of CUDA device `device` (its radix tuning's; the H100's in
+// builds without CUDA).
+GpuDispatchProfile GpuDispatchProfileOfDevice(int device);
 
 // A threshold flag's value: "auto" (the GPU's profile: nullopt) or a count.
 inline absl::StatusOr<std::optional<size_t>> ParseGpuThreshold(const std::string& flag, const std::string& value) {

@@ -5,6 +5,8 @@ namespace sortd {
 
 bool GpuEngineBuilt() { return false; }
 
+GpuDispatchProfile GpuDispatchProfileOfDevice(int) { return GpuDispatchProfileFor("h100"); }
+
 absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOptions&) {
   return absl::FailedPreconditionError("this build has no CUDA engine (nvcc was not found)");
 }

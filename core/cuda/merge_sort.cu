@@ -184,8 +184,8 @@ void LaunchPartition(const Key* keys, const PassGeometry& g, uint32_t tiles, Les
 // the fused searches' probes (two full warps per tile) cost more memory
 // traffic than the latency they hide. H100, u32 keys vs
 // cub::DeviceMergeSort: 2^20 keys (216 tiles) 1.00-1.02x -> 1.28-1.29x,
-// 2^21 1.24x, 2^22 (862) 0.98x -> 1.08x, but 2^23 (1724) 0.96-0.97x,
-// 2^24 (3449) 0.99x -> 0.94x and 2^26 0.97x -> 0.87x when fused
+// 2^21 1.24x, 2^22 (863) 0.98x -> 1.08x, but 2^23 (1725) 0.96-0.97x,
+// 2^24 (3450) 0.99x -> 0.94x and 2^26 0.97x -> 0.87x when fused
 // (kMergeFusedSplitsMaxTiles in merge_sort.cuh).
 constexpr uint32_t kFusedSplitsMaxTiles = kMergeFusedSplitsMaxTiles;
 

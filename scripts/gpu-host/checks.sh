@@ -288,8 +288,13 @@ stop_sortd() {
 # The service tests' filter for this host: with fewer than two GPUs the
 # two-GPU tests skip, and gtest_check counts a skip as a failed check
 # ("no GPU visible?"), so they are left out there.
+# (CUDA_VISIBLE_DEVICES, where set, says how many the tests see.)
 SERVICE_GPU_FILTER=()
-if [ "$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ' || true)" -lt 2 ]; then
+VISIBLE_GPUS=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ' || true)
+if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+  VISIBLE_GPUS=$(printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . || true)
+fi
+if [ "$VISIBLE_GPUS" -lt 2 ]; then
   SERVICE_GPU_FILTER=(--gtest_filter='-GpuServiceTwoGpus.*')
 fi
 
@@ -304,6 +309,7 @@ read_thresholds() {  # SORTD_LOG
   m=$(sed -n 's/.*and fewer than \([0-9]*\) keys).*/\1/p' "$1" | head -1)
   [ -n "$n" ] && GPU_MIN_KEYS=$n
   [ -n "$m" ] && GPU_MERGE_MAX=$m
+  if grep -q 'no argsort on gpu_merge' "$1"; then GPU_MERGE_MAX=0; fi
   return 0
 }
 

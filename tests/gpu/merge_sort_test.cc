@@ -130,7 +130,7 @@ TEST(MergeSort, SortedReversedAndAllEqual) {
 
 // Passes of up to kMergeFusedSplitsMaxTiles tiles find their splits in the
 // merge kernel, larger ones in a partition kernel: both sides of the limit
-// (the last pass of a sort of `tiles` tiles has that many), keys with
+// (every merge pass of a sort of `tiles` tiles has that many), keys with
 // many ties (stability), values and argsort.
 TEST(MergeSort, FusedAndSeparateSplitSearchesEitherSideOfTheLimit) {
   SKIP_WITHOUT_GPU();

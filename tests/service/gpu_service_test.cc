@@ -21,7 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/cuda/radix_sort.cuh"
 #include "core/gpu_engine.h"
 #include "core/gpu_info.h"
 #include "tests/service/test_server.h"
@@ -267,8 +266,7 @@ TEST(GpuService, SmallArraysStayOnTheCpuAndGpuTimingsReachMetrics) {
 // below its merge limit on the merge sort, the rest on the radix core.
 TEST(GpuService, UnpinnedThresholdsFollowTheGpusProfile) {
   SKIP_WITHOUT_GPU();
-  const GpuDispatchProfile profile =
-      GpuDispatchProfileFor(cuda::RadixTuningName(cuda::RadixTuningFor(/*device=*/0)));
+  const GpuDispatchProfile profile = GpuDispatchProfileOfDevice(/*device=*/0);
   for (EngineChoice engine : {EngineChoice::kAuto, EngineChoice::kGpu}) {
     ServerOptions options;
     options.batching_mode = BatchingMode::kOff;  // small requests to the engines, not the batcher
