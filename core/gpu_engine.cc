@@ -288,6 +288,9 @@ class GpuRadixEngine final : public GpuEngine {
 
 bool GpuEngineBuilt() { return true; }
 
+static_assert(kGpuRadixSingleLaunchMaxKeys == cuda::RadixSortProblem{}.single_launch_max_items,
+              "argsorts the dispatcher keeps on radix are those its single-launch path takes");
+
 GpuDispatchProfile GpuDispatchProfileOfDevice(int device) {
   return GpuDispatchProfileFor(cuda::RadixTuningName(cuda::RadixTuningFor(device)));
 }
