@@ -488,10 +488,17 @@ constexpr int kPartitionThreads = 128;
 
 // The split of `span`'s pair at output diagonal `diag` (absolute a
 // index), found by a group of G lanes (`group`: their mask; `lane` < G).
+// grid != 0 (the tile size; diag a multiple of it): first a coarse search
+// among a's indices that are multiples of `grid`, whose partners in b
+// (diag - 1 - i) are then at one less than multiples of it too: every
+// tile's coarse probes of a pair land on the same few thousand keys,
+// which stay in L2, and only the last rounds, within one grid step, go to
+// DRAM (the probes of a search spread over whole runs were the
+// partition's cost: a sector of DRAM traffic each).
 template <int G, typename Less>
 __device__ __forceinline__ size_t SearchSplit(const typename Less::Key* keys, const TileSpan& span,
                                               size_t diag, const Less& less, unsigned lane,
-                                              unsigned group) {
+                                              unsigned group, size_t grid = 0) {
   static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0, "G: a power of two up to a warp");
   const typename Less::Key* a = keys + span.pair_begin;
   const typename Less::Key* b = keys + span.a_end;
@@ -501,6 +508,25 @@ __device__ __forceinline__ size_t SearchSplit(const typename Less::Key* keys, co
   size_t lo = diag > b_count ? diag - b_count : 0;
   size_t hi = diag < a_count ? diag : a_count;
   auto a_first = [&](size_t i) { return !less(b[diag - 1 - i], a[i]); };
+  if (grid != 0 && hi - lo > grid) {
+    // The first grid index j (i = j * grid in [lo, hi)) where a_first
+    // fails lies in [j_lo, j_hi] (j_hi: none fails).
+    const size_t first = (lo + grid - 1) / grid, last = (hi + grid - 1) / grid;
+    size_t j_lo = first, j_hi = last;
+    while (j_hi - j_lo > G) {
+      const size_t len = j_hi - j_lo;
+      const size_t probe = j_lo + (lane + 1) * len / (G + 1);
+      const int c = __popc(__ballot_sync(group, a_first(probe * grid)));
+      const size_t new_lo = c > 0 ? j_lo + static_cast<size_t>(c) * len / (G + 1) + 1 : j_lo;
+      const size_t new_hi = c < static_cast<int>(G) ? j_lo + static_cast<size_t>(c + 1) * len / (G + 1) : j_hi;
+      j_lo = new_lo;
+      j_hi = new_hi;
+    }
+    const bool in_range = j_lo + lane < j_hi;
+    const size_t fails_at = j_lo + __popc(__ballot_sync(group, in_range && a_first((j_lo + lane) * grid)));
+    if (fails_at > first) lo = (fails_at - 1) * grid + 1;
+    if (fails_at < last) hi = fails_at * grid;
+  }
   while (hi - lo > G) {
     const size_t len = hi - lo;
     const size_t probe = lo + (lane + 1) * len / (G + 1);  // in [lo, hi)
@@ -526,7 +552,8 @@ __global__ void __launch_bounds__(kPartitionThreads)
   const unsigned group = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (threadIdx.x % 32 / G * G);
   if (t >= num_tiles) return;  // whole groups: num_tiles counts groups
   const TileSpan span = g.Span(t);
-  const size_t split = SearchSplit<G>(keys, span, span.diag_begin, less, lane, group);
+  const size_t split = SearchSplit<G>(keys, span, span.diag_begin, less, lane, group,
+                                      static_cast<size_t>(g.tile_items));
   if (lane == 0) splits[t] = split;
 }
 
