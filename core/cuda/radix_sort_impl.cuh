@@ -215,18 +215,50 @@ inline cudaError_t ThreadPlanWords(unsigned long long** out) {
   return words.Get(out);
 }
 
-// Owns a timing-free event for the duration of one sort.
-class ScopedEvent {
- public:
-  cudaError_t Create() { return cudaEventCreateWithFlags(&event_, cudaEventDisableTiming); }
-  ~ScopedEvent() {
-    if (event_ != nullptr) cudaEventDestroy(event_);
-  }
-  cudaEvent_t get() const { return event_; }
+// Per thread and device, one timing-free event for the plan's read-back,
+// created on first use (an event created and destroyed per sort cost host
+// time before the first launch, while the GPU waited) and destroyed at
+// thread exit (which may fail at process exit: nothing to do).
+inline cudaError_t ThreadPlanEvent(int device, cudaEvent_t* out) {
+  struct Events {
+    std::vector<cudaEvent_t> by_device;
+    ~Events() {
+      for (cudaEvent_t e : by_device) {
+        if (e != nullptr) cudaEventDestroy(e);
+      }
+    }
+  };
+  thread_local Events events;
+  if (device < 0) return cudaErrorInvalidDevice;
+  if (events.by_device.size() <= static_cast<size_t>(device)) events.by_device.resize(device + 1, nullptr);
+  cudaEvent_t& event = events.by_device[device];
+  if (event == nullptr) SORTD_CUDA_TRY(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  *out = event;
+  return cudaSuccess;
+}
 
- private:
-  cudaEvent_t event_ = nullptr;
-};
+// Blocks of `kernel` resident per SM on `device` with `threads` threads,
+// asked of the runtime once per thread, kernel and device (the order
+// kernel's grid is one such wave; asking on every sort was host time
+// before the first launch).
+inline cudaError_t CachedBlocksPerSm(const void* kernel, int device, int threads, int* out) {
+  struct Entry {
+    const void* kernel;
+    int device, threads, blocks;
+  };
+  thread_local std::vector<Entry> cache;
+  for (const Entry& e : cache) {
+    if (e.kernel == kernel && e.device == device && e.threads == threads) {
+      *out = e.blocks;
+      return cudaSuccess;
+    }
+  }
+  int blocks = 0;
+  SORTD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0));
+  cache.push_back({kernel, device, threads, blocks});
+  *out = blocks;
+  return cudaSuccess;
+}
 
 inline PassTransform TransformFor(KeyClass c, bool descending) {
   if (c == KeyClass::kFloat) return PassTransform::kFloat;
@@ -300,7 +332,7 @@ bool OutputApartFromInput(const RadixSortProblem& p) {
 
 template <typename Word>
 cudaError_t LaunchKeyOrder(const RadixSortProblem& p, const KeyMasks<Word>& masks, unsigned long long* order,
-                           const RunBreaks& breaks, int sms, cudaStream_t stream) {
+                           const RunBreaks& breaks, int device, int sms, cudaStream_t stream) {
   // 8 vectors (128 bytes) per lane and chunk: H100, 2^26 ordered u32, 95
   // us against 97 with 4 (both reading the shared word every 8th chunk).
   constexpr int kThreads = 256, kVecs = 8;
@@ -318,7 +350,7 @@ cudaError_t LaunchKeyOrder(const RadixSortProblem& p, const KeyMasks<Word>& mask
     auto kernel = ClassOf(p.key_type) == KeyClass::kFloat ? KeyOrderKernel<Word, Value, kThreads, kVecs, true>
                                                           : KeyOrderKernel<Word, Value, kThreads, kVecs, false>;
     int per_sm = 0;
-    SORTD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+    SORTD_CUDA_TRY(CachedBlocksPerSm(reinterpret_cast<const void*>(kernel), device, kThreads, &per_sm));
     const int blocks = static_cast<int>(std::max<size_t>(
         1, std::min<size_t>((chunks + warps_per_block - 1) / warps_per_block,
                             static_cast<size_t>(sms) * std::max(per_sm, 1))));
@@ -551,10 +583,10 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     return cudaGetLastError();
   };
   unsigned long long* plan_host = nullptr;
-  ScopedEvent plan_read;
+  cudaEvent_t plan_read = nullptr;
   if (read_back) {
     SORTD_CUDA_TRY(ThreadPlanWords(&plan_host));
-    SORTD_CUDA_TRY(plan_read.Create());
+    SORTD_CUDA_TRY(ThreadPlanEvent(device, &plan_read));
   }
   if (detect_order) {
     // The order word is read back on its own, before anything else is
@@ -566,12 +598,12 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     breaks.count = plan + 3;
     breaks.starts = plan + 4;
     breaks.counted = merge_runs;
-    SORTD_CUDA_TRY(LaunchKeyOrder<Word>(p, count_masks, plan + 2, breaks, sms, stream));
+    SORTD_CUDA_TRY(LaunchKeyOrder<Word>(p, count_masks, plan + 2, breaks, device, sms, stream));
     SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host + 2, plan + 2, (kPlanWords - 2) * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, stream));
-    SORTD_CUDA_TRY(cudaEventRecord(plan_read.get(), stream));
+    SORTD_CUDA_TRY(cudaEventRecord(plan_read, stream));
     SORTD_CUDA_TRY(count_histogram(plan + 2, true));
-    SORTD_CUDA_TRY(cudaEventSynchronize(plan_read.get()));
+    SORTD_CUDA_TRY(cudaEventSynchronize(plan_read));
     const unsigned long long order = plan_host[2];
     // The histogram stood down for ordered input and a few runs: count now
     // and sort in full (the speculative pass stands down too:
@@ -657,7 +689,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host, plan, PinnedPlanWords::kWords * sizeof(unsigned long long),
                                  cudaMemcpyDeviceToHost,
                                  stream));
-  SORTD_CUDA_TRY(cudaEventRecord(plan_read.get(), stream));
+  SORTD_CUDA_TRY(cudaEventRecord(plan_read, stream));
   SORTD_CUDA_TRY(with_types([&](auto value_tag, auto transform_tag, auto v) {
     using Value = decltype(value_tag);
     OneSweepPassArgs<Word, Value> a = shared.template Args<Value>(/*slot=*/0, /*pass=*/0);
@@ -671,7 +703,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     a.plan = plan;
     return PassLauncher<Word, Value, Tuning, decltype(transform_tag)::value>(stream).Launch(a);
   }));
-  SORTD_CUDA_TRY(cudaEventSynchronize(plan_read.get()));
+  SORTD_CUDA_TRY(cudaEventSynchronize(plan_read));
   const unsigned long long nans = plan_host[0];
   const unsigned long long trivial = plan_host[1];  // 0 unless skipping
   const unsigned long long concentrated =
