@@ -177,17 +177,6 @@ void LaunchPartition(const Key* keys, const PassGeometry& g, uint32_t tiles, Les
   }
 }
 
-// Passes of at most kMergeFusedSplitsMaxTiles tiles (merge_sort.cuh)
-// search their splits inside the merge kernel (two warps of each block,
-// MergeKernel with no splits) instead of in a PartitionKernel launch
-// before it: the searches' dependent loads
-// then overlap other blocks' merging, and a launch goes. With more tiles
-// the fused searches' probes (two full warps per tile) cost more memory
-// traffic than the latency they hide. H100, u32 keys vs
-// cub::DeviceMergeSort: 2^20 keys (216 tiles) 1.00-1.02x -> 1.28-1.29x,
-// 2^21 1.24x, 2^22 (863) 0.98x -> 1.08x, but 2^23 (1725) 0.96-0.97x,
-// 2^24 (3450) 0.99x -> 0.94x and 2^26 0.97x -> 0.87x when fused.
-
 // Buffers of one sort or merge: the caller's input and output, and a
 // scratch copy of each; values may be NoValue (all null).
 template <typename Key, typename Value>
@@ -217,6 +206,16 @@ cudaError_t MergePasses(const Buffers<Key, Value>& b, bool src_is_out, const Val
     uint32_t tiles = 0;
     const PassGeometry g = geometry(pass, &tiles);
     if (tiles > 0) {
+      // Passes of at most kMergeFusedSplitsMaxTiles tiles search their
+      // splits inside the merge kernel (two warps of each block, no splits
+      // array) instead of in a PartitionKernel launch before it: the
+      // searches' dependent loads then overlap other blocks' merging, and a
+      // launch goes. With more tiles the fused searches' probes (two full
+      // warps per tile) cost more memory traffic than the latency they
+      // hide. H100, u32 keys vs cub::DeviceMergeSort: 2^20 keys (216 tiles)
+      // 1.00-1.02x -> 1.28-1.29x, 2^21 1.24x, 2^22 (863) 0.98x -> 1.08x,
+      // but 2^23 (1725) 0.96-0.97x, 2^24 (3450) 0.99x -> 0.94x and 2^26
+      // 0.97x -> 0.87x when fused.
       const bool fused = tiles <= kMergeFusedSplitsMaxTiles;
       if (!fused) LaunchPartition(src, g, tiles, less, b.splits, stream);
       KeyIo<Less> io{false, decode_last && pass == passes - 1, less};
