@@ -32,6 +32,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/cuda/dependent_launch.cuh"
+
 namespace sortd::cuda::merge {
 
 // Stands in for the value type of keys-only sorts.
@@ -547,6 +549,7 @@ template <typename Less, int G>
 __global__ void __launch_bounds__(kPartitionThreads)
     PartitionKernel(const typename Less::Key* keys, PassGeometry g, uint32_t num_tiles, Less less,
                     size_t* splits) {
+  WaitForPriorGrid();  // launched as a dependent of the pass before
   const uint32_t t = (blockIdx.x * kPartitionThreads + threadIdx.x) / G;
   const unsigned lane = threadIdx.x % G;
   const unsigned group = G == 32 ? 0xffffffffu : ((1u << G) - 1) << (threadIdx.x % 32 / G * G);
@@ -573,6 +576,7 @@ __global__ void __launch_bounds__(NT)
   constexpr bool kValuesBeside = ValuesBesideKeys<Key, Value, NV>();
   using Storage = std::conditional_t<kValuesBeside, PairTileStorage<Key, Value, NV>, TileStorage<Key, NV>>;
   __shared__ Storage s;
+  WaitForPriorGrid();  // launched as a dependent of its partition or the pass before
   const Less& less = io.less;
   const uint32_t tile = blockIdx.x;
   const TileSpan span = g.Span(tile);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/cuda/dependent_launch.cuh"
 #include "core/cuda/radix_transform.cuh"
 #include "core/cuda/radix_tuning.cuh"
 
@@ -352,6 +353,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   // with kAtomicOr followed by per-warp match words), then the tile's keys,
   // then its values.
   extern __shared__ __align__(16) unsigned char smem[];
+  WaitForPriorGrid();  // large sorts launch passes as dependents of the pass before
   auto warp_offsets = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem);
   auto match_words = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem) + kWarps;
   Word* tile_keys = reinterpret_cast<Word*>(smem);

@@ -122,8 +122,10 @@ class PassLauncher {
                                           static_cast<int>(kSmem)));
     }
     const size_t tiles = (args.n + kTile - 1) / kTile;
-    kernel<<<static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream_>>>(args);
-    return cudaGetLastError();
+    // Large sorts launch each pass as a dependent of the kernel before it
+    // (dependent_launch.cuh: its blocks may start in that kernel's last wave).
+    return LaunchDependent(kernel, static_cast<unsigned int>(tiles), Pass::kBlockThreads, kSmem, stream_,
+                           args.n >= kDependentPassMinItems, args);
   }
 
   cudaStream_t stream_;
