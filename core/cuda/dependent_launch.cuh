@@ -6,10 +6,13 @@
 // the kernel before it has finished and its writes are visible, before it
 // reads anything: only the launch latency and the drain overlap, never the
 // work. Kernels that call WaitForPriorGrid also run correctly when launched
-// the ordinary way (the wait returns at once).
+// the ordinary way (the wait returns at once). Because ours let their
+// dependents launch at once, a caller's kernel launched as a dependent of
+// a sort must wait for it in the same way (cudaGridDependencySynchronize),
+// as it must after CUB's kernels.
 //
 // Where it pays (H100, docs/benchmarks.md): merge passes (partition ->
-// merge -> partition ...), the merge sort +4-8% at 2^22-2^24 keys; the
+// merge -> partition ...), the merge sort +3-8% at 2^22-2^24 keys; the
 // OneSweep digit passes +1% from 2^24 keys, but 2-5% slower at 2^20 (a
 // pass there is one partial wave: nothing to overlap, and the waiting
 // blocks hold SM slots), so radix passes use it from kDependentPassMinItems.
