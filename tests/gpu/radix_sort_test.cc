@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cuda/dependent_launch.cuh"
 #include "core/cuda/merge_sort.cuh"
 #include "core/cuda/radix_sort.cuh"
 #include "core/cuda/radix_tuning.cuh"
@@ -734,10 +735,15 @@ TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
   EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kRuns);
 }
 
+// Large sorts launch their digit passes as dependents of the kernel before
+// (kDependentPassMinItems): pairs, 64-bit keys and, from the smallest such
+// size, keys only (whose first pass ranks without matching peers).
 TEST(RadixSortLargeTest, TwoToThe26) {
   SKIP_WITHOUT_GPU();
+  static_assert(kDependentPassMinItems <= (size_t{1} << 24), "the keys-only case below launches dependents");
   CheckSort(Random<uint32_t>(size_t{1} << 26, 11), false, 4, nullptr, "u32 2^26 pairs");
   CheckSort(Random<double>(size_t{1} << 26, 12), true, 0, nullptr, "f64 2^26 desc");
+  CheckSort(Random<uint32_t>(kDependentPassMinItems + 3, 13), false, 0, nullptr, "u32 keys, dependent passes");
 }
 
 }  // namespace
