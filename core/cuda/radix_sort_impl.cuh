@@ -57,19 +57,17 @@ struct Plan {
   static constexpr int kKeysTile = Tuning::Keys::kBlockThreads * Tuning::Keys::kItemsPerThread;
   static constexpr int kPairsTile = Tuning::Pairs::kBlockThreads * Tuning::Pairs::kItemsPerThread;
   static constexpr int kWidePairsTile = Tuning::WidePairs::kBlockThreads * Tuning::WidePairs::kItemsPerThread;
+  static constexpr int kLargeKeysTile = Tuning::LargeKeys::kBlockThreads * Tuning::LargeKeys::kItemsPerThread;
   // Status words are sized for the smallest tile (most tiles).
-  static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile});
+  static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile, kLargeKeysTile});
 };
 
 // Launches digit passes of one kernel family (key word, value type,
-// transform): picks the keys-only or pairs tuning, the offset width and
-// stable or unstable ranks, and opts the kernel into large dynamic shared
-// memory where its tile needs it.
-template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
-class PassLauncher {
-  using Pass = std::conditional_t<std::is_same_v<Value, NoValue>, typename Tuning::Keys,
-                                  std::conditional_t<sizeof(Value) == 8, typename Tuning::WidePairs,
-                                                     typename Tuning::Pairs>>;
+// transform) with one pass config (OneSweepConfig): picks the offset width
+// and stable or unstable ranks, and opts the kernel into large dynamic
+// shared memory where its tile needs it.
+template <typename Word, typename Value, typename Pass, PassTransform kTransform>
+class ConfigLauncher {
   static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
   static constexpr size_t kSmem =
       OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread, Pass::kMatch>();
@@ -87,7 +85,7 @@ class PassLauncher {
                          Pass::kMinBlocks, Pass::kMatch, kTransform, true, Pass::kConcentrated>;
 
  public:
-  explicit PassLauncher(cudaStream_t stream) : stream_(stream) {}
+  explicit ConfigLauncher(cudaStream_t stream) : stream_(stream) {}
 
   // The first pass over the input (args.encode) of a keys-only sort needs
   // no stable ranks (see OneSweepPassKernel); the tuning may still ask
@@ -128,6 +126,36 @@ class PassLauncher {
                            args.n >= kDependentPassMinItems, args);
   }
 
+  cudaStream_t stream_;
+};
+
+// The pass config of a sort: the tuning's keys-only config (its large-keys
+// one from kLargeKeysMinItems keys: every pass of a sort has the same n,
+// so all take the same), or its pairs config for the value width.
+template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
+class PassLauncher {
+  static constexpr bool kKeysOnly = std::is_same_v<Value, NoValue>;
+  using Pass = std::conditional_t<kKeysOnly, typename Tuning::Keys,
+                                  std::conditional_t<sizeof(Value) == 8, typename Tuning::WidePairs,
+                                                     typename Tuning::Pairs>>;
+  using LargePass = std::conditional_t<kKeysOnly, typename Tuning::LargeKeys, Pass>;
+
+ public:
+  explicit PassLauncher(cudaStream_t stream) : stream_(stream) {}
+
+  // As ConfigLauncher::Launch.
+  cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false,
+                     bool* ran_concentrated = nullptr) {
+    if constexpr (!std::is_same_v<LargePass, Pass>) {
+      if (args.n >= kLargeKeysMinItems) {
+        return ConfigLauncher<Word, Value, LargePass, kTransform>(stream_).Launch(args, concentrated,
+                                                                                  ran_concentrated);
+      }
+    }
+    return ConfigLauncher<Word, Value, Pass, kTransform>(stream_).Launch(args, concentrated, ran_concentrated);
+  }
+
+ private:
   cudaStream_t stream_;
 };
 

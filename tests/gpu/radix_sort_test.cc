@@ -736,14 +736,19 @@ TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
 }
 
 // Large sorts launch their digit passes as dependents of the kernel before
-// (kDependentPassMinItems): pairs, 64-bit keys and, from the smallest such
-// size, keys only (whose first pass ranks without matching peers).
+// (kDependentPassMinItems), and 32-bit keys-only sorts take the tuning's
+// large-keys config (kLargeKeysMinItems; the h100 profile's differs from
+// its keys-only config): pairs, 64-bit keys, and keys only from the
+// smallest such size (the first pass ranks without matching peers),
+// unsigned and float descending.
 TEST(RadixSortLargeTest, TwoToThe26) {
   SKIP_WITHOUT_GPU();
-  static_assert(kDependentPassMinItems <= (size_t{1} << 24), "the keys-only case below launches dependents");
+  constexpr size_t kLarge = std::max(kDependentPassMinItems, kLargeKeysMinItems);
+  static_assert(kLarge <= (size_t{1} << 24), "the keys-only cases below take the large paths");
   CheckSort(Random<uint32_t>(size_t{1} << 26, 11), false, 4, nullptr, "u32 2^26 pairs");
   CheckSort(Random<double>(size_t{1} << 26, 12), true, 0, nullptr, "f64 2^26 desc");
-  CheckSort(Random<uint32_t>(kDependentPassMinItems + 3, 13), false, 0, nullptr, "u32 keys, dependent passes");
+  CheckSort(Random<uint32_t>(kLarge + 3, 13), false, 0, nullptr, "u32 keys, large paths");
+  CheckSort(Random<float>(kLarge + 1000, 14), true, 0, nullptr, "f32 keys desc, large paths");
 }
 
 }  // namespace
