@@ -133,9 +133,9 @@ const Variant kVariants[] = {
     // Each profile pinned, whatever this GPU would choose (radix_tuning.cuh).
     {"h100 profile", &SortProfile<sortd::cuda::OneSweepTuningH100<uint32_t>, sortd::cuda::OneSweepTuningH100<uint64_t>>},
     {"h200 profile", &SortProfile<sortd::cuda::OneSweepTuningH200<uint32_t>, sortd::cuda::OneSweepTuningH200<uint64_t>>},
-    // The h100 profile without its large-keys config (384 x 25 x 3 keys-only
-    // passes at every size): the before of the large tiles.
-    {"h100 keys 384x25x3 at every size", &SortProfile<sortd::cuda::OneSweepPolicy<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>>, sortd::cuda::OneSweepTuningH100<uint64_t>>},
+    // The h100 profile without its large-tile configs (the same tiles at
+    // every size): the before of the large tiles.
+    {"h100 without large tiles", &SortProfile<sortd::cuda::OneSweepPolicy<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>>, sortd::cuda::OneSweepTuningH100<uint64_t>>},
 };
 
 struct Row {

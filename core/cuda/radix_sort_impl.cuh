@@ -58,8 +58,9 @@ struct Plan {
   static constexpr int kPairsTile = Tuning::Pairs::kBlockThreads * Tuning::Pairs::kItemsPerThread;
   static constexpr int kWidePairsTile = Tuning::WidePairs::kBlockThreads * Tuning::WidePairs::kItemsPerThread;
   static constexpr int kLargeKeysTile = Tuning::LargeKeys::kBlockThreads * Tuning::LargeKeys::kItemsPerThread;
+  static constexpr int kLargePairsTile = Tuning::LargePairs::kBlockThreads * Tuning::LargePairs::kItemsPerThread;
   // Status words are sized for the smallest tile (most tiles).
-  static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile, kLargeKeysTile});
+  static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile, kLargeKeysTile, kLargePairsTile});
 };
 
 // Launches digit passes of one kernel family (key word, value type,
@@ -129,16 +130,18 @@ class ConfigLauncher {
   cudaStream_t stream_;
 };
 
-// The pass config of a sort: the tuning's keys-only config (its large-keys
-// one from kLargeKeysMinItems keys: every pass of a sort has the same n,
-// so all take the same), or its pairs config for the value width.
+// The pass config of a sort: the tuning's keys-only or pairs config for
+// the value width, or from kLargeTilesMinItems keys its large-tile one
+// (every pass of a sort has the same n, so all take the same).
 template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
 class PassLauncher {
   static constexpr bool kKeysOnly = std::is_same_v<Value, NoValue>;
+  static constexpr bool kWide = !kKeysOnly && sizeof(Value) == 8;
   using Pass = std::conditional_t<kKeysOnly, typename Tuning::Keys,
-                                  std::conditional_t<sizeof(Value) == 8, typename Tuning::WidePairs,
-                                                     typename Tuning::Pairs>>;
-  using LargePass = std::conditional_t<kKeysOnly, typename Tuning::LargeKeys, Pass>;
+                                  std::conditional_t<kWide, typename Tuning::WidePairs, typename Tuning::Pairs>>;
+  using LargePass = std::conditional_t<kKeysOnly, typename Tuning::LargeKeys,
+                                       std::conditional_t<kWide, typename Tuning::WidePairs,
+                                                          typename Tuning::LargePairs>>;
 
  public:
   explicit PassLauncher(cudaStream_t stream) : stream_(stream) {}
@@ -147,7 +150,7 @@ class PassLauncher {
   cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false,
                      bool* ran_concentrated = nullptr) {
     if constexpr (!std::is_same_v<LargePass, Pass>) {
-      if (args.n >= kLargeKeysMinItems) {
+      if (args.n >= kLargeTilesMinItems) {
         return ConfigLauncher<Word, Value, LargePass, kTransform>(stream_).Launch(args, concentrated,
                                                                                   ran_concentrated);
       }

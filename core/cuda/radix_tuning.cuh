@@ -60,28 +60,32 @@ struct OneSweepConfig {
 
 // Per key width: one config for keys-only passes, one for passes that
 // carry 4-byte values and one for 8-byte values (more registers live, so
-// other sweet spots), and one for keys-only passes of sorts of at least
-// kLargeKeysMinItems keys (larger tiles pay where there are many of them;
-// by default the keys-only config).
+// other sweet spots), and for sorts of at least kLargeTilesMinItems keys
+// one for keys-only passes and one for 4-byte values (larger tiles pay
+// where there are many of them; by default the same as below that size).
 template <typename KeysConfig, typename PairsConfig, typename WidePairsConfig = PairsConfig,
-          typename LargeKeysConfig = KeysConfig>
+          typename LargeKeysConfig = KeysConfig, typename LargePairsConfig = PairsConfig>
 struct OneSweepPolicy {
   using Keys = KeysConfig;
   using Pairs = PairsConfig;
   using WidePairs = WidePairsConfig;
   using LargeKeys = LargeKeysConfig;
+  using LargePairs = LargePairsConfig;
 };
-inline constexpr size_t kLargeKeysMinItems = size_t{1} << 24;
+inline constexpr size_t kLargeTilesMinItems = size_t{1} << 24;
 
 // Per GPU kind (RadixTuning in radix_sort.cuh). The H200's were chosen on
 // the H200 for every width. On the H100 (less bandwidth, smaller L2) 64-bit
 // keys-only passes and 32-bit keys with 8-byte values gain from 2 blocks of
 // 384 x 20 (sortd_gpu_radix_bench --tune, two H100 hosts, 2026-11-27: u64
 // keys 2^24..2^28 0.95-0.99x -> 1.08-1.11x CUB, u32/u64 pairs 0.91-0.94x ->
-// 0.98-1.00x), and 32-bit keys-only sorts from 2^24 keys from 2 blocks of
-// 384 x 32 (u32 keys 2^26 1.01-1.02x -> 1.05x, i32 descending 1.01x ->
-// 1.06x, 2^24 +1-2%; at 2^20 3-4% slower, hence the size; 384 x 28 x 3,
-// 384 x 36 x 2 and 384 x 40 x 2 no better); the rest is the H200's.
+// 0.98-1.00x), and 32-bit keys-only sorts and 32-bit keys with 4-byte
+// values from 2^24 keys from 2 blocks of 384 x 32 (u32 keys 2^26
+// 1.01-1.02x -> 1.05x, i32 descending 1.01x -> 1.06x, u32/u32 pairs 2^26
+// 1.00-1.01x -> 1.02-1.04x, 2^24 +1-2%; u32 keys at 2^20 3-4% slower,
+// hence the size; 384 x 28 x 3, 384 x 36 x 2 and 384 x 40 x 2 keys no
+// better; larger tiles measured slower for 8-byte values and 64-bit keys);
+// the rest is the H200's.
 template <typename Word>
 struct OneSweepTuningH200;
 
@@ -103,6 +107,7 @@ struct OneSweepTuningH100<uint32_t>
     : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>> {};
 
 template <>

@@ -736,14 +736,14 @@ TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
 }
 
 // Large sorts launch their digit passes as dependents of the kernel before
-// (kDependentPassMinItems), and 32-bit keys-only sorts take the tuning's
-// large-keys config (kLargeKeysMinItems; the h100 profile's differs from
-// its keys-only config): pairs, 64-bit keys, and keys only from the
+// (kDependentPassMinItems), and take the tuning's large-tile configs
+// (kLargeTilesMinItems; the h100 profile's differ for 32-bit keys only and
+// with 4-byte values): u32/u32 pairs, 64-bit keys, and keys only from the
 // smallest such size (the first pass ranks without matching peers),
 // unsigned and float descending.
 TEST(RadixSortLargeTest, TwoToThe26) {
   SKIP_WITHOUT_GPU();
-  constexpr size_t kLarge = std::max(kDependentPassMinItems, kLargeKeysMinItems);
+  constexpr size_t kLarge = std::max(kDependentPassMinItems, kLargeTilesMinItems);
   static_assert(kLarge <= (size_t{1} << 24), "the keys-only cases below take the large paths");
   CheckSort(Random<uint32_t>(size_t{1} << 26, 11), false, 4, nullptr, "u32 2^26 pairs");
   CheckSort(Random<double>(size_t{1} << 26, 12), true, 0, nullptr, "f64 2^26 desc");
