@@ -25,7 +25,10 @@
 
 namespace sortd::cuda {
 
-// First thing in a kernel that may be launched with LaunchDependent.
+// First thing in a kernel that may be launched with LaunchDependent. The
+// wait exists in code built for sm_90 and later, which is all the build
+// makes (CMAKE_CUDA_ARCHITECTURES 90): a build for an older architecture
+// run on a newer GPU would launch dependents without it.
 __device__ __forceinline__ void WaitForPriorGrid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
@@ -49,7 +52,12 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, si
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = dependent ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+  // A launch error is returned here; cleared from the thread's last error
+  // (not sticky), as the <<<>>> launches' cudaGetLastError() does, so that
+  // a later launch's check does not report it again.
+  if (err != cudaSuccess) cudaGetLastError();
+  return err;
 }
 
 // Digit passes of at least this many keys launch as dependents.
