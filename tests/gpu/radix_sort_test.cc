@@ -736,19 +736,31 @@ TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
 }
 
 // Large sorts launch their digit passes as dependents of the kernel before
-// (kDependentPassMinItems), and take the tuning's large-tile configs
-// (kLargeTilesMinItems; the h100 profile's differ for 32-bit keys only and
-// with 4-byte values): u32/u32 pairs, 64-bit keys, and keys only from the
-// smallest such size (the first pass ranks without matching peers),
-// unsigned and float descending.
+// (kDependentPassMinItems) and take the tuning's large-tile configs
+// (kLargeTilesMinItems), pinned to the h100 profile, whose large tiles
+// differ from its others for 32-bit keys only and with 4-byte values (on
+// an H200 the automatic profile has none): u32/u32 pairs, 64-bit keys, and
+// from the smallest such size keys only (the first pass ranks without
+// matching peers), f32 keys descending with NaNs (their originals carried
+// as values), u32/u64 pairs, and concentrated passes (skewed keys, and
+// pairs of 16 distinct keys).
 TEST(RadixSortLargeTest, TwoToThe26) {
   SKIP_WITHOUT_GPU();
   constexpr size_t kLarge = std::max(kDependentPassMinItems, kLargeTilesMinItems);
-  static_assert(kLarge <= (size_t{1} << 24), "the keys-only cases below take the large paths");
+  PinRadixTuning(RadixTuning::kH100);
   CheckSort(Random<uint32_t>(size_t{1} << 26, 11), false, 4, nullptr, "u32 2^26 pairs");
   CheckSort(Random<double>(size_t{1} << 26, 12), true, 0, nullptr, "f64 2^26 desc");
   CheckSort(Random<uint32_t>(kLarge + 3, 13), false, 0, nullptr, "u32 keys, large paths");
   CheckSort(Random<float>(kLarge + 1000, 14), true, 0, nullptr, "f32 keys desc, large paths");
+  RadixSortStats stats;
+  CheckSort(FloatSpecials<float>(kLarge + 7, 15), true, 0, &stats, "f32 keys desc with NaNs, large paths");
+  EXPECT_TRUE(stats.nan_mode);
+  CheckSort(Random<uint32_t>(kLarge + 5, 16), false, 8, nullptr, "u32/u64 pairs, large paths");
+  CheckSort(SkewedBits<uint32_t>(kLarge + 9, 17), false, 0, &stats, "u32 skewed keys, large paths");
+  EXPECT_GE(stats.passes_concentrated, 1) << "skewed digits: concentrated passes after the first";
+  CheckSort(FewDistinct<uint32_t>(kLarge + 11, 16, 18), true, 4, &stats, "u32/u32 pairs, 16 values, large paths");
+  EXPECT_GE(stats.passes_concentrated, 1) << "16 values: concentrated passes after the first";
+  PinRadixTuning(RadixTuning::kAuto);
 }
 
 }  // namespace
