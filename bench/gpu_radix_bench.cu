@@ -110,6 +110,12 @@ using A = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr
 template <int T, int I, int M>  // kAtomicOr with stable ranks in the first keys-only pass too
 using S = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr, false>;
 
+// The h100 profile's 32-bit configs with its large-tile ones left at their
+// defaults (the tiles below that size).
+using H100Keys32 = sortd::cuda::OneSweepTuningH100<uint32_t>;
+using H100WithoutLargeTiles =
+    sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs, H100Keys32::WidePairs>;
+
 // The library's sort with every pass on the plain kernel (no concentrated
 // passes): the before of the ties rows.
 cudaError_t SortPlainPasses(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
@@ -135,7 +141,7 @@ const Variant kVariants[] = {
     {"h200 profile", &SortProfile<sortd::cuda::OneSweepTuningH200<uint32_t>, sortd::cuda::OneSweepTuningH200<uint64_t>>},
     // The h100 profile without its large-tile configs (the same tiles at
     // every size): the before of the large tiles.
-    {"h100 without large tiles", &SortProfile<sortd::cuda::OneSweepPolicy<A<384, 25, 3>, A<384, 25, 2>, A<384, 20, 2>>, sortd::cuda::OneSweepTuningH100<uint64_t>>},
+    {"h100 without large tiles", &SortProfile<H100WithoutLargeTiles, sortd::cuda::OneSweepTuningH100<uint64_t>>},
 };
 
 struct Row {
