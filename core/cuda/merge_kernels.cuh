@@ -488,6 +488,28 @@ struct PassGeometry {
 // the host picks G by the number of tiles (PartitionLanes).
 constexpr int kPartitionThreads = 128;
 
+// The first index in [lo, hi) where the monotone predicate `holds` is
+// false (hi when it holds throughout), found by a group of G lanes: each
+// round probes G evenly spaced points of the remaining range at once and a
+// ballot keeps the gap between the last true and the first false probe,
+// shrinking it (G + 1)-fold; the last G or fewer candidates are probed
+// together.
+template <int G, typename Holds>
+__device__ __forceinline__ size_t FirstFalse(size_t lo, size_t hi, unsigned lane, unsigned group,
+                                             const Holds& holds) {
+  while (hi - lo > G) {
+    const size_t len = hi - lo;
+    const size_t probe = lo + (lane + 1) * len / (G + 1);  // in [lo, hi)
+    const int c = __popc(__ballot_sync(group, holds(probe)));  // monotone: lanes 0..c-1
+    const size_t new_lo = c > 0 ? lo + static_cast<size_t>(c) * len / (G + 1) + 1 : lo;
+    const size_t new_hi = c < static_cast<int>(G) ? lo + static_cast<size_t>(c + 1) * len / (G + 1) : hi;
+    lo = new_lo;
+    hi = new_hi;
+  }
+  const bool in_range = lo + lane < hi;
+  return lo + __popc(__ballot_sync(group, in_range && holds(lo + lane)));
+}
+
 // The split of `span`'s pair at output diagonal `diag` (absolute a
 // index), found by a group of G lanes (`group`: their mask; `lane` < G).
 // grid != 0 (the tile size; diag a multiple of it): first a coarse search
@@ -511,38 +533,15 @@ __device__ __forceinline__ size_t SearchSplit(const typename Less::Key* keys, co
   size_t hi = diag < a_count ? diag : a_count;
   auto a_first = [&](size_t i) { return !less(b[diag - 1 - i], a[i]); };
   if (grid != 0 && hi - lo > grid) {
-    // The first grid index j (i = j * grid in [lo, hi)) where a_first
-    // fails lies in [j_lo, j_hi] (j_hi: none fails).
+    // The grid indices j with j * grid in [lo, hi): the first where
+    // a_first fails bounds the answer to one grid step.
     const size_t first = (lo + grid - 1) / grid, last = (hi + grid - 1) / grid;
-    size_t j_lo = first, j_hi = last;
-    while (j_hi - j_lo > G) {
-      const size_t len = j_hi - j_lo;
-      const size_t probe = j_lo + (lane + 1) * len / (G + 1);
-      const int c = __popc(__ballot_sync(group, a_first(probe * grid)));
-      const size_t new_lo = c > 0 ? j_lo + static_cast<size_t>(c) * len / (G + 1) + 1 : j_lo;
-      const size_t new_hi = c < static_cast<int>(G) ? j_lo + static_cast<size_t>(c + 1) * len / (G + 1) : j_hi;
-      j_lo = new_lo;
-      j_hi = new_hi;
-    }
-    const bool in_range = j_lo + lane < j_hi;
-    const size_t fails_at = j_lo + __popc(__ballot_sync(group, in_range && a_first((j_lo + lane) * grid)));
+    const size_t fails_at =
+        FirstFalse<G>(first, last, lane, group, [&](size_t j) { return a_first(j * grid); });
     if (fails_at > first) lo = (fails_at - 1) * grid + 1;
     if (fails_at < last) hi = fails_at * grid;
   }
-  while (hi - lo > G) {
-    const size_t len = hi - lo;
-    const size_t probe = lo + (lane + 1) * len / (G + 1);  // in [lo, hi)
-    const unsigned taken = __ballot_sync(group, a_first(probe));
-    const int c = __popc(taken);  // a_first is monotone: lanes 0..c-1
-    const size_t new_lo = c > 0 ? lo + static_cast<size_t>(c) * len / (G + 1) + 1 : lo;
-    const size_t new_hi = c < static_cast<int>(G) ? lo + static_cast<size_t>(c + 1) * len / (G + 1)
-                                                  : hi;
-    lo = new_lo;
-    hi = new_hi;
-  }
-  const bool in_range = lo + lane < hi;
-  const unsigned taken = __ballot_sync(group, in_range && a_first(lo + lane));
-  return span.pair_begin + lo + __popc(taken);
+  return span.pair_begin + FirstFalse<G>(lo, hi, lane, group, a_first);
 }
 
 template <typename Less, int G>
