@@ -116,6 +116,15 @@ using H100Keys32 = sortd::cuda::OneSweepTuningH100<uint32_t>;
 using H100WithoutLargeTiles =
     sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs, H100Keys32::WidePairs>;
 
+// The h100 profile with its 8-byte values not staged (the WidePairs
+// config without kStageValues): the before of the staging.
+using H100Wide = H100Keys32::WidePairs;
+using H100WideUnstaged =
+    sortd::cuda::OneSweepConfig<H100Wide::kBlockThreads, H100Wide::kItemsPerThread, H100Wide::kMinBlocks,
+                                H100Wide::kMatch, H100Wide::kUnstableFirstPass, H100Wide::kConcentrated, false>;
+using H100WithoutStaging = sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs, H100WideUnstaged,
+                                                       H100Keys32::LargeKeys, H100Keys32::LargePairs>;
+
 // The library's sort with every pass on the plain kernel (no concentrated
 // passes): the before of the ties rows.
 cudaError_t SortPlainPasses(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
@@ -142,6 +151,7 @@ const Variant kVariants[] = {
     // The h100 profile without its large-tile configs (the same tiles at
     // every size): the before of the large tiles.
     {"h100 without large tiles", &SortProfile<H100WithoutLargeTiles, sortd::cuda::OneSweepTuningH100<uint64_t>>},
+    {"h100 without staged values", &SortProfile<H100WithoutStaging, sortd::cuda::OneSweepTuningH100<uint64_t>>},
 };
 
 struct Row {

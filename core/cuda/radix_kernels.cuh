@@ -4,6 +4,8 @@
 #ifndef SORTD_CORE_CUDA_RADIX_KERNELS_CUH_
 #define SORTD_CORE_CUDA_RADIX_KERNELS_CUH_
 
+#include <cuda_pipeline.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -295,15 +297,34 @@ __device__ __forceinline__ unsigned int MatchDigit(unsigned int digit) {
 // Shared-memory bytes of one OneSweep tile (dynamic: beyond the 48 KiB of
 // static shared memory for wide keys or values): the per-warp digit
 // counters (and match words), later reused for the tile's keys and values.
-template <typename Word, typename Value, int kBlockThreads, int kItems, RankMatch kMatch>
+// With kStageValues: the counters/keys region, then each sorted key's
+// input position in the tile (16-bit), then the staged values in input
+// order (byte offsets kSources and kStaged, 16-byte aligned).
+template <typename Word, typename Value, int kBlockThreads, int kItems>
+struct OneSweepStagedLayout {
+  static constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
+  static constexpr size_t kCounters =  // with match words
+      2 * static_cast<size_t>(kBlockThreads / 32) * kRadixBins * sizeof(unsigned int);
+  static constexpr size_t kKeys = kTile * sizeof(Word);
+  static constexpr size_t kSources = ((kCounters > kKeys ? kCounters : kKeys) + 15) / 16 * 16;
+  static constexpr size_t kStaged = kSources + (kTile * sizeof(uint16_t) + 15) / 16 * 16;
+  static constexpr size_t kBytes = kStaged + kTile * sizeof(Value);
+};
+
+template <typename Word, typename Value, int kBlockThreads, int kItems, RankMatch kMatch,
+          bool kStageValues = false>
 constexpr size_t OneSweepSharedBytes() {
-  constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
-  constexpr size_t counters = (kMatch == RankMatch::kBallot ? 1 : 2) *
-                              static_cast<size_t>(kBlockThreads / 32) * kRadixBins * sizeof(unsigned int);
-  constexpr size_t keys = kTile * sizeof(Word);
-  constexpr size_t values = kTile * sizeof(Value);
-  constexpr size_t a = counters > keys ? counters : keys;
-  return a > values ? a : values;
+  if constexpr (kStageValues) {
+    return OneSweepStagedLayout<Word, Value, kBlockThreads, kItems>::kBytes;
+  } else {
+    constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
+    constexpr size_t counters = (kMatch == RankMatch::kBallot ? 1 : 2) *
+                                static_cast<size_t>(kBlockThreads / 32) * kRadixBins * sizeof(unsigned int);
+    constexpr size_t keys = kTile * sizeof(Word);
+    constexpr size_t values = kTile * sizeof(Value);
+    constexpr size_t a = counters > keys ? counters : keys;
+    return a > values ? a : values;
+  }
 }
 
 // One OneSweep digit pass. Tiles are numbered in launch order by an atomic
@@ -337,9 +358,14 @@ constexpr size_t OneSweepSharedBytes() {
 // sums wrap modulo 2^32 and are exact), else 64-bit. (A kernel specialised
 // for full tiles was tried: without the runtime bounds checks the compiler
 // hoists more work and spills at 3 blocks/SM.)
+// kStageValues (pairs): each thread starts asynchronous copies of its
+// values into shared memory (input order) as the tile is loaded; step 4
+// records each sorted key's input position beside it and stores each
+// value from the staged copy by that position, in the keys' store loop
+// (no value load after the keys' store, no second exchange).
 template <typename Word, typename Value, typename Offset, int kBlockThreads, int kItems,
           int kMinBlocks, RankMatch kMatch, PassTransform kTransform, bool kStableRank,
-          ConcentratedRank kConcentrated = ConcentratedRank::kNone>
+          ConcentratedRank kConcentrated = ConcentratedRank::kNone, bool kStageValues = false>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   static_assert(kBlockThreads >= kRadixBins && kBlockThreads % 32 == 0,
@@ -348,16 +374,23 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   constexpr int kWarps = kBlockThreads / 32;
   constexpr int kTile = kBlockThreads * kItems;
   constexpr bool kHasValues = !std::is_same_v<Value, NoValue>;
+  static_assert(!kStageValues || kHasValues, "staged values need values");
+  static_assert(!kStageValues || sizeof(Value) == 4 || sizeof(Value) == 8, "async copies of 4 or 8 bytes");
+  static_assert(!kStageValues || kBlockThreads * kItems <= 65536, "input positions are 16-bit");
   using ValueSlot = std::conditional_t<kHasValues, Value, Word>;
+  using Staged = OneSweepStagedLayout<Word, ValueSlot, kBlockThreads, kItems>;
   // One dynamic buffer, three lives: per-warp digit counters (steps 1-3;
   // with kAtomicOr followed by per-warp match words), then the tile's keys,
-  // then its values.
+  // then its values (with kStageValues, the keys' input positions and the
+  // staged values lie beyond, for the whole pass).
   extern __shared__ __align__(16) unsigned char smem[];
   WaitForPriorGrid();  // large sorts launch passes as dependents of the pass before
   auto warp_offsets = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem);
   auto match_words = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem) + kWarps;
   Word* tile_keys = reinterpret_cast<Word*>(smem);
   ValueSlot* tile_values = reinterpret_cast<ValueSlot*>(smem);
+  uint16_t* tile_sources = reinterpret_cast<uint16_t*>(smem + Staged::kSources);      // kStageValues
+  ValueSlot* staged_values = reinterpret_cast<ValueSlot*>(smem + Staged::kStaged);  // kStageValues
   __shared__ Offset global_base[kRadixBins];
   __shared__ unsigned int scan_scratch[kWarps];
   __shared__ unsigned int s_tile;
@@ -409,6 +442,18 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     key[i] = in_range(i) ? encode(a.keys_in[warp_base + i * 32]) : ~Word{0};
+  }
+  // The tile's position of this thread's item i: warp-striped.
+  const unsigned int local_base = static_cast<unsigned int>(warp) * 32 * kItems + lane;
+  if constexpr (kStageValues) {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      if (in_range(i)) {
+        __pipeline_memcpy_async(&staged_values[local_base + i * 32], &a.values_in[warp_base + i * 32],
+                                sizeof(ValueSlot));
+      }
+    }
+    __pipeline_commit();
   }
   // Unstable ranks within the warp (< 32 * kItems), two per word until the
   // warp offsets are known: they live across step 2 next to the keys.
@@ -501,6 +546,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     if (kStableRank || in_range(i)) tile_keys[rank[i]] = key[i];
+    if constexpr (kStageValues) tile_sources[rank[i]] = static_cast<uint16_t>(local_base + i * 32);
   }
   if (d < kRadixBins) {
     unsigned long long prefix = 0;
@@ -517,6 +563,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     }
     global_base[d] = static_cast<Offset>(a.pass_offsets[d] + prefix - digit_start);
   }
+  if constexpr (kStageValues) __pipeline_wait_prior(0);  // this thread's values are staged
   __syncthreads();
   const unsigned int route = s_route;
   const bool decode = route & kRouteDecode;
@@ -530,21 +577,25 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
       return decode ? a.masks.Decode(w) : w;
     }
   };
-  // Digits of the stored keys, 4 per word, for the value scatter (the keys
-  // in shared memory are overwritten by the values).
-  unsigned int out_digits[kHasValues ? (kItems + 3) / 4 : 1] = {};
+  // Digits of the stored keys, 4 per word, for the value exchange (the keys
+  // in shared memory are overwritten by the values); staged values are
+  // stored beside their keys instead.
+  constexpr bool kExchangeValues = kHasValues && !kStageValues;
+  unsigned int out_digits[kExchangeValues ? (kItems + 3) / 4 : 1] = {};
+  Value* const values_out = (route & kRouteToAlt) ? a.values_alt : a.values_out;
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     const unsigned int j = k * kBlockThreads + threadIdx.x;
     if (full_tile || j < tile_count) {
       const Word w = tile_keys[j];
       const unsigned int dg = digit_of(w);
-      if constexpr (kHasValues) out_digits[k / 4] |= dg << (8 * (k % 4));
-      keys_out[static_cast<Offset>(global_base[dg] + j)] = decoded(w);
+      if constexpr (kExchangeValues) out_digits[k / 4] |= dg << (8 * (k % 4));
+      const Offset out = static_cast<Offset>(global_base[dg] + j);
+      keys_out[out] = decoded(w);
+      if constexpr (kStageValues) values_out[out] = staged_values[tile_sources[j]];
     }
   }
-  if constexpr (kHasValues) {
-    Value* const values_out = (route & kRouteToAlt) ? a.values_alt : a.values_out;
+  if constexpr (kExchangeValues) {
     Value value[kItems];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) value[i] = in_range(i) ? a.values_in[warp_base + i * 32] : Value{};

@@ -70,20 +70,26 @@ struct Plan {
 template <typename Word, typename Value, typename Pass, PassTransform kTransform>
 class ConfigLauncher {
   static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
-  static constexpr size_t kSmem =
-      OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread, Pass::kMatch>();
+  static constexpr bool kKeysOnly = std::is_same_v<Value, NoValue>;
+  static constexpr bool kStageValues = Pass::kStageValues && !kKeysOnly;
+  static constexpr size_t kSmem = OneSweepSharedBytes<Word, Value, Pass::kBlockThreads, Pass::kItemsPerThread,
+                                                      Pass::kMatch, kStageValues>();
   // The kernel's static shared memory besides: global_base (at most 8
   // bytes per digit), the scan scratch (a word per warp) and two words.
   static constexpr size_t kStaticSmemBound = kRadixBins * sizeof(uint64_t) + 256;
   static constexpr bool kNeedsSmemOptIn = kSmem + kStaticSmemBound > 48 * 1024;
-  static constexpr bool kKeysOnly = std::is_same_v<Value, NoValue>;
+  // sm_90: 228 KiB of shared memory per SM, 1 KiB of it reserved per block.
+  static_assert(Pass::kMinBlocks * (kSmem + kStaticSmemBound + 1024) <= 228 * 1024,
+                "the tuning's blocks per SM must fit the SM's shared memory");
   template <typename Offset, bool kStableRank>
   static constexpr auto kKernel = OneSweepPassKernel<Word, Value, Offset, Pass::kBlockThreads,
                                                      Pass::kItemsPerThread, Pass::kMinBlocks,
-                                                     Pass::kMatch, kTransform, kStableRank>;
+                                                     Pass::kMatch, kTransform, kStableRank,
+                                                     ConcentratedRank::kNone, kStageValues>;
   static constexpr auto kConcentratedKernel =
       OneSweepPassKernel<Word, Value, uint32_t, Pass::kBlockThreads, Pass::kItemsPerThread,
-                         Pass::kMinBlocks, Pass::kMatch, kTransform, true, Pass::kConcentrated>;
+                         Pass::kMinBlocks, Pass::kMatch, kTransform, true, Pass::kConcentrated,
+                         kStageValues>;
 
  public:
   explicit ConfigLauncher(cudaStream_t stream) : stream_(stream) {}

@@ -46,9 +46,14 @@ enum class ConcentratedRank : int { kNone, kMatchAny };
 // from the digit-count atomics instead of matching peers (see
 // OneSweepPassKernel).
 // kConcentrated: how the stable passes that the plan marks concentrated
-// rank (the same tile and blocks per SM).
+// rank (the same tile and blocks per SM). kStageValues (pairs): the
+// tile's values are copied into shared memory asynchronously as the pass
+// begins, and each output value is read from there by its key's input
+// position, instead of being loaded after the keys are stored and moved
+// through shared memory by rank (OneSweepPassKernel).
 template <int Threads, int Items, int MinBlocks, RankMatch Match = RankMatch::kBallot,
-          bool UnstableFirstPass = true, ConcentratedRank Concentrated = ConcentratedRank::kMatchAny>
+          bool UnstableFirstPass = true, ConcentratedRank Concentrated = ConcentratedRank::kMatchAny,
+          bool StageValues = false>
 struct OneSweepConfig {
   static constexpr int kBlockThreads = Threads;
   static constexpr int kItemsPerThread = Items;
@@ -56,6 +61,7 @@ struct OneSweepConfig {
   static constexpr RankMatch kMatch = Match;
   static constexpr bool kUnstableFirstPass = UnstableFirstPass;
   static constexpr ConcentratedRank kConcentrated = Concentrated;
+  static constexpr bool kStageValues = StageValues;
 };
 
 // Per key width: one config for keys-only passes, one for passes that
@@ -85,7 +91,9 @@ inline constexpr size_t kLargeTilesMinItems = size_t{1} << 24;
 // 1.00-1.01x -> 1.02-1.04x, 2^24 +1-2%; u32 keys at 2^20 3-4% slower,
 // hence the size; 384 x 28 x 3, 384 x 36 x 2 and 384 x 40 x 2 keys no
 // better; larger tiles measured slower for 8-byte values and 64-bit keys);
-// the rest is the H200's.
+// 32-bit keys with 8-byte values stage the values (kStageValues: u32/u64
+// pairs 2^26 0.96x -> 0.98-1.00x, 2^20 and 2^24 unchanged; staged 4-byte
+// values measured 2-6% slower at 2^20); the rest is the H200's.
 template <typename Word>
 struct OneSweepTuningH200;
 
@@ -106,7 +114,8 @@ template <>
 struct OneSweepTuningH100<uint32_t>
     : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr, true, ConcentratedRank::kMatchAny,
+                                    /*StageValues=*/true>,
                      OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>> {};
 
