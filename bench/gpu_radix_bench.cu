@@ -118,12 +118,10 @@ using H100WithoutLargeTiles =
 
 // The h100 profile with its 8-byte values not staged (the WidePairs
 // config without kStageValues): the before of the staging.
-using H100Wide = H100Keys32::WidePairs;
-using H100WideUnstaged =
-    sortd::cuda::OneSweepConfig<H100Wide::kBlockThreads, H100Wide::kItemsPerThread, H100Wide::kMinBlocks,
-                                H100Wide::kMatch, H100Wide::kUnstableFirstPass, H100Wide::kConcentrated, false>;
-using H100WithoutStaging = sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs, H100WideUnstaged,
-                                                       H100Keys32::LargeKeys, H100Keys32::LargePairs>;
+using H100WithoutStaging =
+    sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs,
+                                sortd::cuda::WithoutStagedValues<H100Keys32::WidePairs>, H100Keys32::LargeKeys,
+                                H100Keys32::LargePairs>;
 
 // The library's sort with every pass on the plain kernel (no concentrated
 // passes): the before of the ties rows.

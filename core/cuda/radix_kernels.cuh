@@ -342,7 +342,7 @@ constexpr size_t OneSweepSharedBytes() {
 //   4. writes keys to shared memory by rank, looks back for the prefix of all
 //      earlier tiles (decoupled look-back), then stores keys to global
 //      memory coalesced (decoding on the last pass); values are loaded only
-//      now and take the same path.
+//      now and take the same path (staged values: see kStageValues below).
 // kStableRank = false (the first pass of a keys-only sort, where the input
 // order of equal digits carries no information: keys equal in every digit
 // are equal words) skips step 3: the count atomics' return values are the

@@ -63,6 +63,28 @@ struct Plan {
   static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile, kLargeKeysTile, kLargePairsTile});
 };
 
+// Whether the current device lets a block opt in to `bytes` of shared
+// memory; read once per device and thread. A failed query answers false
+// (the caller then takes a smaller layout: slower, never wrong).
+inline bool DeviceGivesBlockSmem(size_t bytes) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  thread_local std::vector<int> optin;  // per device: the attribute + 1, 0 = not read
+  if (device >= static_cast<int>(optin.size())) optin.resize(device + 1, 0);
+  if (optin[device] == 0) {
+    int value = 0;
+    if (cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;  // asked again next time
+    }
+    optin[device] = value + 1;
+  }
+  return bytes <= static_cast<size_t>(optin[device] - 1);
+}
+
 // Launches digit passes of one kernel family (key word, value type,
 // transform) with one pass config (OneSweepConfig): picks the offset width
 // and stable or unstable ranks, and opts the kernel into large dynamic
@@ -101,6 +123,14 @@ class ConfigLauncher {
   // 2^32 keys; *ran_concentrated says whether it ran.
   cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false,
                      bool* ran_concentrated = nullptr) {
+    if constexpr (kStageValues) {
+      // The staged layout is tuned for sm_90 (227 KiB a block); other GPUs
+      // that run the PTX may give a block less (sm_120: 99 KiB).
+      if (!DeviceGivesBlockSmem(kSmem + kStaticSmemBound)) {
+        return ConfigLauncher<Word, Value, WithoutStagedValues<Pass>, kTransform>(stream_).Launch(
+            args, concentrated, ran_concentrated);
+      }
+    }
     const bool wide = args.n >= (size_t{1} << 32);
     if (ran_concentrated != nullptr) *ran_concentrated = false;
     if constexpr (kKeysOnly && Pass::kUnstableFirstPass) {

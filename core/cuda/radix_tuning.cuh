@@ -64,6 +64,12 @@ struct OneSweepConfig {
   static constexpr bool kStageValues = StageValues;
 };
 
+// The same config with kStageValues off: where a device cannot give a
+// block the staged layout's shared memory (ConfigLauncher).
+template <typename C>
+using WithoutStagedValues = OneSweepConfig<C::kBlockThreads, C::kItemsPerThread, C::kMinBlocks, C::kMatch,
+                                           C::kUnstableFirstPass, C::kConcentrated, false>;
+
 // Per key width: one config for keys-only passes, one for passes that
 // carry 4-byte values and one for 8-byte values (more registers live, so
 // other sweet spots), and for sorts of at least kLargeTilesMinItems keys
