@@ -87,11 +87,32 @@ void Histograms(const K* keys, size_t n, Unsigned<K> key_xor, int low, int high,
 // bucket's first output position and is advanced. kPrefetch: announce the
 // write one cache line ahead in the same bucket, so that the line's read
 // for ownership overlaps the writes before it (arrays beyond the caches).
+// Keys alone go four at a time, loaded and their digits taken before any
+// is stored: the compiler cannot move a load of src above a store to dst
+// (they might alias), and grouping the loads measured 5-11% faster for
+// whole sorts (dev VM, u32 2^16-2^24, u64 2^20-2^22).
 template <bool kPrefetch, typename K, typename V, typename Count>
 void Scatter(const K* src, K* dst, const V* vsrc, V* vdst, size_t n, int shift,
              Unsigned<K> key_xor, Count* next) {
   constexpr Unsigned<K> mask = kBuckets - 1;
-  for (size_t i = 0; i < n; ++i) {
+  size_t i = 0;
+  if constexpr (std::is_void_v<V>) {
+    auto digit = [&](K k) -> size_t { return ((static_cast<Unsigned<K>>(k) ^ key_xor) >> shift) & mask; };
+    auto put = [&](K k, size_t d) {
+      const Count pos = next[d]++;
+      if constexpr (kPrefetch) __builtin_prefetch(reinterpret_cast<const char*>(dst + pos) + 64, 1);
+      dst[pos] = k;
+    };
+    for (; i + 4 <= n; i += 4) {
+      const K k0 = src[i], k1 = src[i + 1], k2 = src[i + 2], k3 = src[i + 3];
+      const size_t d0 = digit(k0), d1 = digit(k1), d2 = digit(k2), d3 = digit(k3);
+      put(k0, d0);
+      put(k1, d1);
+      put(k2, d2);
+      put(k3, d3);
+    }
+  }
+  for (; i < n; ++i) {
     const K k = src[i];
     const size_t d = ((static_cast<Unsigned<K>>(k) ^ key_xor) >> shift) & mask;
     const Count pos = next[d]++;
