@@ -265,15 +265,18 @@ inline unsigned char* RecordBuffer() {
   return buffer.get();
 }
 
-// Scatters records by the digit at `shift`; `next` as in Scatter.
-// kSplit: writes keys and values to their own arrays (the last pass).
+// Scatters records by the digit at `shift`; `next` as in Scatter, and
+// four at a time as Scatter's keys (u32/u32 2^20 pairs 5% faster on the
+// dev VM). kSplit: writes keys and values to their own arrays (the last
+// pass).
 template <bool kSplit, typename K, typename V, typename Count>
 void ScatterRecords(const Record<K, V>* src, Record<K, V>* dst, K* keys, V* values, size_t n,
                     int shift, Unsigned<K> key_xor, Count* next) {
   constexpr Unsigned<K> mask = kBuckets - 1;
-  for (size_t i = 0; i < n; ++i) {
-    const Record<K, V> r = src[i];
-    const size_t d = ((static_cast<Unsigned<K>>(r.key) ^ key_xor) >> shift) & mask;
+  auto digit = [&](const Record<K, V>& r) -> size_t {
+    return ((static_cast<Unsigned<K>>(r.key) ^ key_xor) >> shift) & mask;
+  };
+  auto put = [&](const Record<K, V>& r, size_t d) {
     const Count pos = next[d]++;
     if constexpr (kSplit) {
       keys[pos] = r.key;
@@ -281,7 +284,17 @@ void ScatterRecords(const Record<K, V>* src, Record<K, V>* dst, K* keys, V* valu
     } else {
       dst[pos] = r;
     }
+  };
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const Record<K, V> r0 = src[i], r1 = src[i + 1], r2 = src[i + 2], r3 = src[i + 3];
+    const size_t d0 = digit(r0), d1 = digit(r1), d2 = digit(r2), d3 = digit(r3);
+    put(r0, d0);
+    put(r1, d1);
+    put(r2, d2);
+    put(r3, d3);
   }
+  for (; i < n; ++i) put(src[i], digit(src[i]));
 }
 
 // LSD on digits [low, high) of a bucket of records that fits the caches,
