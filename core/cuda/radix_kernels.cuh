@@ -426,22 +426,30 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   auto digit_of = [&](Word w) {
     return static_cast<unsigned int>(w >> shift) & (kRadixBins - 1);
   };
+  // Original bits -> ordered words (first pass only: a.encode).
   auto encode = [&](Word bits) -> Word {
-    if constexpr (kTransform == PassTransform::kNone) {
-      return bits;
-    } else if constexpr (kTransform == PassTransform::kXor) {
-      return bits ^ (a.encode ? a.masks.sign ^ a.masks.flip : Word{0});
+    if constexpr (kTransform == PassTransform::kXor) {
+      return bits ^ a.masks.sign ^ a.masks.flip;
     } else {
-      return a.encode ? a.masks.Encode(bits) : bits;
+      return a.masks.Encode(bits);
     }
   };
 
-  // 1. Load and count.
+  // 1. Load and count. Every key is loaded before any is transformed: with
+  // the transform's branches between the loads, the compiler issued each
+  // load after the previous key's transform, a memory latency per key
+  // (H100, f32 keys 2^16: the first pass took 21.7 us, u32 keys' 11.2).
   static_assert(kStableRank || !kHasValues, "values need stable ranks");
   Word key[kItems];
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    key[i] = in_range(i) ? encode(a.keys_in[warp_base + i * 32]) : ~Word{0};
+    key[i] = in_range(i) ? a.keys_in[warp_base + i * 32] : ~Word{0};
+  }
+  if (kTransform != PassTransform::kNone && a.encode) {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      if (in_range(i)) key[i] = encode(key[i]);  // padding stays ~0: last digit
+    }
   }
   // The tile's position of this thread's item i: warp-striped.
   const unsigned int local_base = static_cast<unsigned int>(warp) * 32 * kItems + lane;

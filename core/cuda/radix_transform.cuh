@@ -59,9 +59,11 @@ struct KeyMasks {
   __device__ __forceinline__ Word Encode(Word bits) const {
     using Signed = std::make_signed_t<Word>;
     const Word negative = static_cast<Word>(static_cast<Signed>(bits) >> (sizeof(Word) * 8 - 1));
-    Word x = bits ^ (sign | (float_mask & negative)) ^ flip;
-    if (canonical_nan && KeyCodec<Word>::IsNan(bits)) x = ~Word{0} ^ flip;
-    return x;
+    const Word x = bits ^ (sign | (float_mask & negative)) ^ flip;
+    // A select, not a branch (bitwise &: no short circuit), so that callers'
+    // loads are not split into one basic block per key.
+    const bool to_nan = canonical_nan & KeyCodec<Word>::IsNan(bits);
+    return to_nan ? Word(~Word{0} ^ flip) : x;
   }
   __device__ __forceinline__ Word Decode(Word ordered) const {
     using Signed = std::make_signed_t<Word>;
