@@ -2,8 +2,9 @@
 // events, warm-up, median of repeats, fresh random data, results compared on
 // the GPU for every timed size. Prints a table of Gkeys/s and ratios last.
 //   sortd_gpu_radix_bench [--max_log2=28] [--repeats=7] [--only='u32 keys']
-//   sortd_gpu_radix_bench --tune [--variant=SUBSTRING]
-//                                  (alternative pass tunings side by side)
+//   sortd_gpu_radix_bench --tune [--variant=SUBSTRING] [--tune_log2=14,16,18]
+//                                  (alternative pass tunings side by side, at
+//                                   2^24 and --max_log2 or the sizes given)
 //   sortd_gpu_radix_bench --small  (the library call at 1..65536 keys: host
 //                                   time of call + stream sync, vs CUB)
 #include <cuda_runtime.h>
@@ -123,6 +124,13 @@ using H100WithoutStaging =
                                 sortd::cuda::WithoutStagedValues<H100Keys32::WidePairs>, H100Keys32::LargeKeys,
                                 H100Keys32::LargePairs>;
 
+// A profile without its small tiles (the same configs at every size up to
+// kLargeTilesMinItems): the before of the small tiles.
+using H100Keys64 = sortd::cuda::OneSweepTuningH100<uint64_t>;
+template <typename P>
+using WithoutSmallTiles = sortd::cuda::OneSweepPolicy<typename P::Keys, typename P::Pairs, typename P::WidePairs,
+                                                      typename P::LargeKeys, typename P::LargePairs>;
+
 // The library's sort with every pass on the plain kernel (no concentrated
 // passes): the before of the ties rows.
 cudaError_t SortPlainPasses(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
@@ -150,6 +158,7 @@ const Variant kVariants[] = {
     // every size): the before of the large tiles.
     {"h100 without large tiles", &SortProfile<H100WithoutLargeTiles, sortd::cuda::OneSweepTuningH100<uint64_t>>},
     {"h100 without staged values", &SortProfile<H100WithoutStaging, sortd::cuda::OneSweepTuningH100<uint64_t>>},
+    {"h100 without small tiles", &SortProfile<WithoutSmallTiles<H100Keys32>, WithoutSmallTiles<H100Keys64>>},
 };
 
 struct Row {
@@ -423,6 +432,7 @@ int main(int argc, char** argv) {
   int min_log2 = 16, max_log2 = 28, repeats = 7;
   std::string only, variant;
   bool tune = false, small = false;
+  std::vector<int> tune_log2;  // --tune sizes (default: 2^24 and --max_log2)
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--min_log2=", 11) == 0) min_log2 = std::atoi(argv[i] + 11);
@@ -430,6 +440,13 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
     if (std::strncmp(argv[i], "--variant=", 10) == 0) variant = argv[i] + 10;
     if (std::strcmp(argv[i], "--tune") == 0) tune = true;
+    if (std::strncmp(argv[i], "--tune_log2=", 12) == 0) {
+      for (const char* q = argv[i] + 12; *q != 0;) {
+        tune_log2.push_back(std::atoi(q));
+        while (*q != 0 && *q != ',') ++q;
+        if (*q == ',') ++q;
+      }
+    }
     if (std::strcmp(argv[i], "--small") == 0) small = true;
   }
   if (small) return RunSmallTable(repeats * 20);
@@ -468,6 +485,10 @@ int main(int argc, char** argv) {
     std::vector<std::pair<Case, int>> tune_cases;
     for (const Case& c : uniform) {
       if (c.key == K::kFloat32) continue;
+      if (!tune_log2.empty()) {
+        for (int l : tune_log2) tune_cases.push_back({c, l});
+        continue;
+      }
       for (int l : {24, max_log2}) tune_cases.push_back({c, l});
     }
     tune_cases.push_back({narrow[1], std::min(26, max_log2)});  // 16-bit range

@@ -61,6 +61,18 @@ struct Plan {
   static constexpr int kLargePairsTile = Tuning::LargePairs::kBlockThreads * Tuning::LargePairs::kItemsPerThread;
   // Status words are sized for the smallest tile (most tiles).
   static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile, kLargeKeysTile, kLargePairsTile});
+  static constexpr bool kHasSmallTiles = !std::is_void_v<typename Tuning::Small>;
+  // Tiles a pass over n keys may need status words for. Small tiles count
+  // up to kSmallTilesMaxItems keys at every n, so that the temp size never
+  // shrinks as n grows (a caller may size for the largest of its sorts).
+  static size_t MaxTiles(size_t n) {
+    size_t tiles = (n + kMinTile - 1) / kMinTile;
+    if constexpr (kHasSmallTiles) {
+      constexpr size_t kSmallTile = size_t{Tuning::Small::kBlockThreads} * Tuning::Small::kItemsPerThread;
+      tiles = std::max(tiles, (std::min(n, kSmallTilesMaxItems) + kSmallTile - 1) / kSmallTile);
+    }
+    return tiles;
+  }
 };
 
 // Whether the current device lets a block opt in to `bytes` of shared
@@ -88,8 +100,10 @@ inline bool DeviceGivesBlockSmem(size_t bytes) {
 // Launches digit passes of one kernel family (key word, value type,
 // transform) with one pass config (OneSweepConfig): picks the offset width
 // and stable or unstable ranks, and opts the kernel into large dynamic
-// shared memory where its tile needs it.
-template <typename Word, typename Value, typename Pass, PassTransform kTransform>
+// shared memory where its tile needs it. kWideOffsets: also the kernels
+// for arrays of 2^32 keys and more (64-bit offsets), which configs used
+// only for small sorts leave out (build time).
+template <typename Word, typename Value, typename Pass, PassTransform kTransform, bool kWideOffsets = true>
 class ConfigLauncher {
   static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
   static constexpr bool kKeysOnly = std::is_same_v<Value, NoValue>;
@@ -127,16 +141,15 @@ class ConfigLauncher {
       // The staged layout is tuned for sm_90 (227 KiB a block); other GPUs
       // that run the PTX may give a block less (sm_120: 99 KiB).
       if (!DeviceGivesBlockSmem(kSmem + kStaticSmemBound)) {
-        return ConfigLauncher<Word, Value, WithoutStagedValues<Pass>, kTransform>(stream_).Launch(
+        return ConfigLauncher<Word, Value, WithoutStagedValues<Pass>, kTransform, kWideOffsets>(stream_).Launch(
             args, concentrated, ran_concentrated);
       }
     }
     const bool wide = args.n >= (size_t{1} << 32);
+    if (wide && !kWideOffsets) return cudaErrorInvalidValue;  // never chosen for such n
     if (ran_concentrated != nullptr) *ran_concentrated = false;
     if constexpr (kKeysOnly && Pass::kUnstableFirstPass) {
-      if (args.encode) {
-        return wide ? LaunchWith<kKernel<uint64_t, false>>(args) : LaunchWith<kKernel<uint32_t, false>>(args);
-      }
+      if (args.encode) return LaunchNarrowOrWide<false>(args, wide);
     }
     if constexpr (Pass::kConcentrated != ConcentratedRank::kNone) {
       if (concentrated && !wide) {
@@ -144,10 +157,18 @@ class ConfigLauncher {
         return LaunchWith<kConcentratedKernel>(args);
       }
     }
-    return wide ? LaunchWith<kKernel<uint64_t, true>>(args) : LaunchWith<kKernel<uint32_t, true>>(args);
+    return LaunchNarrowOrWide<true>(args, wide);
   }
 
  private:
+  template <bool kStableRank>
+  cudaError_t LaunchNarrowOrWide(const OneSweepPassArgs<Word, Value>& args, bool wide) {
+    if constexpr (kWideOffsets) {
+      if (wide) return LaunchWith<kKernel<uint64_t, kStableRank>>(args);
+    }
+    return LaunchWith<kKernel<uint32_t, kStableRank>>(args);
+  }
+
   template <auto kernel>
   cudaError_t LaunchWith(const OneSweepPassArgs<Word, Value>& args) {
     // Only tiles past the default 48 KiB of shared memory need the opt-in
@@ -167,8 +188,9 @@ class ConfigLauncher {
 };
 
 // The pass config of a sort: the tuning's keys-only or pairs config for
-// the value width, or from kLargeTilesMinItems keys its large-tile one
-// (every pass of a sort has the same n, so all take the same).
+// the value width, or from kLargeTilesMinItems keys its large-tile one, or
+// up to kSmallTilesMaxItems keys its small-tile one (every pass of a sort
+// has the same n, so all take the same).
 template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
 class PassLauncher {
   static constexpr bool kKeysOnly = std::is_same_v<Value, NoValue>;
@@ -185,6 +207,12 @@ class PassLauncher {
   // As ConfigLauncher::Launch.
   cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false,
                      bool* ran_concentrated = nullptr) {
+    if constexpr (!std::is_void_v<typename Tuning::Small>) {
+      if (args.n <= kSmallTilesMaxItems) {
+        return ConfigLauncher<Word, Value, typename Tuning::Small, kTransform, /*kWideOffsets=*/false>(stream_).Launch(
+            args, concentrated, ran_concentrated);
+      }
+    }
     if constexpr (!std::is_same_v<LargePass, Pass>) {
       if (args.n >= kLargeTilesMinItems) {
         return ConfigLauncher<Word, Value, LargePass, kTransform>(stream_).Launch(args, concentrated,
@@ -563,7 +591,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
                       cudaStream_t stream, RadixSortStats* stats) {
   constexpr int kPasses = Plan<Word, Tuning>::kPasses;
   const size_t n = p.num_items;
-  const size_t tiles = (n + Plan<Word, Tuning>::kMinTile - 1) / Plan<Word, Tuning>::kMinTile;
+  const size_t tiles = Plan<Word, Tuning>::MaxTiles(n);
   const KeyClass cls = ClassOf(p.key_type);
   const bool is_float = cls == KeyClass::kFloat;
   const bool wide_index = n > (size_t{1} << 32);

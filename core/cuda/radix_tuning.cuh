@@ -75,16 +75,33 @@ using WithoutStagedValues = OneSweepConfig<C::kBlockThreads, C::kItemsPerThread,
 // other sweet spots), and for sorts of at least kLargeTilesMinItems keys
 // one for keys-only passes and one for 4-byte values (larger tiles pay
 // where there are many of them; by default the same as below that size).
+// SmallConfig (void: none), for every pass of sorts of at most
+// kSmallTilesMaxItems keys, keys-only or pairs: small tiles give such
+// sorts blocks for more of the SMs. A pass over few tiles takes as long
+// as one block takes over its tile (H100, 2^16 u32 keys: 7 tiles of 384 x
+// 25 keys, 11 us a pass, against 10 tiles and 9.6 us for CUB).
 template <typename KeysConfig, typename PairsConfig, typename WidePairsConfig = PairsConfig,
-          typename LargeKeysConfig = KeysConfig, typename LargePairsConfig = PairsConfig>
+          typename LargeKeysConfig = KeysConfig, typename LargePairsConfig = PairsConfig,
+          typename SmallConfig = void>
 struct OneSweepPolicy {
   using Keys = KeysConfig;
   using Pairs = PairsConfig;
   using WidePairs = WidePairsConfig;
   using LargeKeys = LargeKeysConfig;
   using LargePairs = LargePairsConfig;
+  using Small = SmallConfig;
 };
 inline constexpr size_t kLargeTilesMinItems = size_t{1} << 24;
+inline constexpr size_t kSmallTilesMaxItems = size_t{1} << 18;
+
+// Small tiles (SmallConfig) of both profiles: 256 x 8 keys, 4 blocks per
+// SM (64 registers). sortd_gpu_radix_bench --tune --tune_log2=14,16,18,20,
+// H100, 2026-11-28, ours / CUB against the profiles' tiles: 2^14
+// 0.85-0.94x -> 1.11-1.36x, 2^16 0.95-1.06x -> 1.21-1.33x, 2^18
+// 0.97-1.05x -> 0.99-1.17x over u32, u64 keys and the three pairs; at 2^20
+// 0.87-0.99x, below the profiles' tiles, hence the size. 256 x 4 and 256
+// x 16 (3 blocks) measured between (docs/benchmarks.md).
+using OneSweepSmallTiles = OneSweepConfig<256, 8, 4, RankMatch::kAtomicOr>;
 
 // Per GPU kind (RadixTuning in radix_sort.cuh). The H200's were chosen on
 // the H200 for every width. On the H100 (less bandwidth, smaller L2) 64-bit
@@ -106,12 +123,18 @@ struct OneSweepTuningH200;
 template <>
 struct OneSweepTuningH200<uint32_t>
     : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>> {};
+                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
 
 template <>
 struct OneSweepTuningH200<uint64_t>
     : OneSweepPolicy<OneSweepConfig<384, 16, 3, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>> {};
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 16, 3, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
 
 template <typename Word>
 struct OneSweepTuningH100;
@@ -123,12 +146,15 @@ struct OneSweepTuningH100<uint32_t>
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr, true, ConcentratedRank::kMatchAny,
                                     /*StageValues=*/true>,
                      OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>> {};
+                     OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
 
 template <>
 struct OneSweepTuningH100<uint64_t>
     : OneSweepPolicy<OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>> {};
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
 
 struct HistogramTuning {
   static constexpr int kBlockThreads = 512;

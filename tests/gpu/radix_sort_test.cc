@@ -93,14 +93,30 @@ class RadixSortTest : public ::testing::Test {};
 using KeyTypes = ::testing::Types<uint32_t, int32_t, float, uint64_t, int64_t, double>;
 TYPED_TEST_SUITE(RadixSortTest, KeyTypes);
 
-// Tile sizes (keys-only, 4-byte and 8-byte values) of one tuning policy.
+// Sizes around the tiles of one tuning policy: k whole tiles and one key
+// either side. Small tiles (where the policy has them) past the
+// single-launch sizes, and their limit; each regular tile (keys-only,
+// 4-byte and 8-byte values) past the small tiles' sizes.
 template <typename Policy>
 std::vector<size_t> TileSizes() {
   std::vector<size_t> sizes;
+  auto around = [&](size_t tile, size_t above) {
+    const size_t k = above / tile + 1;  // k tiles hold more than `above` keys
+    for (size_t n : {k * tile - 1, k * tile, k * tile + 1}) sizes.push_back(n);
+  };
+  size_t regular_above = 0;
+  if constexpr (!std::is_void_v<typename Policy::Small>) {
+    const size_t small = size_t{Policy::Small::kBlockThreads} * Policy::Small::kItemsPerThread;
+    const size_t single_launch = RadixSortProblem{}.single_launch_max_items;
+    around(small, single_launch);
+    sizes.push_back(2 * single_launch + small / 2 + 1);
+    for (size_t n : {kSmallTilesMaxItems, kSmallTilesMaxItems + 1}) sizes.push_back(n);
+    regular_above = kSmallTilesMaxItems;
+  }
   for (size_t tile : {size_t{Policy::Keys::kBlockThreads} * Policy::Keys::kItemsPerThread,
                       size_t{Policy::Pairs::kBlockThreads} * Policy::Pairs::kItemsPerThread,
                       size_t{Policy::WidePairs::kBlockThreads} * Policy::WidePairs::kItemsPerThread}) {
-    for (size_t n : {tile - 1, tile, tile + 1, 2 * tile + 1}) sizes.push_back(n);
+    around(tile, regular_above);
   }
   return sizes;
 }
@@ -172,6 +188,28 @@ TEST(RadixSortSizingTest, SizeHoldsForAnyOrderCheckMinimum) {
         ASSERT_EQ(RadixSort(nullptr, looked_at, p, nullptr), cudaSuccess);
         EXPECT_EQ(by_default, looked_at) << "n " << n << " values " << vb;
         EXPECT_GE(looked_at, MergeSortedRunsTempBound(type, n, vb, kRadixMaxMergedRuns)) << "n " << n;
+      }
+    }
+  }
+}
+
+// The size never shrinks as n grows (a caller may size once for the
+// largest of its sorts): small sorts' tiles are smaller, so their status
+// words must not outnumber those of larger sorts.
+TEST(RadixSortSizingTest, SizeGrowsWithN) {
+  for (RadixKeyType type : {RadixKeyType::kUint32, RadixKeyType::kUint64}) {
+    for (int vb : {0, 4, 8}) {
+      size_t previous = 0;
+      for (size_t n : {size_t{4097}, size_t{65536}, kSmallTilesMaxItems - 1, kSmallTilesMaxItems,
+                       kSmallTilesMaxItems + 1, kSmallTilesMaxItems + 4096, size_t{1} << 20}) {
+        RadixSortProblem p;
+        p.key_type = type;
+        p.num_items = n;
+        p.value_bytes = vb;
+        size_t bytes = 0;
+        ASSERT_EQ(RadixSort(nullptr, bytes, p, nullptr), cudaSuccess);
+        EXPECT_GE(bytes, previous) << "n " << n << " values " << vb;
+        previous = bytes;
       }
     }
   }
@@ -613,9 +651,13 @@ TYPED_TEST(RadixSortTest, FewDistinctAndSkewedKeysRunConcentratedPasses) {
   using Word = std::conditional_t<sizeof(TypeParam) == 4, uint32_t, uint64_t>;
   for (RadixTuning tuning : {RadixTuning::kH100, RadixTuning::kH200}) {
     PinRadixTuning(tuning);
-    const size_t tile = tuning == RadixTuning::kH100 ? TileSizes<OneSweepTuningH100<Word>>()[1]
-                                                     : TileSizes<OneSweepTuningH200<Word>>()[1];
-    for (size_t n : {3 * tile + 77, size_t{200003}}) {
+    // Small tiles (a partial last one), and the pairs config's past them.
+    const size_t pairs_tile = tuning == RadixTuning::kH100
+                                  ? size_t{OneSweepTuningH100<Word>::Pairs::kBlockThreads} *
+                                        OneSweepTuningH100<Word>::Pairs::kItemsPerThread
+                                  : size_t{OneSweepTuningH200<Word>::Pairs::kBlockThreads} *
+                                        OneSweepTuningH200<Word>::Pairs::kItemsPerThread;
+    for (size_t n : {size_t{20077}, size_t{200003}, kSmallTilesMaxItems + 3 * pairs_tile + 77}) {
       const std::vector<std::pair<std::string, std::vector<TypeParam>>> inputs = {
           {"16 distinct", FewDistinct<TypeParam>(n, 16, n)},
           {"3 distinct", FewDistinct<TypeParam>(n, 3, n + 1)},
