@@ -131,6 +131,13 @@ template <typename P>
 using WithoutSmallTiles = sortd::cuda::OneSweepPolicy<typename P::Keys, typename P::Pairs, typename P::WidePairs,
                                                       typename P::LargeKeys, typename P::LargePairs>;
 
+// The profile's small tiles up to 2^20 keys (not 2^18): the measurement
+// behind that limit.
+template <typename P>
+using SmallTilesTo20 = sortd::cuda::OneSweepPolicy<typename P::Keys, typename P::Pairs, typename P::WidePairs,
+                                                   typename P::LargeKeys, typename P::LargePairs, typename P::Small,
+                                                   size_t{1} << 20>;
+
 // The library's sort with every pass on the plain kernel (no concentrated
 // passes): the before of the ties rows.
 cudaError_t SortPlainPasses(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
@@ -159,6 +166,7 @@ const Variant kVariants[] = {
     {"h100 without large tiles", &SortProfile<H100WithoutLargeTiles, sortd::cuda::OneSweepTuningH100<uint64_t>>},
     {"h100 without staged values", &SortProfile<H100WithoutStaging, sortd::cuda::OneSweepTuningH100<uint64_t>>},
     {"h100 without small tiles", &SortProfile<WithoutSmallTiles<H100Keys32>, WithoutSmallTiles<H100Keys64>>},
+    {"h100 small tiles to 2^20", &SortProfile<SmallTilesTo20<H100Keys32>, SmallTilesTo20<H100Keys64>>},
 };
 
 struct Row {

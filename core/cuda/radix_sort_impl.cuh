@@ -63,13 +63,14 @@ struct Plan {
   static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile, kLargeKeysTile, kLargePairsTile});
   static constexpr bool kHasSmallTiles = !std::is_void_v<typename Tuning::Small>;
   // Tiles a pass over n keys may need status words for. Small tiles count
-  // up to kSmallTilesMaxItems keys at every n, so that the temp size never
-  // shrinks as n grows (a caller may size for the largest of its sorts).
+  // up to the tuning's kSmallTilesMaxItems keys at every n, so that the
+  // temp size never shrinks as n grows (a caller may size for the largest
+  // of its sorts).
   static size_t MaxTiles(size_t n) {
     size_t tiles = (n + kMinTile - 1) / kMinTile;
     if constexpr (kHasSmallTiles) {
       constexpr size_t kSmallTile = size_t{Tuning::Small::kBlockThreads} * Tuning::Small::kItemsPerThread;
-      tiles = std::max(tiles, (std::min(n, kSmallTilesMaxItems) + kSmallTile - 1) / kSmallTile);
+      tiles = std::max(tiles, (std::min(n, Tuning::kSmallTilesMaxItems) + kSmallTile - 1) / kSmallTile);
     }
     return tiles;
   }
@@ -189,7 +190,7 @@ class ConfigLauncher {
 
 // The pass config of a sort: the tuning's keys-only or pairs config for
 // the value width, or from kLargeTilesMinItems keys its large-tile one, or
-// up to kSmallTilesMaxItems keys its small-tile one (every pass of a sort
+// up to its kSmallTilesMaxItems keys its small-tile one (every pass of a sort
 // has the same n, so all take the same).
 template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
 class PassLauncher {
@@ -208,7 +209,7 @@ class PassLauncher {
   cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false,
                      bool* ran_concentrated = nullptr) {
     if constexpr (!std::is_void_v<typename Tuning::Small>) {
-      if (args.n <= kSmallTilesMaxItems) {
+      if (args.n <= Tuning::kSmallTilesMaxItems) {
         return ConfigLauncher<Word, Value, typename Tuning::Small, kTransform, /*kWideOffsets=*/false>(stream_).Launch(
             args, concentrated, ran_concentrated);
       }

@@ -76,13 +76,15 @@ using WithoutStagedValues = OneSweepConfig<C::kBlockThreads, C::kItemsPerThread,
 // one for keys-only passes and one for 4-byte values (larger tiles pay
 // where there are many of them; by default the same as below that size).
 // SmallConfig (void: none), for every pass of sorts of at most
-// kSmallTilesMaxItems keys, keys-only or pairs: small tiles give such
+// SmallTilesMaxItems keys, keys-only or pairs: small tiles give such
 // sorts blocks for more of the SMs. A pass over few tiles takes as long
 // as one block takes over its tile (H100, 2^16 u32 keys: 7 tiles of 384 x
 // 25 keys, 11 us a pass, against 10 tiles and 9.6 us for CUB).
+inline constexpr size_t kLargeTilesMinItems = size_t{1} << 24;
+inline constexpr size_t kSmallTilesMaxItems = size_t{1} << 18;
 template <typename KeysConfig, typename PairsConfig, typename WidePairsConfig = PairsConfig,
           typename LargeKeysConfig = KeysConfig, typename LargePairsConfig = PairsConfig,
-          typename SmallConfig = void>
+          typename SmallConfig = void, size_t SmallTilesMaxItems = kSmallTilesMaxItems>
 struct OneSweepPolicy {
   using Keys = KeysConfig;
   using Pairs = PairsConfig;
@@ -90,17 +92,18 @@ struct OneSweepPolicy {
   using LargeKeys = LargeKeysConfig;
   using LargePairs = LargePairsConfig;
   using Small = SmallConfig;
+  static constexpr size_t kSmallTilesMaxItems = SmallTilesMaxItems;
 };
-inline constexpr size_t kLargeTilesMinItems = size_t{1} << 24;
-inline constexpr size_t kSmallTilesMaxItems = size_t{1} << 18;
 
 // Small tiles (SmallConfig) of both profiles: 256 x 8 keys, 4 blocks per
 // SM (64 registers). sortd_gpu_radix_bench --tune --tune_log2=14,16,18,20,
 // H100, 2026-11-28, ours / CUB against the profiles' tiles: 2^14
-// 0.85-0.94x -> 1.11-1.36x, 2^16 0.95-1.06x -> 1.21-1.33x, 2^18
-// 0.97-1.05x -> 0.99-1.17x over u32, u64 keys and the three pairs; at 2^20
-// 0.87-0.99x, below the profiles' tiles, hence the size. 256 x 4 and 256
-// x 16 (3 blocks) measured between (docs/benchmarks.md).
+// 0.80-0.95x -> 1.11-1.36x, 2^16 0.95-1.09x -> 1.21-1.33x, 2^18
+// 0.94-1.05x -> 0.99-1.17x over u32, u64 keys and the three pairs; at 2^20
+// 0.87-0.99x against 1.00-1.14x, hence the size (small tiles up to 2^20,
+// three rounds: 2^19 0.96-1.05x against the profiles' 0.96-1.09x). 256 x 4
+// and 256 x 16 (3 blocks) measured no better at 2^18 and worse below
+// (docs/benchmarks.md).
 using OneSweepSmallTiles = OneSweepConfig<256, 8, 4, RankMatch::kAtomicOr>;
 
 // Per GPU kind (RadixTuning in radix_sort.cuh). The H200's were chosen on
