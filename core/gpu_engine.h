@@ -67,12 +67,14 @@ inline GpuDispatchProfile GpuDispatchProfileFor(std::string_view tuning) {
     // H200 host, 2026-11-23 (before the merge sort's pairs gained 1.4x).
     return {size_t{1} << 15, size_t{1} << 16};
   }
-  // H100 host (16-core Xeon), 2026-11-27: u32 requests win on the GPU
-  // from 24576 keys (u64 even there); the merge argsort (its small passes
-  // search their splits in the merge kernel) wins at 2^19 keys (1.04-1.10x
-  // radix) and loses at 1.5 * 2^19 (0.84-0.88x): the limit is the
-  // interpolated crossover, rounded down to 9 * 2^16.
-  return {size_t{24576}, size_t{589824}};
+  // H100 host (16-core Xeon): with the radix core's small tiles
+  // (2026-11-28) u32 requests win on the GPU from 16384 keys and u64 ones
+  // tie there (before them, 2026-11-27: from 24576). The merge argsort
+  // (its small passes search their splits in the merge kernel) won at 2^19
+  // keys (1.04-1.10x radix) and lost at 1.5 * 2^19 (0.84-0.88x) before
+  // the small tiles: the limit is that interpolated crossover, rounded
+  // down to 9 * 2^16 (not re-measured since).
+  return {size_t{16384}, size_t{589824}};
 }
 
 // The profile of CUDA device `device` (its radix tuning's; the H100's in

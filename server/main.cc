@@ -39,7 +39,7 @@ ABSL_FLAG(std::string, engine, "auto",
           "auto (GPU when present, else CPU), cpu, or gpu");
 ABSL_FLAG(std::string, gpu_min_keys, "auto",
           "engine=auto: numeric arrays with fewer keys sort on the CPU; auto: the crossover "
-          "measured for the GPU's kind (h100 24576, h200 32768; docs/benchmarks.md)");
+          "measured for the GPU's kind (h100 16384, h200 32768; docs/benchmarks.md)");
 ABSL_FLAG(uint64_t, gpu_min_bytes_keys, uint64_t{1} << 14,
           "engine=auto: byte-string arrays with fewer strings sort on the CPU; "
           "larger ones on the GPU merge sort");
