@@ -59,7 +59,8 @@ struct Plan {
   static constexpr int kWidePairsTile = Tuning::WidePairs::kBlockThreads * Tuning::WidePairs::kItemsPerThread;
   static constexpr int kLargeKeysTile = Tuning::LargeKeys::kBlockThreads * Tuning::LargeKeys::kItemsPerThread;
   static constexpr int kLargePairsTile = Tuning::LargePairs::kBlockThreads * Tuning::LargePairs::kItemsPerThread;
-  // Status words are sized for the smallest tile (most tiles).
+  // Status words are sized for the smallest tile of the sizes' configs
+  // (most tiles): kMinTile above the small tiles' sizes, MaxTiles below.
   static constexpr int kMinTile = std::min({kKeysTile, kPairsTile, kWidePairsTile, kLargeKeysTile, kLargePairsTile});
   static constexpr bool kHasSmallTiles = !std::is_void_v<typename Tuning::Small>;
   // Tiles a pass over n keys may need status words for. Small tiles count

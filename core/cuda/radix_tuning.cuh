@@ -93,6 +93,8 @@ struct OneSweepPolicy {
   using LargePairs = LargePairsConfig;
   using Small = SmallConfig;
   static constexpr size_t kSmallTilesMaxItems = SmallTilesMaxItems;
+  // Small configs have no kernels for 64-bit offsets (ConfigLauncher).
+  static_assert(SmallTilesMaxItems < (size_t{1} << 32), "small tiles are for arrays below 2^32 keys");
 };
 
 // Small tiles (SmallConfig) of both profiles: 256 x 8 keys, 4 blocks per

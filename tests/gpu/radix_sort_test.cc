@@ -110,8 +110,8 @@ std::vector<size_t> TileSizes() {
     const size_t single_launch = RadixSortProblem{}.single_launch_max_items;
     around(small, single_launch);
     sizes.push_back(2 * single_launch + small / 2 + 1);
-    for (size_t n : {kSmallTilesMaxItems, kSmallTilesMaxItems + 1}) sizes.push_back(n);
-    regular_above = kSmallTilesMaxItems;
+    for (size_t n : {Policy::kSmallTilesMaxItems, Policy::kSmallTilesMaxItems + 1}) sizes.push_back(n);
+    regular_above = Policy::kSmallTilesMaxItems;
   }
   for (size_t tile : {size_t{Policy::Keys::kBlockThreads} * Policy::Keys::kItemsPerThread,
                       size_t{Policy::Pairs::kBlockThreads} * Policy::Pairs::kItemsPerThread,
@@ -712,25 +712,27 @@ TEST(RadixSortPassesTest, NarrowKeysSkipPasses) {
 TEST(RadixSortPassesTest, SpeculativeFirstPassStandsDownOrRoutes) {
   SKIP_WITHOUT_GPU();
   RadixSortStats stats;
-  const size_t n = (size_t{1} << 18) + 3;
-  auto low_digit_constant32 = Random<uint32_t>(n, 21, 24);
-  for (auto& k : low_digit_constant32) k = (k << 8) | 0x5a;
-  for (bool desc : {false, true}) {
-    CheckSort(low_digit_constant32, desc, 0, &stats, "u32 digit 0 constant");
-    EXPECT_EQ(stats.passes_run, 3);
-    CheckSort(low_digit_constant32, desc, 4, &stats, "u32 digit 0 constant, pairs");
-    EXPECT_EQ(stats.passes_run, 3);
+  // Past the small tiles' sizes, and on them.
+  for (size_t n : {kSmallTilesMaxItems + 3, size_t{100003}}) {
+    auto low_digit_constant32 = Random<uint32_t>(n, 21, 24);
+    for (auto& k : low_digit_constant32) k = (k << 8) | 0x5a;
+    for (bool desc : {false, true}) {
+      CheckSort(low_digit_constant32, desc, 0, &stats, "u32 digit 0 constant");
+      EXPECT_EQ(stats.passes_run, 3);
+      CheckSort(low_digit_constant32, desc, 4, &stats, "u32 digit 0 constant, pairs");
+      EXPECT_EQ(stats.passes_run, 3);
+    }
+    auto low_digit_constant64 = Random<uint64_t>(n, 22, 16);
+    for (auto& k : low_digit_constant64) k <<= 8;
+    CheckSort(low_digit_constant64, false, 8, &stats, "u64 digit 0 constant");
+    EXPECT_EQ(stats.passes_run, 2);
+    auto signed_narrow = Random<int64_t>(n, 23, 40);  // 5 passes (odd), pass 0 runs
+    CheckSort(signed_narrow, true, 4, &stats, "i64 40-bit desc");
+    EXPECT_EQ(stats.passes_run, 5);
+    auto ints_narrow = Random<int32_t>(n, 24, 16);  // sign bit constant too: 2 passes
+    CheckSort(ints_narrow, false, 0, &stats, "i32 16-bit");
+    EXPECT_EQ(stats.passes_run, 2);
   }
-  auto low_digit_constant64 = Random<uint64_t>(n, 22, 16);
-  for (auto& k : low_digit_constant64) k <<= 8;
-  CheckSort(low_digit_constant64, false, 8, &stats, "u64 digit 0 constant");
-  EXPECT_EQ(stats.passes_run, 2);
-  auto signed_narrow = Random<int64_t>(n, 23, 40);  // 5 passes (odd), pass 0 runs
-  CheckSort(signed_narrow, true, 4, &stats, "i64 40-bit desc");
-  EXPECT_EQ(stats.passes_run, 5);
-  auto ints_narrow = Random<int32_t>(n, 24, 16);  // sign bit constant too: 2 passes
-  CheckSort(ints_narrow, false, 0, &stats, "i32 16-bit");
-  EXPECT_EQ(stats.passes_run, 2);
 }
 
 // Without pass skipping every pass runs (no read-back for integer keys;
@@ -738,20 +740,24 @@ TEST(RadixSortPassesTest, SpeculativeFirstPassStandsDownOrRoutes) {
 TEST(RadixSortPassesTest, EveryPassWhenSkippingIsOff) {
   SKIP_WITHOUT_GPU();
   RadixSortStats stats;
-  CheckSort(Random<uint32_t>(100003, 31, 8), false, 4, &stats, "u32 8-bit, no skipping", false);
-  EXPECT_EQ(stats.passes_run, 4);
-  CheckSort(Random<uint64_t>(100003, 32, 16), true, 0, &stats, "u64 16-bit desc, no skipping", false);
-  EXPECT_EQ(stats.passes_run, 8);
-  CheckSort(FloatSpecials<float>(100003, 33), false, 0, &stats, "f32 specials, no skipping", false);
-  EXPECT_EQ(stats.passes_run, 4);
-  EXPECT_TRUE(stats.nan_mode);
-  CheckSort(Random<double>(100003, 34, 12), true, 8, &stats, "f64 12-bit, no skipping", false);
-  EXPECT_EQ(stats.passes_run, 8);
+  for (size_t n : {size_t{100003}, kSmallTilesMaxItems + 5}) {  // small tiles, then regular ones
+    CheckSort(Random<uint32_t>(n, 31, 8), false, 4, &stats, "u32 8-bit, no skipping", false);
+    EXPECT_EQ(stats.passes_run, 4);
+    CheckSort(Random<uint64_t>(n, 32, 16), true, 0, &stats, "u64 16-bit desc, no skipping", false);
+    EXPECT_EQ(stats.passes_run, 8);
+    CheckSort(FloatSpecials<float>(n, 33), false, 0, &stats, "f32 specials, no skipping", false);
+    EXPECT_EQ(stats.passes_run, 4);
+    EXPECT_TRUE(stats.nan_mode);
+    CheckSort(Random<double>(n, 34, 12), true, 8, &stats, "f64 12-bit, no skipping", false);
+    EXPECT_EQ(stats.passes_run, 8);
+  }
 }
 
 TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
   SKIP_WITHOUT_GPU();
-  for (size_t n : {size_t{1}, size_t{9}, size_t{4097}, size_t{200003}}) {
+  // Up to 4096 keys one launch, then small tiles, then regular ones (NaN
+  // modes: keys-only with the originals as values, pairs by index).
+  for (size_t n : {size_t{1}, size_t{9}, size_t{4097}, size_t{200003}, kSmallTilesMaxItems + 7}) {
     for (bool desc : {false, true}) {
       for (int vb : {0, 4, 8}) {
         RadixSortStats stats;
