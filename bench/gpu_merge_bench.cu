@@ -12,6 +12,7 @@
 //     engine's rate on the same inputs comes from sortd_cpu_bench
 //     (bytes/engine_st).
 //   sortd_gpu_merge_bench [--repeats=7] [--max_log2=26] [--strings=1]
+//   sortd_gpu_merge_bench --argsort_only [--max_log2=21]   section 2 alone
 //   sortd_gpu_merge_bench --profile=24 [--pairs]   one u32 keys (u32/u32
 //                                         pairs) sort each (ours, CUB) at
 //                                         2^24, for a profiler (ncu)
@@ -231,7 +232,9 @@ int main(int argc, char** argv) {
   bool strings = true;
   int profile_log2 = 0;
   bool profile_pairs = false;
+  bool argsort_only = false;  // only section 2 (the --gpu_merge_argsort_max_keys crossover)
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--argsort_only") == 0) argsort_only = true;
     if (std::strncmp(argv[i], "--profile=", 10) == 0) profile_log2 = std::atoi(argv[i] + 10);
     if (std::strcmp(argv[i], "--pairs") == 0) profile_pairs = true;
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
@@ -248,15 +251,17 @@ int main(int argc, char** argv) {
     return r.match ? 0 : 1;
   }
   std::vector<CubRow> cub_rows;
-  for (int lg = 20; lg <= max_log2; ++lg) {
-    cub_rows.push_back(VsCub<uint32_t, false>("u32 keys", size_t{1} << lg, repeats, stream));
+  if (!argsort_only) {
+    for (int lg = 20; lg <= max_log2; ++lg) {
+      cub_rows.push_back(VsCub<uint32_t, false>("u32 keys", size_t{1} << lg, repeats, stream));
+    }
+    const size_t mid = size_t{1} << std::min(24, max_log2);
+    cub_rows.push_back(VsCub<uint64_t, false>("u64 keys", mid, repeats, stream));
+    cub_rows.push_back(VsCub<uint32_t, true>("u32/u32 pairs", mid, repeats, stream));
+    if (max_log2 >= 26) cub_rows.push_back(VsCub<uint32_t, true>("u32/u32 pairs", size_t{1} << 26, repeats, stream));
+    cub_rows.push_back(VsCub<uint64_t, true>("u64/u32 pairs", mid, repeats, stream));
+    std::fprintf(stderr, "vs CUB done\n");
   }
-  const size_t mid = size_t{1} << std::min(24, max_log2);
-  cub_rows.push_back(VsCub<uint64_t, false>("u64 keys", mid, repeats, stream));
-  cub_rows.push_back(VsCub<uint32_t, true>("u32/u32 pairs", mid, repeats, stream));
-  if (max_log2 >= 26) cub_rows.push_back(VsCub<uint32_t, true>("u32/u32 pairs", size_t{1} << 26, repeats, stream));
-  cub_rows.push_back(VsCub<uint64_t, true>("u64/u32 pairs", mid, repeats, stream));
-  std::fprintf(stderr, "vs CUB done\n");
   std::vector<ArgsortRow> argsort_rows;
   for (int lg = 10; lg <= std::min(22, max_log2); ++lg) {
     argsort_rows.push_back(ArgsortVsRadix(size_t{1} << lg, repeats, stream));
@@ -267,7 +272,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "argsort done\n");
   std::vector<StringRow> string_rows;
-  if (strings) {
+  if (strings && !argsort_only) {
     for (size_t n : {size_t{1} << 20, size_t{1} << 24}) string_rows.push_back(Strings(n, repeats, stream));
   }
 
