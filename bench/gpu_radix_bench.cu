@@ -111,18 +111,19 @@ using A = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr
 template <int T, int I, int M>  // kAtomicOr with stable ranks in the first keys-only pass too
 using S = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr, false>;
 
-// The h100 profile's 32-bit configs with its large-tile ones left at their
-// defaults (the tiles below that size).
+// The h100 profile's 32-bit configs with its large-tile ones replaced by
+// the tiles below that size (its small tiles kept).
 using H100Keys32 = sortd::cuda::OneSweepTuningH100<uint32_t>;
 using H100WithoutLargeTiles =
-    sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs, H100Keys32::WidePairs>;
+    sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs, H100Keys32::WidePairs, H100Keys32::Keys,
+                                H100Keys32::Pairs, H100Keys32::Small>;
 
 // The h100 profile with its 8-byte values not staged (the WidePairs
-// config without kStageValues): the before of the staging.
+// config without kStageValues; the rest kept): the before of the staging.
 using H100WithoutStaging =
     sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs,
                                 sortd::cuda::WithoutStagedValues<H100Keys32::WidePairs>, H100Keys32::LargeKeys,
-                                H100Keys32::LargePairs>;
+                                H100Keys32::LargePairs, H100Keys32::Small>;
 
 // A profile without its small tiles (the same configs at every size up to
 // kLargeTilesMinItems): the before of the small tiles.

@@ -426,7 +426,8 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   auto digit_of = [&](Word w) {
     return static_cast<unsigned int>(w >> shift) & (kRadixBins - 1);
   };
-  // Original bits -> ordered words (first pass only: a.encode).
+  // Original bits -> ordered words (first pass only: a.encode; kXor and
+  // kFloat, as kNone keys are their own ordered words).
   auto encode = [&](Word bits) -> Word {
     if constexpr (kTransform == PassTransform::kXor) {
       return bits ^ a.masks.sign ^ a.masks.flip;
@@ -445,10 +446,12 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   for (int i = 0; i < kItems; ++i) {
     key[i] = in_range(i) ? a.keys_in[warp_base + i * 32] : ~Word{0};
   }
-  if (kTransform != PassTransform::kNone && a.encode) {
+  if constexpr (kTransform != PassTransform::kNone) {
+    if (a.encode) {
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (in_range(i)) key[i] = encode(key[i]);  // padding stays ~0: last digit
+      for (int i = 0; i < kItems; ++i) {
+        if (in_range(i)) key[i] = encode(key[i]);  // padding stays ~0: last digit
+      }
     }
   }
   // The tile's position of this thread's item i: warp-striped.
