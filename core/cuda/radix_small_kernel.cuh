@@ -36,11 +36,15 @@ struct SmallSortArgs {
 // Sorts a.n <= kThreads * kItems keys (and their values) in one
 // block. Each pass is OneSweep's tile ranking without the look-back: warp w
 // holds positions [w * 32 * kItems, (w + 1) * 32 * kItems) warp-striped,
-// lanes with the same digit find each other (MatchDigit), per-warp digit
-// counters give stable ranks, one scan over (digit, warp) gives every key
-// its place, and the keys with their input positions move through shared
-// memory. Positions past n are padding with the largest word: stable ranks
-// keep them behind every real key, pass after pass. A pass whose digit is
+// lanes with the same digit find each other (each ORs its bit into its
+// warp's shared word of the digit and reads the group back, as
+// RankMatch::kAtomicOr), per-warp digit counters give stable ranks, one
+// scan over (digit, warp) gives every key its place, and the keys with
+// their input positions move through shared memory. (Eight ballots per key,
+// MatchDigit, were 55% of the kernel's instructions; match.any measured
+// slower still: docs/benchmarks.md, "The library call on few keys".)
+// Positions past n are padding with the largest word: stable ranks keep
+// them behind every real key, pass after pass. A pass whose digit is
 // the same for every real key is skipped (nothing moves). At the end the
 // values (and, for floats, the original bits: NaN payloads) are gathered by
 // input position; every thread reads before any writes, so the output may
@@ -53,7 +57,13 @@ SmallRadixSortKernel(const SmallSortArgs<Word> a) {
   constexpr int kTile = kThreads * kItems;
   constexpr int kPasses = sizeof(Word) * 8 / kRadixBits;
   static_assert(kTile <= 65536, "positions are 16-bit");
-  __shared__ Word s_keys[kTile];
+  // The tile's keys between passes; during a pass's ranking, each warp's
+  // match words (one per digit) instead.
+  constexpr size_t kMatchBytes = sizeof(unsigned int) * kWarps * kRadixBins;
+  constexpr size_t kKeysBytes = sizeof(Word) * kTile;
+  __shared__ __align__(16) unsigned char s_keys_or_match[kKeysBytes > kMatchBytes ? kKeysBytes : kMatchBytes];
+  Word* const s_keys = reinterpret_cast<Word*>(s_keys_or_match);
+  auto s_match = reinterpret_cast<unsigned int(*)[kRadixBins]>(s_keys_or_match);
   __shared__ uint16_t s_position[kTile];
   __shared__ uint16_t s_offsets[kWarps][kRadixBins];  // counts, then each warp's place per digit
   __shared__ unsigned int s_scan[kWarps];
@@ -84,22 +94,34 @@ SmallRadixSortKernel(const SmallSortArgs<Word> a) {
       }
       if (!__syncthreads_or(differs)) continue;
     }
-    for (int b = lane; b < kRadixBins; b += 32) s_offsets[warp][b] = 0;
+    for (int b = lane; b < kRadixBins; b += 32) {
+      s_offsets[warp][b] = 0;
+      s_match[warp][b] = 0;
+    }
     __syncwarp();
-    // Stable ranks within the warp: item by item, lanes in order. The peer
-    // groups do not depend on the counters: found first, independently.
-    unsigned int peer_mask[kItems];
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) peer_mask[i] = MatchDigit(digit_of(key[i]));
+    // Stable ranks within the warp: item by item, lanes in order. The
+    // group's highest lane moves the digit's counter on and clears its
+    // match word, once every lane has read both. Padding (the item's
+    // highest lanes from position n, digit kRadixBins - 1) joins its group
+    // without the atomic: a warp of padding alone would put 32 lanes on one
+    // word (H100, 32 u64 keys: 21.5 us a call without this, 19.6-20.2 with).
     uint16_t rank[kItems];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const unsigned int digit = digit_of(key[i]);
-      const unsigned int peers = peer_mask[i];
+      const unsigned int item_start = warp_base - lane + i * 32;
+      const unsigned int real_lanes = n > item_start ? min(n - item_start, 32u) : 0u;
+      const unsigned int padding = real_lanes == 32 ? 0u : 0xffffffffu << real_lanes;
+      if (!((padding >> lane) & 1u)) atomicOr(&s_match[warp][digit], 1u << lane);
+      __syncwarp();
+      const unsigned int peers = s_match[warp][digit] | (digit == kRadixBins - 1 ? padding : 0u);
       const unsigned int before = s_offsets[warp][digit];
       rank[i] = static_cast<uint16_t>(before + __popc(peers & lanes_below));
       __syncwarp();
-      if (lane == 31 - __clz(peers)) s_offsets[warp][digit] = static_cast<uint16_t>(before + __popc(peers));
+      if (lane == 31 - __clz(peers)) {
+        s_offsets[warp][digit] = static_cast<uint16_t>(before + __popc(peers));
+        s_match[warp][digit] = 0;
+      }
       __syncwarp();
     }
     __syncthreads();
@@ -133,7 +155,7 @@ SmallRadixSortKernel(const SmallSortArgs<Word> a) {
       key[i] = s_keys[warp_base + i * 32];
       position[i] = s_position[warp_base + i * 32];
     }
-    __syncthreads();  // the next pass rewrites s_offsets, s_keys and s_scan
+    __syncthreads();  // the next pass rewrites s_offsets, s_match (over s_keys) and s_scan
   }
 
   // Gather, then write (the output may be the input).
