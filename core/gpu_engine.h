@@ -70,10 +70,10 @@ inline GpuDispatchProfile GpuDispatchProfileFor(std::string_view tuning) {
   // H100 host (16-core Xeon): with the radix core's small tiles
   // (2026-11-28) u32 requests win on the GPU from 16384 keys and u64 ones
   // tie there (before them, 2026-11-27: from 24576). The merge argsort
-  // (its small passes search their splits in the merge kernel) won at 2^19
-  // keys (1.04-1.10x radix) and lost at 1.5 * 2^19 (0.84-0.88x) before
-  // the small tiles: the limit is that interpolated crossover, rounded
-  // down to 9 * 2^16 (not re-measured since).
+  // (its small passes search their splits in the merge kernel) wins at
+  // 2^19 keys and loses at 1.5 * 2^19, before the small tiles (1.04-1.10x
+  // / 0.84-0.88x radix) and after them (1.07x / 0.85x): the limit is the
+  // interpolated crossover (~600k keys), rounded down to 9 * 2^16.
   return {size_t{16384}, size_t{589824}};
 }
 

@@ -42,7 +42,8 @@ struct SmallSortArgs {
 // scan over (digit, warp) gives every key its place, and the keys with
 // their input positions move through shared memory. (Eight ballots per key,
 // MatchDigit, were 55% of the kernel's instructions; match.any measured
-// slower still: docs/benchmarks.md, "The library call on few keys".)
+// slower still: docs/benchmarks.md, "The single launch's peer groups by
+// shared match words".)
 // Positions past n are padding with the largest word: stable ranks keep
 // them behind every real key, pass after pass. A pass whose digit is
 // the same for every real key is skipped (nothing moves). At the end the
