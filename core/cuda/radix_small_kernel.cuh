@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda/radix_kernels.cuh"
 #include "core/cuda/radix_transform.cuh"
@@ -106,24 +107,36 @@ SmallRadixSortKernel(const SmallSortArgs<Word> a) {
     // highest lanes from position n, digit kRadixBins - 1) joins its group
     // without the atomic: a warp of padding alone would put 32 lanes on one
     // word (H100, 32 u64 keys: 21.5 us a call without this, 19.6-20.2 with).
+    // Warps without padding (every warp of a full tile) skip the padding
+    // rule's arithmetic: a loop of its own (the branch is warp-uniform).
     uint16_t rank[kItems];
+    auto rank_items = [&](auto padded) {
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const unsigned int digit = digit_of(key[i]);
-      const unsigned int item_start = warp_base - lane + i * 32;
-      const unsigned int real_lanes = n > item_start ? min(n - item_start, 32u) : 0u;
-      const unsigned int padding = real_lanes == 32 ? 0u : 0xffffffffu << real_lanes;
-      if (!((padding >> lane) & 1u)) atomicOr(&s_match[warp][digit], 1u << lane);
-      __syncwarp();
-      const unsigned int peers = s_match[warp][digit] | (digit == kRadixBins - 1 ? padding : 0u);
-      const unsigned int before = s_offsets[warp][digit];
-      rank[i] = static_cast<uint16_t>(before + __popc(peers & lanes_below));
-      __syncwarp();
-      if (lane == 31 - __clz(peers)) {
-        s_offsets[warp][digit] = static_cast<uint16_t>(before + __popc(peers));
-        s_match[warp][digit] = 0;
+      for (int i = 0; i < kItems; ++i) {
+        const unsigned int digit = digit_of(key[i]);
+        unsigned int padding = 0;
+        if constexpr (decltype(padded)::value) {
+          const unsigned int item_start = warp_base - lane + i * 32;
+          const unsigned int real_lanes = n > item_start ? min(n - item_start, 32u) : 0u;
+          padding = real_lanes == 32 ? 0u : 0xffffffffu << real_lanes;
+        }
+        if (!((padding >> lane) & 1u)) atomicOr(&s_match[warp][digit], 1u << lane);
+        __syncwarp();
+        const unsigned int peers = s_match[warp][digit] | (digit == kRadixBins - 1 ? padding : 0u);
+        const unsigned int before = s_offsets[warp][digit];
+        rank[i] = static_cast<uint16_t>(before + __popc(peers & lanes_below));
+        __syncwarp();
+        if (lane == 31 - __clz(peers)) {
+          s_offsets[warp][digit] = static_cast<uint16_t>(before + __popc(peers));
+          s_match[warp][digit] = 0;
+        }
+        __syncwarp();
       }
-      __syncwarp();
+    };
+    if (warp_base - lane + 32 * kItems <= n) {
+      rank_items(std::false_type{});
+    } else {
+      rank_items(std::true_type{});
     }
     __syncthreads();
     // Thread d < kRadixBins: where digit d starts, and each warp's place

@@ -108,39 +108,31 @@ struct OneSweepPolicy {
 // (docs/benchmarks.md).
 using OneSweepSmallTiles = OneSweepConfig<256, 8, 4, RankMatch::kAtomicOr>;
 
-// Per GPU kind (RadixTuning in radix_sort.cuh). The H200's were chosen on
-// the H200 for every width. On the H100 (less bandwidth, smaller L2) 64-bit
-// keys-only passes and 32-bit keys with 8-byte values gain from 2 blocks of
-// 384 x 20 (sortd_gpu_radix_bench --tune, two H100 hosts, 2026-11-27: u64
-// keys 2^24..2^28 0.95-0.99x -> 1.08-1.11x CUB, u32/u64 pairs 0.91-0.94x ->
-// 0.98-1.00x), and 32-bit keys-only sorts and 32-bit keys with 4-byte
-// values from 2^24 keys from 2 blocks of 384 x 32 (u32 keys 2^26
-// 1.01-1.02x -> 1.05x, i32 descending 1.01x -> 1.06x, u32/u32 pairs 2^26
-// 1.00-1.01x -> 1.02-1.04x, 2^24 +1-2%; u32 keys at 2^20 3-4% slower,
+// Per GPU kind (RadixTuning in radix_sort.cuh). First chosen on the H200
+// for every width; then, on the H100 (less bandwidth, smaller L2), 64-bit
+// keys-only passes and 32-bit keys with 8-byte values gained from 2 blocks
+// of 384 x 20 (sortd_gpu_radix_bench --tune, two H100 hosts, 2026-11-27:
+// u64 keys 2^24..2^28 0.95-0.99x -> 1.08-1.11x CUB, u32/u64 pairs
+// 0.91-0.94x -> 0.98-1.00x), and 32-bit keys-only sorts and 32-bit keys
+// with 4-byte values from 2^24 keys from 2 blocks of 384 x 32 (u32 keys
+// 2^26 1.01-1.02x -> 1.05x, i32 descending 1.01x -> 1.06x, u32/u32 pairs
+// 2^26 1.00-1.01x -> 1.02-1.04x, 2^24 +1-2%; u32 keys at 2^20 3-4% slower,
 // hence the size; 384 x 28 x 3, 384 x 36 x 2 and 384 x 40 x 2 keys no
 // better; larger tiles measured slower for 8-byte values and 64-bit keys);
-// 32-bit keys with 8-byte values stage the values (kStageValues: u32/u64
-// pairs 2^26 0.96x -> 0.98-1.00x, 2^20 and 2^24 unchanged; staged 4-byte
-// values measured 2-6% slower at 2^20); the rest is the H200's.
-template <typename Word>
-struct OneSweepTuningH200;
-
-template <>
-struct OneSweepTuningH200<uint32_t>
-    : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
-
-template <>
-struct OneSweepTuningH200<uint64_t>
-    : OneSweepPolicy<OneSweepConfig<384, 16, 3, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 16, 3, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
-
+// 32-bit keys with 8-byte values stage the values on the H100 (kStageValues:
+// u32/u64 pairs 2^26 0.96x -> 0.98-1.00x, 2^20 and 2^24 unchanged; staged
+// 4-byte values measured 2-6% slower at 2^20).
+// Re-measured on an H200 with today's kernels (2026-11-28, three rounds,
+// h100 profile against h200 profile, ours / CUB), the H100's choices win
+// there too, except the staged 8-byte values: u32 keys 2^24/2^26/2^28
+// 1.06-1.08x -> 1.07-1.09x / 1.03-1.04x -> 1.06-1.07x / 1.05-1.06x ->
+// 1.07-1.08x, u32/u32 pairs 2^26 1.12x -> 1.21x (2^28 1.13-1.14x ->
+// 1.25x), keys from 16 values with 4-byte values 1.08-1.11x -> 1.16-1.18x,
+// i32 descending 1.04x -> 1.06-1.07x, u64 keys 2^20..2^28 +2-4% (2^28
+// 1.15-1.16x -> 1.18-1.19x), u64 keys from 16 values 1.07-1.08x ->
+// 1.11-1.12x; skewed u32 keys 0.87x -> 0.85x (the one loss); u32/u64 pairs
+// 1.04-1.07x unstaged against 1.02-1.03x staged. So the H200's profile is
+// the H100's with unstaged 8-byte values.
 template <typename Word>
 struct OneSweepTuningH100;
 
@@ -160,6 +152,18 @@ struct OneSweepTuningH100<uint64_t>
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
+
+template <typename Word>
+struct OneSweepTuningH200;
+
+template <>
+struct OneSweepTuningH200<uint32_t>
+    : OneSweepPolicy<OneSweepTuningH100<uint32_t>::Keys, OneSweepTuningH100<uint32_t>::Pairs,
+                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>, OneSweepTuningH100<uint32_t>::LargeKeys,
+                     OneSweepTuningH100<uint32_t>::LargePairs, OneSweepSmallTiles> {};
+
+template <>
+struct OneSweepTuningH200<uint64_t> : OneSweepTuningH100<uint64_t> {};
 
 struct HistogramTuning {
   static constexpr int kBlockThreads = 512;
