@@ -45,16 +45,17 @@ __global__ void FillOrdered(uint32_t* w, size_t n, Order order) {
   }
 }
 
-// How random keys are spread: uniform over the key bits; drawn from 16
-// distinct values (ties: few digits per pass); skewed (each bit set with
+// How random keys are spread: uniform over the key bits; drawn from 16 or
+// 3 distinct values (ties: few digits per pass; with 3, each digit of a
+// pass holds about a third of the keys); skewed (each bit set with
 // probability 1/8: the AND of three random words).
-enum class Spread { kUniform, kDistinct16, kSkewed };
+enum class Spread { kUniform, kDistinct16, kDistinct3, kSkewed };
 
-// Maps each key (`words` 32-bit words) to one of 16 fixed random keys,
-// chosen by the low bits of its first word.
-__global__ void MakeDistinct16(uint32_t* w, size_t keys, int words) {
+// Maps each key (`words` 32-bit words) to one of `count` fixed random keys,
+// chosen by its first word.
+__global__ void MakeDistinct(uint32_t* w, size_t keys, int words, uint32_t count) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < keys; i += (size_t)gridDim.x * blockDim.x) {
-    const uint32_t pick = w[i * words] & 15u;
+    const uint32_t pick = w[i * words] % count;
     for (int k = 0; k < words; ++k) {
       uint32_t x = (pick * words + k) * 0x9E3779B9u + 0x7F4A7C15u;
       x ^= x >> 16; x *= 0x85EBCA6Bu; x ^= x >> 13; x *= 0xC2B2AE35u; x ^= x >> 16;
@@ -139,6 +140,18 @@ using SmallTilesTo20 = sortd::cuda::OneSweepPolicy<typename P::Keys, typename P:
                                                    typename P::LargeKeys, typename P::LargePairs, typename P::Small,
                                                    size_t{1} << 20>;
 
+// A profile with the hot-digit kernel off (hot passes run the
+// concentrated kernel, as before kHotDigit), the rest kept.
+template <typename C>
+using WithoutHotDigitConfig =
+    sortd::cuda::OneSweepConfig<C::kBlockThreads, C::kItemsPerThread, C::kMinBlocks, C::kMatch,
+                                C::kUnstableFirstPass, C::kConcentrated, C::kStageValues, /*HotDigit=*/false>;
+template <typename P>
+using WithoutHotDigit = sortd::cuda::OneSweepPolicy<
+    WithoutHotDigitConfig<typename P::Keys>, WithoutHotDigitConfig<typename P::Pairs>,
+    WithoutHotDigitConfig<typename P::WidePairs>, WithoutHotDigitConfig<typename P::LargeKeys>,
+    WithoutHotDigitConfig<typename P::LargePairs>, WithoutHotDigitConfig<typename P::Small>, P::kSmallTilesMaxItems>;
+
 // The library's sort with every pass on the plain kernel (no concentrated
 // passes): the before of the ties rows.
 cudaError_t SortPlainPasses(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
@@ -168,6 +181,10 @@ const Variant kVariants[] = {
     {"h100 without staged values", &SortProfile<H100WithoutStaging, sortd::cuda::OneSweepTuningH100<uint64_t>>},
     {"h100 without small tiles", &SortProfile<WithoutSmallTiles<H100Keys32>, WithoutSmallTiles<H100Keys64>>},
     {"h100 small tiles to 2^20", &SortProfile<SmallTilesTo20<H100Keys32>, SmallTilesTo20<H100Keys64>>},
+    {"h100 without hot digit", &SortProfile<WithoutHotDigit<H100Keys32>, WithoutHotDigit<H100Keys64>>},
+    {"h200 without hot digit",
+     &SortProfile<WithoutHotDigit<sortd::cuda::OneSweepTuningH200<uint32_t>>,
+                  WithoutHotDigit<sortd::cuda::OneSweepTuningH200<uint64_t>>>},
 };
 
 struct Row {
@@ -261,7 +278,8 @@ Row RunCase(const Case& c, size_t n, int repeats, SortFn ours = &sortd::cuda::Ra
   const uint32_t mask = c.bits >= 32 ? 0xffffffffu : ((1u << c.bits) - 1);
   if (c.order == Order::kRandom) {
     FillRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 12345, mask);  // narrow cases are 32-bit
-    if (c.spread == Spread::kDistinct16) MakeDistinct16<<<1024, 256>>>((uint32_t*)kin, n, c.key_bytes / 4);
+    if (c.spread == Spread::kDistinct16) MakeDistinct<<<1024, 256>>>((uint32_t*)kin, n, c.key_bytes / 4, 16);
+    if (c.spread == Spread::kDistinct3) MakeDistinct<<<1024, 256>>>((uint32_t*)kin, n, c.key_bytes / 4, 3);
     if (c.spread == Spread::kSkewed) {
       AndRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 999);
       AndRandom<<<1024, 256>>>((uint32_t*)kin, kb / 4, 4242);
@@ -431,6 +449,8 @@ std::vector<Case> TiesCases() {
       {"u32/u32 16 dist", K::kUint32, 4, 4, 32, Order::kRandom, false, Spread::kDistinct16},
       {"f32/u32 16 d desc", K::kFloat32, 4, 4, 32, Order::kRandom, false, Spread::kDistinct16, true},
       {"u64 16 distinct", K::kUint64, 8, 0, 64, Order::kRandom, false, Spread::kDistinct16},
+      {"u32 3 distinct", K::kUint32, 4, 0, 32, Order::kRandom, false, Spread::kDistinct3},
+      {"u32/u32 3 dist", K::kUint32, 4, 4, 32, Order::kRandom, false, Spread::kDistinct3},
       {"u32 skewed", K::kUint32, 4, 0, 32, Order::kRandom, false, Spread::kSkewed},
       {"u32/u32 skewed", K::kUint32, 4, 4, 32, Order::kRandom, false, Spread::kSkewed},
       {"i32 desc", K::kInt32, 4, 0, 32, Order::kRandom, false, Spread::kUniform, true},

@@ -60,6 +60,9 @@ struct OneSweepPassArgs {
   const unsigned long long* plan = nullptr;  // [0]: NaN count, [1]: trivial-digit mask
   Word* keys_alt = nullptr;
   Value* values_alt = nullptr;
+  // This pass's hot digit (DigitOffsetsKernel; kRadixBins: none), read by
+  // kernels with kHotDigit.
+  const unsigned int* hot_digit = nullptr;
 };
 
 // Route of a pass, decided by its thread 0: bit 0 runs it, bit 1 writes the
@@ -115,6 +118,24 @@ inline constexpr int kConcentratedShift = 8;
 inline constexpr int kConcentratedDistinct = 20;
 static_assert(kConcentratedShift >= 64 / kRadixBits, "concentrated bits above every pass's trivial bit");
 
+// A pass's hot digit: one that holds at least 1/kHotDigitShareInverse of
+// its keys (the first such digit). Lanes of one warp whose keys have it
+// would all hit one shared word in the digit-count and match-word atomics,
+// which serialise same-word lanes; kernels with kHotDigit count and match
+// those lanes by a ballot instead. A concentrated pass with a hot digit
+// and at least kHotMinDistinct expected distinct digits in a warp is hot:
+// bit kHotShift + p of the plan's mask (DigitOffsetsKernel writes the
+// digit itself, or kRadixBins, into the sort's per-pass hot digits), and
+// tunings with kHotDigit run it on the hot-digit kernel instead of the
+// concentrated one. Measured on an H200 (2026-11-28, docs/benchmarks.md):
+// skewed u32 keys (about 15 distinct digits a warp) 0.85x -> 0.91x CUB;
+// with 3 distinct keys (3 a warp) match.any stays far faster (1.00x
+// against 0.71x), hence the minimum (8: between those, not measured).
+inline constexpr int kHotShift = 16;
+inline constexpr unsigned long long kHotDigitShareInverse = 4;
+inline constexpr int kHotMinDistinct = 8;
+static_assert(kHotShift >= kConcentratedShift + 64 / kRadixBits, "hot bits above every concentrated bit");
+
 // A digit's part of that estimate: the chance that it is among 32 keys
 // drawn from a histogram where it holds `count` of `n` keys, in 1/65536ths
 // (fixed point: the sum over digits is the same in any order).
@@ -130,6 +151,20 @@ inline bool ConcentratedPass(const unsigned long long* counts, size_t n) {
   unsigned long long sum = 0;
   for (int d = 0; d < kRadixBins; ++d) sum += DigitInWarpFixed(counts[d], n);
   return sum <= (static_cast<unsigned long long>(kConcentratedDistinct) << 16);
+}
+
+// Whether such a pass is hot (see kHotShift); DigitOffsetsKernel decides
+// the same on the device (RadixPassIsHot: the rule for tests on the host).
+inline bool HotPass(const unsigned long long* counts, size_t n) {
+  bool hot = false;
+  unsigned long long sum = 0;
+  for (int d = 0; d < kRadixBins; ++d) {
+    if (counts[d] == n) return false;  // trivial: skipped
+    hot |= counts[d] != 0 && counts[d] * kHotDigitShareInverse >= n;
+    sum += DigitInWarpFixed(counts[d], n);
+  }
+  return hot && sum <= (static_cast<unsigned long long>(kConcentratedDistinct) << 16) &&
+         sum >= (static_cast<unsigned long long>(kHotMinDistinct) << 16);
 }
 
 // Whether the order word leaves a full sort: in neither order, and not a
@@ -212,23 +247,29 @@ __global__ void ReverseKernel(const Word* keys_in, Word* keys_out, const Value* 
 // One block per pass: offsets[p][d] = sum of hist[p][0..d); and, for the
 // plan read back (record_plan), bit p of *plan_mask when every key has the
 // same digit p (the pass is skipped), else bit kConcentratedShift + p when
-// the pass is concentrated (*plan_mask zeroed by the caller).
+// the pass is concentrated, and bit kHotShift + p when it has a hot digit
+// (*plan_mask zeroed by the caller); hot_digits[p]: that digit, or
+// kRadixBins.
 template <int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
 DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool record_plan,
                    unsigned long long* __restrict__ offsets,
-                   unsigned long long* __restrict__ plan_mask) {
+                   unsigned long long* __restrict__ plan_mask,
+                   unsigned int* __restrict__ hot_digits) {
   static_assert(kBlockThreads == kRadixBins, "one thread per digit");
   __shared__ unsigned long long scan[kRadixBins];
   // Expected distinct digits in a warp of 32 keys, in 1/65536ths: an
   // integer sum, so the same in every run whatever order the warps add in.
   __shared__ unsigned int warp_distinct;
+  __shared__ unsigned int hot;
   const int d = threadIdx.x;
   const size_t base = static_cast<size_t>(blockIdx.x) * kRadixBins;
   const unsigned long long count = hist[base + d];
   scan[d] = count;
   if (d == 0) warp_distinct = 0;
+  if (d == 0) hot = kRadixBins;
   const bool trivial = __syncthreads_or(count == n);
+  if (!trivial && count != 0 && count * kHotDigitShareInverse >= n) atomicMin(&hot, static_cast<unsigned int>(d));
   if (trivial && record_plan && d == 0) atomicOr(plan_mask, 1ull << blockIdx.x);
   if (record_plan && !trivial) {
     const unsigned int sum = __reduce_add_sync(0xffffffffu, DigitInWarpFixed(count, n));
@@ -241,9 +282,13 @@ DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool r
     __syncthreads();
   }
   offsets[base + d] = scan[d] - count;
+  if (d == 0) hot_digits[blockIdx.x] = hot;  // hot was set before the scan's barriers
   constexpr unsigned int kLimit = static_cast<unsigned int>(kConcentratedDistinct) << 16;
   if (record_plan && !trivial && d == 0 && warp_distinct <= kLimit) {
     atomicOr(plan_mask, 1ull << (kConcentratedShift + blockIdx.x));
+    if (hot != kRadixBins && warp_distinct >= static_cast<unsigned int>(kHotMinDistinct) << 16) {
+      atomicOr(plan_mask, 1ull << (kHotShift + blockIdx.x));
+    }
   }
 }
 
@@ -365,7 +410,8 @@ constexpr size_t OneSweepSharedBytes() {
 // (no value load after the keys' store, no second exchange).
 template <typename Word, typename Value, typename Offset, int kBlockThreads, int kItems,
           int kMinBlocks, RankMatch kMatch, PassTransform kTransform, bool kStableRank,
-          ConcentratedRank kConcentrated = ConcentratedRank::kNone, bool kStageValues = false>
+          ConcentratedRank kConcentrated = ConcentratedRank::kNone, bool kStageValues = false,
+          bool kHotDigit = false>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
 OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   static_assert(kBlockThreads >= kRadixBins && kBlockThreads % 32 == 0,
@@ -469,16 +515,39 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   // Unstable ranks within the warp (< 32 * kItems), two per word until the
   // warp offsets are known: they live across step 2 next to the keys.
   unsigned int warp_rank_pairs[kStableRank ? 1 : (kItems + 1) / 2] = {};
+  // kHotDigit: each lane counts its own keys of the hot digit in a register
+  // (hot_count; unstable ranks: its index among them, the lanes below
+  // added in step 3), the warp's total added once below: no atomics on
+  // the hot digit's counter.
+  const unsigned int hot = kHotDigit && a.hot_digit != nullptr ? *a.hot_digit : kRadixBins;
+  unsigned int hot_count = 0;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     if (in_range(i)) {
-      unsigned int* counter = &warp_offsets[warp][digit_of(key[i])];
-      if constexpr (kStableRank) {
-        atomicAdd(counter, 1u);
+      const unsigned int digit = digit_of(key[i]);
+      if (kHotDigit && digit == hot) {
+        if constexpr (!kStableRank) warp_rank_pairs[i / 2] |= hot_count << (16 * (i % 2));
+        ++hot_count;
       } else {
-        warp_rank_pairs[i / 2] |= atomicAdd(counter, 1u) << (16 * (i % 2));
+        unsigned int* counter = &warp_offsets[warp][digit];
+        if constexpr (kStableRank) {
+          atomicAdd(counter, 1u);
+        } else {
+          warp_rank_pairs[i / 2] |= atomicAdd(counter, 1u) << (16 * (i % 2));
+        }
       }
     }
+  }
+  unsigned int hot_below = 0;  // the hot digit's keys of the lanes below (unstable ranks)
+  if constexpr (kHotDigit) {
+    unsigned int inclusive = hot_count;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const unsigned int up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += up;
+    }
+    hot_below = inclusive - hot_count;
+    if (lane == 31 && inclusive != 0) atomicAdd(&warp_offsets[warp][hot], inclusive);
   }
   if (!full_tile) {
     __syncwarp();  // after every lane's counts: unstable ranks of real keys stay below the padding
@@ -521,14 +590,23 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
       constexpr bool kByBallot = kMatch == RankMatch::kBallot;
       constexpr bool kByMatchAny = kConcentrated == ConcentratedRank::kMatchAny;
       unsigned int peers;
+      // kHotDigit: the hot digit's group is a ballot, off the match words
+      // (padding, digit kRadixBins - 1, joins it when that digit is hot, as
+      // it joined that digit's count).
+      bool is_hot = false;
       if constexpr (kByMatchAny) {
         peers = __match_any_sync(0xffffffffu, digit);
       } else if constexpr (kByBallot) {
         peers = MatchDigit(digit);
       } else {
-        atomicOr(&match_words[warp][digit], 1u << lane);
+        unsigned int hot_mask = 0;
+        if constexpr (kHotDigit) {
+          is_hot = digit == hot;
+          hot_mask = __ballot_sync(0xffffffffu, is_hot);
+        }
+        if (!is_hot) atomicOr(&match_words[warp][digit], 1u << lane);
         __syncwarp();
-        peers = match_words[warp][digit];
+        peers = is_hot ? hot_mask : match_words[warp][digit];
       }
       const int leader = 31 - __clz(peers);
       unsigned int base = 0;
@@ -537,7 +615,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
       if constexpr (!kByBallot && !kByMatchAny) {
         // Every lane has read its group (the shuffle needed them all); the
         // leader clears the word for the next key.
-        if (lane == leader) match_words[warp][digit] = 0;
+        if (lane == leader && !is_hot) match_words[warp][digit] = 0;
         __syncwarp();
       }
       rank[i] = base + __popc(peers & lanemask_lt);
@@ -546,8 +624,9 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       if (in_range(i)) {
-        rank[i] = ((warp_rank_pairs[i / 2] >> (16 * (i % 2))) & 0xffffu) +
-                  warp_offsets[warp][digit_of(key[i])];
+        const unsigned int digit = digit_of(key[i]);
+        rank[i] = ((warp_rank_pairs[i / 2] >> (16 * (i % 2))) & 0xffffu) + warp_offsets[warp][digit] +
+                  (kHotDigit && digit == hot ? hot_below : 0u);
       }
     }
   }

@@ -69,6 +69,8 @@ bool RadixPassIsConcentrated(const unsigned long long* digit_counts, size_t n) {
   return ConcentratedPass(digit_counts, n);
 }
 
+bool RadixPassIsHot(const unsigned long long* digit_counts, size_t n) { return HotPass(digit_counts, n); }
+
 cudaError_t RadixSort(void* d_temp_storage, size_t& temp_storage_bytes,
                       const RadixSortProblem& problem, cudaStream_t stream,
                       RadixSortStats* stats) {

@@ -74,6 +74,7 @@ struct RadixSortStats {
   int passes_total = 0;     // digit passes of the key width
   int passes_run = 0;       // after skipping
   int passes_concentrated = 0;  // of those, run by the concentrated kernel
+  int passes_hot = 0;           // of those, run by the hot-digit kernel
   bool nan_mode = false;    // float keys with NaNs: originals carried as values
   // The input was already in order (0 passes: copied, or left in place when
   // result_in_input) or in reverse order (reversed).
@@ -117,6 +118,10 @@ const char* RadixTuningName(RadixTuning tuning);  // "auto", "h100", "h200"
 // the concentrated kernel (RadixSortProblem::concentrated_passes): the
 // plan's rule, on the host (tests).
 bool RadixPassIsConcentrated(const unsigned long long* digit_counts, size_t n);
+// Whether such a pass runs the hot-digit kernel instead (tunings with
+// kHotDigit): a concentrated pass with a hot digit and not too few
+// distinct digits in a warp.
+bool RadixPassIsHot(const unsigned long long* digit_counts, size_t n);
 
 }  // namespace sortd::cuda
 

@@ -105,6 +105,9 @@ inline bool DeviceGivesBlockSmem(size_t bytes) {
 // shared memory where its tile needs it. kWideOffsets: also the kernels
 // for arrays of 2^32 keys and more (64-bit offsets), which configs used
 // only for small sorts leave out (build time).
+// Which kernel ran a digit pass (ConfigLauncher::Launch).
+enum class PassKernel { kPlain, kConcentrated, kHot };
+
 template <typename Word, typename Value, typename Pass, PassTransform kTransform, bool kWideOffsets = true>
 class ConfigLauncher {
   static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
@@ -119,11 +122,14 @@ class ConfigLauncher {
   // sm_90: 228 KiB of shared memory per SM, 1 KiB of it reserved per block.
   static_assert(Pass::kMinBlocks * (kSmem + kStaticSmemBound + 1024) <= 228 * 1024,
                 "the tuning's blocks per SM must fit the SM's shared memory");
-  template <typename Offset, bool kStableRank>
+  // kHot: the kernel that counts and groups the pass's hot digit apart
+  // (only launched for passes the plan marks hot, so that other passes
+  // keep the leaner kernel).
+  template <typename Offset, bool kStableRank, bool kHot>
   static constexpr auto kKernel = OneSweepPassKernel<Word, Value, Offset, Pass::kBlockThreads,
                                                      Pass::kItemsPerThread, Pass::kMinBlocks,
                                                      Pass::kMatch, kTransform, kStableRank,
-                                                     ConcentratedRank::kNone, kStageValues>;
+                                                     ConcentratedRank::kNone, kStageValues, kHot>;
   static constexpr auto kConcentratedKernel =
       OneSweepPassKernel<Word, Value, uint32_t, Pass::kBlockThreads, Pass::kItemsPerThread,
                          Pass::kMinBlocks, Pass::kMatch, kTransform, true, Pass::kConcentrated,
@@ -136,26 +142,38 @@ class ConfigLauncher {
   // no stable ranks (see OneSweepPassKernel); the tuning may still ask
   // for them. `concentrated` (the plan marks the pass): the stable kernel
   // that ranks as the tuning's ConcentratedRank says, for arrays below
-  // 2^32 keys; *ran_concentrated says whether it ran.
-  cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false,
-                     bool* ran_concentrated = nullptr) {
+  // 2^32 keys. `hot` (the plan marks the pass hot, a kind of
+  // concentrated pass): with the tuning's kHotDigit, the hot-digit kernel
+  // instead (its hot lanes count in registers and group by one ballot, off
+  // the shared counters and match words). *ran: which kernel ran.
+  cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false, bool hot = false,
+                     PassKernel* ran = nullptr) {
     if constexpr (kStageValues) {
       // The staged layout is tuned for sm_90 (227 KiB a block); other GPUs
       // that run the PTX may give a block less (sm_120: 99 KiB).
       if (!DeviceGivesBlockSmem(kSmem + kStaticSmemBound)) {
         return ConfigLauncher<Word, Value, WithoutStagedValues<Pass>, kTransform, kWideOffsets>(stream_).Launch(
-            args, concentrated, ran_concentrated);
+            args, concentrated, hot, ran);
       }
     }
     const bool wide = args.n >= (size_t{1} << 32);
     if (wide && !kWideOffsets) return cudaErrorInvalidValue;  // never chosen for such n
-    if (ran_concentrated != nullptr) *ran_concentrated = false;
+    if (ran != nullptr) *ran = PassKernel::kPlain;
+    if constexpr (Pass::kHotDigit) {
+      if (hot) {
+        if (ran != nullptr) *ran = PassKernel::kHot;
+        if constexpr (kKeysOnly && Pass::kUnstableFirstPass) {
+          if (args.encode) return LaunchNarrowOrWide<false, true>(args, wide);
+        }
+        return LaunchNarrowOrWide<true, true>(args, wide);
+      }
+    }
     if constexpr (kKeysOnly && Pass::kUnstableFirstPass) {
       if (args.encode) return LaunchNarrowOrWide<false>(args, wide);
     }
     if constexpr (Pass::kConcentrated != ConcentratedRank::kNone) {
       if (concentrated && !wide) {
-        if (ran_concentrated != nullptr) *ran_concentrated = true;
+        if (ran != nullptr) *ran = PassKernel::kConcentrated;
         return LaunchWith<kConcentratedKernel>(args);
       }
     }
@@ -163,12 +181,12 @@ class ConfigLauncher {
   }
 
  private:
-  template <bool kStableRank>
+  template <bool kStableRank, bool kHot = false>
   cudaError_t LaunchNarrowOrWide(const OneSweepPassArgs<Word, Value>& args, bool wide) {
     if constexpr (kWideOffsets) {
-      if (wide) return LaunchWith<kKernel<uint64_t, kStableRank>>(args);
+      if (wide) return LaunchWith<kKernel<uint64_t, kStableRank, kHot>>(args);
     }
-    return LaunchWith<kKernel<uint32_t, kStableRank>>(args);
+    return LaunchWith<kKernel<uint32_t, kStableRank, kHot>>(args);
   }
 
   template <auto kernel>
@@ -207,21 +225,20 @@ class PassLauncher {
   explicit PassLauncher(cudaStream_t stream) : stream_(stream) {}
 
   // As ConfigLauncher::Launch.
-  cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false,
-                     bool* ran_concentrated = nullptr) {
+  cudaError_t Launch(const OneSweepPassArgs<Word, Value>& args, bool concentrated = false, bool hot = false,
+                     PassKernel* ran = nullptr) {
     if constexpr (!std::is_void_v<typename Tuning::Small>) {
       if (args.n <= Tuning::kSmallTilesMaxItems) {
         return ConfigLauncher<Word, Value, typename Tuning::Small, kTransform, /*kWideOffsets=*/false>(stream_).Launch(
-            args, concentrated, ran_concentrated);
+            args, concentrated, hot, ran);
       }
     }
     if constexpr (!std::is_same_v<LargePass, Pass>) {
       if (args.n >= kLargeTilesMinItems) {
-        return ConfigLauncher<Word, Value, LargePass, kTransform>(stream_).Launch(args, concentrated,
-                                                                                  ran_concentrated);
+        return ConfigLauncher<Word, Value, LargePass, kTransform>(stream_).Launch(args, concentrated, hot, ran);
       }
     }
-    return ConfigLauncher<Word, Value, Pass, kTransform>(stream_).Launch(args, concentrated, ran_concentrated);
+    return ConfigLauncher<Word, Value, Pass, kTransform>(stream_).Launch(args, concentrated, hot, ran);
   }
 
  private:
@@ -238,10 +255,12 @@ struct PassShared {
   const unsigned long long* offsets = nullptr;  // [passes][kRadixBins]
   unsigned long long* status = nullptr;
   unsigned int* tile_counters = nullptr;        // one per slot
+  const unsigned int* hot_digits = nullptr;     // [passes] (DigitOffsetsKernel)
 
   template <typename Value>
   OneSweepPassArgs<Word, Value> Args(int slot, int pass) const {
     OneSweepPassArgs<Word, Value> a;
+    a.hot_digit = hot_digits + pass;
     a.n = n;
     a.shift = pass * kRadixBits;
     a.masks = masks;
@@ -256,15 +275,15 @@ struct PassShared {
 // Runs `passes` (digit indices, in order) from keys_in as slots
 // first_slot.., ping-ponging so that the last pass writes keys_out.
 // `encode`: the first of them maps original bits to ordered words (false
-// when a speculative first pass already did). Bit p of `concentrated`:
-// pass p runs the concentrated kernel (where it can: counted in
-// *concentrated_run).
+// when a speculative first pass already did). Bit p of `concentrated`
+// (`hot`): pass p runs the concentrated (hot-digit) kernel where it can
+// (Launch), counted in *stats.
 template <typename Word, typename Value, typename Tuning, PassTransform kTransform>
 cudaError_t RunPassChain(const std::vector<int>& passes, int first_slot, bool encode,
                          const PassShared<Word>& shared, const Word* keys_in, Word* keys_out,
                          Word* keys_alt, const Value* values_in, Value* values_out,
                          Value* values_alt, cudaStream_t stream, unsigned long long concentrated = 0,
-                         int* concentrated_run = nullptr) {
+                         unsigned long long hot = 0, RadixSortStats* stats = nullptr) {
   PassLauncher<Word, Value, Tuning, kTransform> launcher(stream);
   const int k = static_cast<int>(passes.size());
   const Word* src_keys = keys_in;
@@ -278,9 +297,12 @@ cudaError_t RunPassChain(const std::vector<int>& passes, int first_slot, bool en
     a.values_out = to_out ? values_out : values_alt;
     a.encode = encode && i == 0;
     a.decode = i == k - 1;
-    bool ran_concentrated = false;
-    SORTD_CUDA_TRY(launcher.Launch(a, (concentrated >> passes[i]) & 1, &ran_concentrated));
-    if (ran_concentrated && concentrated_run != nullptr) ++*concentrated_run;
+    PassKernel ran = PassKernel::kPlain;
+    SORTD_CUDA_TRY(launcher.Launch(a, (concentrated >> passes[i]) & 1, (hot >> passes[i]) & 1, &ran));
+    if (stats != nullptr) {
+      stats->passes_concentrated += ran == PassKernel::kConcentrated;
+      stats->passes_hot += ran == PassKernel::kHot;
+    }
     src_keys = a.keys_out;
     src_values = a.values_out;
   }
@@ -612,6 +634,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   // the host read: the NaN count, the trivial-digit mask, the order bits.
   unsigned long long* hist = t.Take<unsigned long long>(kPasses * kRadixBins + PinnedPlanWords::kWords);
   unsigned long long* offsets = t.Take<unsigned long long>(kPasses * kRadixBins);
+  unsigned int* hot_digits = t.Take<unsigned int>(kPasses);  // written by DigitOffsetsKernel
   unsigned long long* status = t.Take<unsigned long long>(std::max<size_t>(tiles, 1) * kRadixBins);
   // Slots: the speculative first pass, then up to kPasses more.
   unsigned int* tile_counters = t.Take<unsigned int>(kPasses + 1);
@@ -745,7 +768,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   }
   if (detect_order) SORTD_CUDA_TRY(zero_span(status, tile_counters + kPasses + 1));
   DigitOffsetsKernel<kRadixBins><<<kPasses, kRadixBins, 0, stream>>>(hist, n, p.skip_trivial_passes,
-                                                                     offsets, plan + 1);
+                                                                     offsets, plan + 1, hot_digits);
   SORTD_CUDA_TRY(cudaGetLastError());
 
   PassShared<Word> shared;
@@ -754,6 +777,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   shared.offsets = offsets;
   shared.status = status;
   shared.tile_counters = tile_counters;
+  shared.hot_digits = hot_digits;
   const PassTransform transform = TransformFor(cls, p.descending);
   // fn(value tag, transform tag, typed value buffers) for this sort's
   // value width and key transform.
@@ -807,6 +831,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   const unsigned long long trivial = plan_host[1];  // 0 unless skipping
   const unsigned long long concentrated =
       p.concentrated_passes ? (trivial >> kConcentratedShift) & ((1ull << kPasses) - 1) : 0;
+  const unsigned long long hot = p.concentrated_passes ? (trivial >> kHotShift) & ((1ull << kPasses) - 1) : 0;
   // Ordered input (looked at) that reaches here is reversed with ties and
   // sorted in full. Input not looked at whose every key is equal (every
   // digit trivial) is in order.
@@ -834,7 +859,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
         using Value = decltype(value_tag);
         return RunPassChain<Word, Value, Tuning, decltype(transform_tag)::value>(
             passes, 1, true, shared, keys_in, keys_out, keys_alt, v.in, v.out, v.alt, stream, concentrated,
-            stats != nullptr ? &stats->passes_concentrated : nullptr);
+            hot, stats);
       });
     }
     // Pass 0 ran and wrote keys_out when the pass count is odd; the rest
@@ -846,7 +871,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
       return RunPassChain<Word, Value, Tuning, decltype(transform_tag)::value>(
           rest, 1, false, shared, first_to_out ? keys_out : keys_alt, keys_out, keys_alt,
           first_to_out ? v.out : v.alt, v.out, v.alt, stream, concentrated,
-          stats != nullptr ? &stats->passes_concentrated : nullptr);
+          hot, stats);
     });
   }
 

@@ -50,10 +50,12 @@ enum class ConcentratedRank : int { kNone, kMatchAny };
 // tile's values are copied into shared memory asynchronously as the pass
 // begins, and each output value is read from there by its key's input
 // position, instead of being loaded after the keys are stored and moved
-// through shared memory by rank (OneSweepPassKernel).
+// through shared memory by rank (OneSweepPassKernel). kHotDigit: passes
+// the plan marks hot run the hot-digit kernel (kHotShift in
+// radix_kernels.cuh).
 template <int Threads, int Items, int MinBlocks, RankMatch Match = RankMatch::kBallot,
           bool UnstableFirstPass = true, ConcentratedRank Concentrated = ConcentratedRank::kMatchAny,
-          bool StageValues = false>
+          bool StageValues = false, bool HotDigit = true>
 struct OneSweepConfig {
   static constexpr int kBlockThreads = Threads;
   static constexpr int kItemsPerThread = Items;
@@ -62,13 +64,14 @@ struct OneSweepConfig {
   static constexpr bool kUnstableFirstPass = UnstableFirstPass;
   static constexpr ConcentratedRank kConcentrated = Concentrated;
   static constexpr bool kStageValues = StageValues;
+  static constexpr bool kHotDigit = HotDigit;
 };
 
 // The same config with kStageValues off: where a device cannot give a
 // block the staged layout's shared memory (ConfigLauncher).
 template <typename C>
 using WithoutStagedValues = OneSweepConfig<C::kBlockThreads, C::kItemsPerThread, C::kMinBlocks, C::kMatch,
-                                           C::kUnstableFirstPass, C::kConcentrated, false>;
+                                           C::kUnstableFirstPass, C::kConcentrated, false, C::kHotDigit>;
 
 // Per key width: one config for keys-only passes, one for passes that
 // carry 4-byte values and one for 8-byte values (more registers live, so

@@ -171,6 +171,38 @@ TEST(RadixSortPlanTest, ConcentratedPassesFromTheHistogram) {
   EXPECT_FALSE(RadixPassIsConcentrated(counts.data(), n)) << "40 equal digits (about 22 in a warp)";
 }
 
+// The rule that marks a concentrated pass hot (no GPU needed): a digit
+// with at least a quarter of the keys and at least 8 expected distinct
+// digits in a warp. Skewed bits are hot (a third on digit 0, about 15
+// distinct); 3 or 2 values are not (match.any is faster with so few);
+// 16 values have no hot digit; a hot digit among uniform ones is not
+// concentrated.
+TEST(RadixSortPlanTest, HotPassesFromTheHistogram) {
+  const size_t n = size_t{1} << 26;
+  std::vector<unsigned long long> counts(256, 0);
+  auto fill = [&](auto share) {
+    for (int d = 0; d < 256; ++d) counts[d] = static_cast<unsigned long long>(share(d) * static_cast<double>(n));
+  };
+  fill([](int d) {  // each bit set with probability 1/8
+    const int bits = __builtin_popcount(static_cast<unsigned>(d));
+    return std::pow(1.0 / 8, bits) * std::pow(7.0 / 8, 8 - bits);
+  });
+  EXPECT_TRUE(RadixPassIsHot(counts.data(), n)) << "skewed bits";
+  fill([](int d) { return d < 3 ? 1.0 / 3 : 0.0; });
+  EXPECT_TRUE(RadixPassIsConcentrated(counts.data(), n));
+  EXPECT_FALSE(RadixPassIsHot(counts.data(), n)) << "3 values";
+  fill([](int d) { return d < 2 ? 0.5 : 0.0; });
+  EXPECT_FALSE(RadixPassIsHot(counts.data(), n)) << "2 values";
+  fill([](int d) { return d % 16 == 0 ? 1.0 / 16 : 0.0; });
+  EXPECT_FALSE(RadixPassIsHot(counts.data(), n)) << "16 values";
+  fill([](int d) { return d == 0 ? 0.3 + 0.7 / 256 : 0.7 / 256; });
+  EXPECT_FALSE(RadixPassIsHot(counts.data(), n)) << "three tenths on one digit, the rest uniform";
+  fill([](int d) { return d < 12 ? (d == 0 ? 0.34 : 0.06) : 0.0; });
+  EXPECT_TRUE(RadixPassIsHot(counts.data(), n)) << "a third on one digit, the rest on 11";
+  fill([](int) { return 1.0 / 256; });
+  EXPECT_FALSE(RadixPassIsHot(counts.data(), n)) << "uniform";
+}
+
 // Sizing reads no device memory (no GPU needed): the size holds whatever
 // the order check's minimum, since a caller may size with the default and
 // sort with another (a few sorted runs are merged in the same storage).
@@ -642,7 +674,9 @@ std::vector<T> SkewedBits(size_t n, uint64_t seed) {
 
 // Few distinct keys and skewed bits make concentrated passes (one digit
 // holds many keys), which find digit groups with match.any: after
-// the first pass over few distinct keys whole warps share a digit. Sizes
+// the first pass over few distinct keys whole warps share a digit. Skewed
+// bits make hot passes (a digit with a third of the keys, about 15
+// distinct digits a warp), which run the hot-digit kernel. Sizes
 // with a partial last tile (padding lanes); both orders, keys and pairs
 // (stability: values are positions), every profile; and the same sorts
 // with the plain kernel only.
@@ -669,10 +703,17 @@ TYPED_TEST(RadixSortTest, FewDistinctAndSkewedKeysRunConcentratedPasses) {
             const std::string what = std::string(RadixTuningName(tuning)) + " " + name + " n=" + std::to_string(n);
             RadixSortStats stats;
             CheckSort(keys, desc, vb, &stats, what);
-            EXPECT_GE(stats.passes_concentrated, 1) << what;
-            EXPECT_LT(stats.passes_concentrated, stats.passes_run) << what << " (the first pass is plain)";
+            const int special = stats.passes_concentrated + stats.passes_hot;
+            EXPECT_GE(special, 1) << what;
+            EXPECT_LT(special, stats.passes_run) << what << " (the first pass is plain)";
+            if (name == "skewed bits") {
+              EXPECT_GE(stats.passes_hot, 1) << what;
+            } else {
+              EXPECT_EQ(stats.passes_hot, 0) << what << " (no hot digit, or too few distinct digits)";
+            }
             CheckSort(keys, desc, vb, &stats, what + " plain", true, 0, /*concentrated_passes=*/false);
             EXPECT_EQ(stats.passes_concentrated, 0) << what;
+            EXPECT_EQ(stats.passes_hot, 0) << what;
           }
         }
       }
@@ -683,6 +724,7 @@ TYPED_TEST(RadixSortTest, FewDistinctAndSkewedKeysRunConcentratedPasses) {
       RadixSortStats stats;
       CheckSort(Random<TypeParam>(200003, 5), false, 4, &stats, "uniform");
       EXPECT_EQ(stats.passes_concentrated, 0);
+      EXPECT_EQ(stats.passes_hot, 0);
     }
   }
   PinRadixTuning(RadixTuning::kAuto);
@@ -805,7 +847,7 @@ TEST(RadixSortLargeTest, TwoToThe26) {
   EXPECT_TRUE(stats.nan_mode);
   CheckSort(Random<uint32_t>(kLarge + 5, 16), false, 8, nullptr, "u32/u64 pairs, large paths");
   CheckSort(SkewedBits<uint32_t>(kLarge + 9, 17), false, 0, &stats, "u32 skewed keys, large paths");
-  EXPECT_GE(stats.passes_concentrated, 1) << "skewed digits: concentrated passes after the first";
+  EXPECT_GE(stats.passes_hot, 1) << "skewed digits: hot passes after the first";
   CheckSort(FewDistinct<uint32_t>(kLarge + 11, 16, 18), true, 4, &stats, "u32/u32 pairs, 16 values, large paths");
   EXPECT_GE(stats.passes_concentrated, 1) << "16 values: concentrated passes after the first";
   PinRadixTuning(RadixTuning::kAuto);
@@ -820,6 +862,7 @@ namespace {
 // Small and quick: the case compute-sanitizer (memcheck, racecheck) runs.
 TEST(RadixSortSanitizerTest, SmallMixedSizes) {
   SKIP_WITHOUT_GPU();
+  RadixSortStats stats;
   // The single launch (order detection off), then the general path.
   for (size_t n : {size_t{2}, size_t{1000}, size_t{2000}, size_t{4096}}) {
     const size_t off = ~size_t{0};
@@ -848,11 +891,16 @@ TEST(RadixSortSanitizerTest, SmallMixedSizes) {
   // Concentrated passes (few distinct keys), a partial last tile.
   CheckSort(FewDistinct<uint32_t>(30011, 16, 7), false, 4, nullptr, "u32 16 distinct");
   CheckSort(FewDistinct<uint64_t>(30011, 5, 8), true, 0, nullptr, "u64 5 distinct desc");
+  // Hot passes (the hot-digit kernel), a partial last tile: unstable and
+  // stable ranks.
+  CheckSort(SkewedBits<uint32_t>(30011, 10), false, 0, &stats, "u32 skewed keys");
+  EXPECT_GE(stats.passes_hot, 1);
+  CheckSort(SkewedBits<uint64_t>(30011, 11), true, 4, &stats, "u64/u32 skewed pairs desc");
+  EXPECT_GE(stats.passes_hot, 1);
   PinRadixTuning(RadixTuning::kH100);  // staged values in a concentrated pass
   CheckSort(FewDistinct<uint32_t>(30011, 16, 9), false, 8, nullptr, "u32/u64 16 distinct");
   PinRadixTuning(RadixTuning::kAuto);
   // A few sorted runs, merged: descents counted and noted by the order check.
-  RadixSortStats stats;
   CheckSort(SortedRuns<uint32_t>({3000, 1, 5000, 2047}, false, 64, 5), false, 4, &stats, "u32 runs");
   EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kRuns);
   CheckSort(SortedRuns<uint64_t>({4099, 513, 6000}, true, 8, 6), true, 0, &stats, "u64 runs desc");
