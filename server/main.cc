@@ -46,7 +46,7 @@ ABSL_FLAG(uint64_t, gpu_min_bytes_keys, uint64_t{1} << 14,
 ABSL_FLAG(std::string, gpu_merge_argsort_max_keys, "auto",
           "numeric argsorts (indices wanted) of fewer keys, and more than 4096, run on the GPU "
           "merge sort instead of radix; 0 = never; auto: the crossover measured for the GPU's "
-          "kind (h100 589824, h200 65536; docs/benchmarks.md)");
+          "kind (h100 589824, h200 589824; docs/benchmarks.md)");
 ABSL_FLAG(int, gpu_streams, 2,
           "requests each GPU works on at once (streams with their own buffers)");
 ABSL_FLAG(int, gpu_arriving_streams, 1,
