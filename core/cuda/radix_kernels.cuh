@@ -144,27 +144,33 @@ __host__ __device__ inline unsigned int DigitInWarpFixed(unsigned long long coun
   return static_cast<unsigned int>((1.0f - powf(absent, 32.0f)) * 65536.0f);
 }
 
+// Expected distinct digits in a warp of 32 keys, in 1/65536ths, for a
+// pass with these kRadixBins digit counts over n keys (DigitOffsetsKernel
+// sums the same terms on the device).
+inline unsigned long long WarpDistinctFixed(const unsigned long long* counts, size_t n) {
+  unsigned long long sum = 0;
+  for (int d = 0; d < kRadixBins; ++d) sum += DigitInWarpFixed(counts[d], n);
+  return sum;
+}
+
 // Whether a pass with these kRadixBins digit counts (n keys, not every key
 // one digit) is concentrated; DigitOffsetsKernel decides the same on the
 // device (RadixPassIsConcentrated: the rule for tests on the host).
 inline bool ConcentratedPass(const unsigned long long* counts, size_t n) {
-  unsigned long long sum = 0;
-  for (int d = 0; d < kRadixBins; ++d) sum += DigitInWarpFixed(counts[d], n);
-  return sum <= (static_cast<unsigned long long>(kConcentratedDistinct) << 16);
+  return WarpDistinctFixed(counts, n) <= (static_cast<unsigned long long>(kConcentratedDistinct) << 16);
 }
 
 // Whether such a pass is hot (see kHotShift); DigitOffsetsKernel decides
 // the same on the device (RadixPassIsHot: the rule for tests on the host).
 inline bool HotPass(const unsigned long long* counts, size_t n) {
   bool hot = false;
-  unsigned long long sum = 0;
   for (int d = 0; d < kRadixBins; ++d) {
     if (counts[d] == n) return false;  // trivial: skipped
     hot |= counts[d] != 0 && counts[d] * kHotDigitShareInverse >= n;
-    sum += DigitInWarpFixed(counts[d], n);
   }
-  return hot && sum <= (static_cast<unsigned long long>(kConcentratedDistinct) << 16) &&
-         sum >= (static_cast<unsigned long long>(kHotMinDistinct) << 16);
+  const unsigned long long distinct = WarpDistinctFixed(counts, n);
+  return hot && distinct <= (static_cast<unsigned long long>(kConcentratedDistinct) << 16) &&
+         distinct >= (static_cast<unsigned long long>(kHotMinDistinct) << 16);
 }
 
 // Whether the order word leaves a full sort: in neither order, and not a

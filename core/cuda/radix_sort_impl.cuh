@@ -99,15 +99,15 @@ inline bool DeviceGivesBlockSmem(size_t bytes) {
   return bytes <= static_cast<size_t>(optin[device] - 1);
 }
 
+// Which kernel ran a digit pass (ConfigLauncher::Launch).
+enum class PassKernel { kPlain, kConcentrated, kHot };
+
 // Launches digit passes of one kernel family (key word, value type,
 // transform) with one pass config (OneSweepConfig): picks the offset width
 // and stable or unstable ranks, and opts the kernel into large dynamic
 // shared memory where its tile needs it. kWideOffsets: also the kernels
 // for arrays of 2^32 keys and more (64-bit offsets), which configs used
 // only for small sorts leave out (build time).
-// Which kernel ran a digit pass (ConfigLauncher::Launch).
-enum class PassKernel { kPlain, kConcentrated, kHot };
-
 template <typename Word, typename Value, typename Pass, PassTransform kTransform, bool kWideOffsets = true>
 class ConfigLauncher {
   static constexpr int kTile = Pass::kBlockThreads * Pass::kItemsPerThread;
