@@ -88,6 +88,47 @@ TEST(GatedDrainTest, ShutdownFinishesACallThatIsRunning) {
   shutdown.get();
 }
 
+// The connections stay open (new work refused) while a call admitted
+// before the drain runs, and for drain_linger after it ends: gRPC's
+// Shutdown would close a connection as soon as its last call ended, with
+// the end of the response possibly still unread by its client
+// (CallsInFlight; e2e SlowReaderAtSigterm shows the loss).
+TEST(GatedDrainTest, ConnectionsStayOpenUntilTheCallsEndAndTheLingerPasses) {
+  Gate gate("unary.run");
+  ServerOptions options;
+  options.drain_linger = absl::Milliseconds(300);
+  auto server = StartGated(gate, options);
+  auto client = Connect(*server);
+  ASSERT_TRUE(client->Health().ok());
+
+  std::vector<int64_t> keys = {5, -3, 9, 0, 7};
+  auto call = std::async(std::launch::async, [&] { return client->Sort<int64_t>(keys); });
+  ASSERT_TRUE(gate.WaitForArrivals(1)) << "the call never reached the worker";
+  auto shutdown = std::async(std::launch::async, [&] { server->Shutdown(); });
+
+  // A client connecting after the drain began (no --drain_delay) still
+  // reaches the server and hears NOT_SERVING: gRPC's Shutdown, which closes
+  // the listener, has not run while the call is in flight.
+  absl::StatusOr<std::string> health;
+  for (int i = 0; i < 3000; ++i) {
+    health = Connect(*server)->Health();
+    if (!health.ok() || *health == "NOT_SERVING") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(health.ok() && *health == "NOT_SERVING") << health.status();
+  EXPECT_EQ(shutdown.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+
+  gate.Open();
+  auto result = call.get();
+  const auto ended = std::chrono::steady_clock::now();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->keys, (std::vector<int64_t>{-3, 0, 5, 7, 9}));
+  shutdown.get();
+  // The call ended on the server before its client returned, so this
+  // under-counts the linger: a lower bound that cannot pass by accident.
+  EXPECT_GE(std::chrono::steady_clock::now() - ended, std::chrono::milliseconds(290));
+}
+
 TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
   // One worker, held by a first call: the second waits in the queue until
   // its deadline passes, then must be dropped, not sorted.
