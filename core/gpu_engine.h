@@ -64,13 +64,16 @@ inline constexpr size_t kGpuRadixSingleLaunchMaxKeys = 4096;
 // less L2 than the H200 class and devices it could not ask).
 inline GpuDispatchProfile GpuDispatchProfileFor(std::string_view tuning) {
   if (tuning == "h200") {
-    // H200 host. --gpu_min_keys: 2026-11-23 (not re-measured since). The
-    // merge argsort, re-measured 2026-11-28 (sortd_gpu_merge_bench's
-    // argsort table, host-timed): 1.02-1.30x radix from 65536 to 524288
-    // keys, 0.82x at 786432; the crossover (~590k keys) is the H100's, so
-    // is the limit (it was 65536, measured before the merge sort's pairs
-    // path gained ~1.4x).
-    return {size_t{1} << 15, size_t{589824}};
+    // H200 host (16 cores), re-measured 2026-11-28 with the radix core's
+    // small tiles: u32 requests win on the GPU from 16384 keys (+14-28%
+    // at concurrency 1 and 8, two rounds) and tie at 12288; u64 ones win
+    // at 16384 (+4-17%) and lose at 12288 with concurrency 8 (it was 32768,
+    // 2026-11-23, before the small tiles). The merge argsort (its argsort
+    // table, host-timed): 1.02-1.30x radix from 65536 to 524288 keys, 0.82x
+    // at 786432; the crossover (~590k keys) is the H100's, so is the limit
+    // (it was 65536, measured before the merge sort's pairs path gained
+    // ~1.4x).
+    return {size_t{16384}, size_t{589824}};
   }
   // H100 host (16-core Xeon): with the radix core's small tiles
   // (2026-11-28) u32 requests win on the GPU from 16384 keys and u64 ones

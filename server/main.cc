@@ -39,7 +39,7 @@ ABSL_FLAG(std::string, engine, "auto",
           "auto (GPU when present, else CPU), cpu, or gpu");
 ABSL_FLAG(std::string, gpu_min_keys, "auto",
           "engine=auto: numeric arrays with fewer keys sort on the CPU; auto: the crossover "
-          "measured for the GPU's kind (h100 16384, h200 32768; docs/benchmarks.md)");
+          "measured for the GPU's kind (h100 and h200 16384; docs/benchmarks.md)");
 ABSL_FLAG(uint64_t, gpu_min_bytes_keys, uint64_t{1} << 14,
           "engine=auto: byte-string arrays with fewer strings sort on the CPU; "
           "larger ones on the GPU merge sort");
@@ -123,7 +123,8 @@ ABSL_FLAG(uint64_t, pinned_cache_bytes, uint64_t{8} << 30,
           "eighth of usable memory); session buffers larger than this are not pinned; 0: "
           "never pin");
 ABSL_FLAG(uint64_t, chunk_response_bytes, uint64_t{4} << 20,
-          "payload bytes per SortChunked response message");
+          "largest SortChunked response message in bytes, framing included (the default is "
+          "gRPC's default receive limit, so stock clients read every response)");
 ABSL_FLAG(int, max_stream_pending, 256,
           "SortStream: pending requests per stream before reading pauses");
 ABSL_FLAG(std::string, shared_memory, "none",

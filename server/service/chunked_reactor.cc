@@ -163,14 +163,17 @@ void SortChunkedReactor::WriteNext() {
 
 void SortChunkedReactor::FillNextResponse() {
   const size_t n = keys().size();
-  // Take elements while the message stays within --chunk_response_bytes of
-  // payload and, encoded, within the message limit (--max_message_bytes),
-  // which the first response shares with the request_id it echoes.
+  // Take elements while the encoded message, framing included, stays within
+  // --chunk_response_bytes (4 MiB by default: gRPC's default receive limit,
+  // so that a stock client reads every response) and within the message
+  // limit (--max_message_bytes). The first response shares both with the
+  // request_id it echoes.
   const uint64_t limit = context_->limits.max_response_bytes;
   const uint64_t fixed = kResponseFramingBytes + (first_write_ ? header().request_id().size() : 0);
-  const uint64_t message_budget =
-      limit == 0 ? std::numeric_limits<uint64_t>::max() : (limit > fixed ? limit - fixed : 0);
-  const uint64_t budget = std::min<uint64_t>(context_->limits.chunk_response_bytes, message_budget);
+  auto room = [fixed](uint64_t bound) { return bound > fixed ? bound - fixed : 0; };
+  const uint64_t message_budget = limit == 0 ? std::numeric_limits<uint64_t>::max() : room(limit);
+  const uint64_t budget =
+      std::min<uint64_t>(room(context_->limits.chunk_response_bytes), message_budget);
   auto encoded = [this](size_t i, const HostColumn& column) -> uint64_t {
     // A byte string also costs its tag and length prefix.
     return column.ElementBytes(i) + (*column.type() == DataType::kBytes ? kBytesElementFraming : 0);

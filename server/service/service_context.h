@@ -32,7 +32,8 @@ inline double SecondsSince(SteadyClock::time_point start) {
 }
 
 struct ServiceLimits {
-  // Responses of SortChunked carry at most about this many payload bytes.
+  // Largest SortChunked response message, framing included (the default is
+  // gRPC's default receive limit: stock clients read every response).
   size_t chunk_response_bytes = size_t{4} << 20;
   // SortStream: requests of one stream queued or running before the server
   // stops reading from that stream (flow control, not an error).

@@ -583,6 +583,32 @@ class BadInput(unittest.TestCase):
                                       for r in raws])
                 np.testing.assert_array_equal(got, np.sort(keys))
 
+    # With every default, SortChunked responses fit gRPC's default receive
+    # limit (4 MiB), so a stock client reads them (was: 4194327-byte messages,
+    # 4 MiB of elements plus their framing; a default grpcio channel failed
+    # RESOURCE_EXHAUSTED "Received message larger than max").
+    def test_chunked_responses_with_defaults_fit_a_stock_clients_receive_limit(self):
+        with SortdProcess(SORTD) as server:
+            with grpc.insecure_channel(server.target) as channel:  # gRPC's defaults
+                keys = np.random.default_rng(5).integers(0, 2**32, 1500000,
+                                                         dtype=np.uint64).astype(np.uint32)
+                call = channel.stream_stream(SERVICE + "SortChunked")(
+                    iter([header(total_keys=len(keys), return_indices=True)] + large_chunks(keys)),
+                    timeout=60)
+                try:
+                    raws = list(call)
+                except grpc.RpcError as err:
+                    self.fail("%s: %s" % (err.code(), err.details()))
+                self.assertLessEqual(max(len(r) for r in raws), 4 << 20)
+                self.assertGreater(len(raws), 3)  # 18 MB: several full-size responses
+                out = [sort_pb2.SortChunkedResponse.FromString(r) for r in raws]
+                want = np.argsort(keys, kind="stable")
+                np.testing.assert_array_equal(
+                    np.concatenate([np.array(o.indices, np.uint64) for o in out]), want)
+                np.testing.assert_array_equal(
+                    np.concatenate([np.array(o.chunk.keys.uint32.values, np.uint32) for o in out]),
+                    keys[want])
+
     # --- clients that never read -------------------------------------------------
     def test_chunked_client_that_never_reads_is_released_at_its_deadline(self):
         keys = np.random.default_rng(1).integers(0, 2**32, 1000000, dtype=np.uint64).astype(np.uint32)
