@@ -43,8 +43,9 @@ struct SessionLimits {
   uint64_t max_payload_bytes = uint64_t{8} << 30;
   // Largest body of one part (within the message limit).
   uint64_t max_part_bytes = uint64_t{60} << 20;
-  // Default body of a downloaded part.
-  uint64_t download_part_bytes = uint64_t{4} << 20;
+  // Default body of a downloaded part: 1 KiB under 4 MiB, so that a part
+  // with its framing fits gRPC's default receive limit (stock clients).
+  uint64_t download_part_bytes = (uint64_t{4} << 20) - 1024;
   // Whether transfer_only sessions are allowed (--diagnostics).
   bool allow_transfer_only = false;
   // --advertise_address: a gRPC target reaching this server itself, sent to

@@ -294,6 +294,21 @@ class Sessions(SessionTest):
             self.raw.end(sid)
         self.assertRpcError(cm, grpc.StatusCode.NOT_FOUND, "no open session")
 
+    # A download with the default part size reaches a client with gRPC's
+    # default receive limit (was: 4 MiB bodies plus framing, one message
+    # over the limit: RESOURCE_EXHAUSTED on every full part).
+    def test_default_download_parts_fit_a_stock_clients_receive_limit(self):
+        keys = np.random.default_rng(3).integers(0, 2**32, 1_500_000, dtype=np.uint64).astype("<u4")
+        sid = self.raw.start(len(keys)).session_id
+        halves = np.array_split(keys, 2)  # each part under the 4 MiB upload limit too
+        self.raw.upload([part_message(sid, KEYS, 0, halves[0]),
+                         part_message("", KEYS, len(halves[0]), halves[1])])
+        self.raw.finish(sid)
+        got, nparts = self.raw.download(sid, KEYS, "<u4")  # part_bytes 0: the default
+        self.assertEqual(nparts, 2)  # 6 MB: one full part and the rest
+        np.testing.assert_array_equal(got, np.sort(keys))
+        self.raw.end(sid)
+
     def test_duplicate_or_overlapping_part_is_already_exists(self):
         sid = self.raw.start(6).session_id
         self.raw.upload([part_message(sid, KEYS, 0, u32([5, 4, 3]))])
