@@ -1,38 +1,65 @@
 #include "server/runtime/calls_in_flight.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 
 namespace sortd {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 void CallsInFlight::End() {
-  // The time first, so that a waiter that sees the count reach zero also
-  // sees this end.
-  last_end_ns_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  // The latest end wins, also when two calls end at once. The time is
+  // stored first, so that a waiter that sees the count reach zero also sees
+  // this end (the fetch_sub releases it).
+  const int64_t now = SteadyNanos();
+  int64_t last = last_end_ns_.load(std::memory_order_relaxed);
+  while (last < now &&
+         !last_end_ns_.compare_exchange_weak(last, now, std::memory_order_relaxed)) {
+  }
   count_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 bool CallsInFlight::WaitQuiet(absl::Time deadline, absl::Duration linger) {
+  // On the steady clock: a wall-clock step must not stretch the drain.
+  const int64_t start = SteadyNanos();
+  const int64_t until_deadline =
+      absl::ToInt64Nanoseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  const int64_t linger_ns = absl::ToInt64Nanoseconds(linger);
+  // Saturating: an infinite --drain_timeout waits for the calls however long.
+  const int64_t deadline_ns = until_deadline > INT64_MAX - start ? INT64_MAX : start + until_deadline;
+  const auto nap = [](int64_t ns) {
+    absl::SleepFor(std::min(absl::Nanoseconds(ns), absl::Milliseconds(5)));
+  };
   for (;;) {
-    const absl::Time now = absl::Now();
+    const int64_t now = SteadyNanos();
     if (count_.load(std::memory_order_acquire) == 0) {
-      const absl::Time last_end =
-          absl::FromUnixNanos(last_end_ns_.load(std::memory_order_relaxed));
-      if (now >= last_end + linger) return true;
-      absl::SleepFor(std::min(last_end + linger - now, absl::Milliseconds(5)));
+      const int64_t quiet_at = last_end_ns_.load(std::memory_order_relaxed) + linger_ns;
+      if (now >= quiet_at) return true;
+      nap(quiet_at - now);
       continue;
     }
-    if (now >= deadline) return false;
-    absl::SleepFor(std::min(deadline - now, absl::Milliseconds(5)));
+    if (now >= deadline_ns) return false;
+    nap(deadline_ns - now);
   }
 }
 
 namespace {
 
 // Holds one count for the life of its call: gRPC destroys interceptors with
-// the call, after its status has been sent.
+// the call (~ServerContextBase), after its status has been sent and OnDone
+// has run.
 class CountedCall : public grpc::experimental::Interceptor {
  public:
   explicit CountedCall(CallsInFlight* calls) : calls_(calls) { calls_->Begin(); }
@@ -49,6 +76,10 @@ class CountedCall : public grpc::experimental::Interceptor {
 
 grpc::experimental::Interceptor* CallsInFlightInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
+  // A call that reads the flag just before the drain sets it may begin after
+  // WaitQuiet saw none in flight: it then gets no linger, but the draining
+  // check in its handler refuses it with a small UNAVAILABLE, so nothing of
+  // a result can be cut off.
   if (draining_->load(std::memory_order_relaxed)) return nullptr;
   const char* method = info->method();
   if (method == nullptr || !absl::StartsWith(method, "/sortd.")) return nullptr;

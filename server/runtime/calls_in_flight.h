@@ -33,7 +33,9 @@ class CallsInFlight {
 
  private:
   std::atomic<int64_t> count_{0};
-  std::atomic<int64_t> last_end_ns_{0};  // absl::GetCurrentTimeNanos()
+  // The latest End(), in steady_clock nanoseconds; far in the past until
+  // a call ends.
+  std::atomic<int64_t> last_end_ns_{INT64_MIN / 2};
 };
 
 // Counts each call of a sortd service (methods under /sortd.) that starts

@@ -279,6 +279,9 @@ class SlowReaderAtSigterm(unittest.TestCase):
     RATE = 4e6         # bytes per second, server to client
 
     def test_sigterm_while_a_slow_client_reads_a_large_response_loses_nothing(self):
+        # When the call ends, what the client has not read yet is about the
+        # server's socket send buffer plus the proxy's (a few MB with
+        # Linux's default tcp_wmem): at RATE, well within the 2 s linger.
         with SortdProcess(SORTD, "--drain_linger=2s") as server:
             proxy = SlowProxy(server.port, self.RATE)
             channel = grpc.insecure_channel("127.0.0.1:%d" % proxy.port,
