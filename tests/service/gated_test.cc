@@ -4,6 +4,7 @@
 // and a call whose deadline passes while it waits in the queue is not
 // sorted.
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -53,6 +54,19 @@ std::unique_ptr<SortdServer> StartGated(Gate& gate, ServerOptions options = {},
   return StartServer(options);
 }
 
+// Polls `probe` (a health check) until it fails or says NOT_SERVING, for
+// up to ~6 s; its last answer.
+absl::StatusOr<std::string> HealthOnceDraining(
+    const std::function<absl::StatusOr<std::string>()>& probe) {
+  absl::StatusOr<std::string> health;
+  for (int i = 0; i < 3000; ++i) {
+    health = probe();
+    if (!health.ok() || *health == "NOT_SERVING") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return health;
+}
+
 TEST(GatedDrainTest, ShutdownFinishesACallThatIsRunning) {
   Gate gate("unary.run");
   ServerOptions options;
@@ -68,12 +82,7 @@ TEST(GatedDrainTest, ShutdownFinishesACallThatIsRunning) {
 
   auto shutdown = std::async(std::launch::async, [&] { server->Shutdown(); });
   // The drain has begun while the call is held: health says so...
-  absl::StatusOr<std::string> health;
-  for (int i = 0; i < 3000; ++i) {
-    health = observer->Health();
-    if (!health.ok() || *health == "NOT_SERVING") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  absl::StatusOr<std::string> health = HealthOnceDraining([&] { return observer->Health(); });
   // (EXPECT, not ASSERT, until the gate is open: returning early would
   // leave the call held and the server waiting for it.)
   EXPECT_TRUE(health.ok() && *health == "NOT_SERVING") << health.status();
@@ -109,12 +118,8 @@ TEST(GatedDrainTest, ConnectionsStayOpenUntilTheCallsEndAndTheLingerPasses) {
   // A client connecting after the drain began (no --drain_delay) still
   // reaches the server and hears NOT_SERVING: gRPC's Shutdown, which closes
   // the listener, has not run while the call is in flight.
-  absl::StatusOr<std::string> health;
-  for (int i = 0; i < 3000; ++i) {
-    health = Connect(*server)->Health();
-    if (!health.ok() || *health == "NOT_SERVING") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  absl::StatusOr<std::string> health =
+      HealthOnceDraining([&] { return Connect(*server)->Health(); });
   EXPECT_TRUE(health.ok() && *health == "NOT_SERVING") << health.status();
   EXPECT_EQ(shutdown.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
 
