@@ -372,7 +372,7 @@ void SortdServer::Shutdown() {
   // be reading the end of the response (CallsInFlight says what is lost
   // then). So the connections stay open, refusing new work, until the calls
   // that were in flight have ended and drain_linger has passed.
-  calls_in_flight_->WaitQuiet(deadline, options_.drain_linger);
+  calls_in_flight_->WaitQuiet(options_.drain_timeout, options_.drain_linger);
   // Waits for in-flight RPCs (their work is on the pool and finishes them);
   // past the deadline, remaining RPCs are cancelled.
   server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));

@@ -31,14 +31,13 @@ void CallsInFlight::End() {
   count_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-bool CallsInFlight::WaitQuiet(absl::Time deadline, absl::Duration linger) {
+bool CallsInFlight::WaitQuiet(absl::Duration timeout, absl::Duration linger) {
   // On the steady clock: a wall-clock step must not stretch the drain.
   const int64_t start = SteadyNanos();
-  const int64_t until_deadline =
-      absl::ToInt64Nanoseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  const int64_t timeout_ns = absl::ToInt64Nanoseconds(std::max(timeout, absl::ZeroDuration()));
   const int64_t linger_ns = absl::ToInt64Nanoseconds(linger);
   // Saturating: an infinite --drain_timeout waits for the calls however long.
-  const int64_t deadline_ns = until_deadline > INT64_MAX - start ? INT64_MAX : start + until_deadline;
+  const int64_t deadline_ns = timeout_ns > INT64_MAX - start ? INT64_MAX : start + timeout_ns;
   const auto nap = [](int64_t ns) {
     absl::SleepFor(std::min(absl::Nanoseconds(ns), absl::Milliseconds(5)));
   };

@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 
 #include "absl/time/time.h"
 #include "grpcpp/support/server_interceptor.h"
@@ -23,13 +22,11 @@ class CallsInFlight {
   void Begin() { count_.fetch_add(1, std::memory_order_relaxed); }
   void End();
 
-  int64_t count() const { return count_.load(std::memory_order_relaxed); }
-
   // Waits until no call is in flight and `linger` has passed since the last
-  // one ended (at once when none ended that recently), or until `deadline`
+  // one ended (at once when none ended that recently), or until `timeout`
   // passes with a call still in flight. Whether the calls ended. Polls: a
   // drain happens once.
-  bool WaitQuiet(absl::Time deadline, absl::Duration linger);
+  bool WaitQuiet(absl::Duration timeout, absl::Duration linger);
 
  private:
   std::atomic<int64_t> count_{0};
