@@ -148,7 +148,8 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates; with TLS, clients must present a certificate they signed "
           "(mutual TLS)");
 ABSL_FLAG(absl::Duration, drain_delay, absl::ZeroDuration(),
-          "on SIGTERM: time between health NOT_SERVING and closing the listener");
+          "on SIGTERM: how long health reports NOT_SERVING (new work refused) before the "
+          "drain waits for the RPCs in flight; lets load balancers notice");
 ABSL_FLAG(absl::Duration, max_connection_age, absl::InfiniteDuration(),
           "connections older than this are closed gracefully (GOAWAY) so that clients "
           "reconnect and rebalance over replicas; inf = never");
@@ -164,6 +165,10 @@ ABSL_FLAG(int, malloc_arena_max, 8,
           "0 = glibc's default (8 per core)");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM: how long in-flight RPCs may take before they are cancelled");
+ABSL_FLAG(absl::Duration, drain_linger, absl::Seconds(1),
+          "on SIGTERM: after the RPCs in flight have ended, how long connections stay open "
+          "(new work refused) so that clients read the end of their responses before GOAWAY "
+          "closes them");
 
 namespace {
 
@@ -234,6 +239,7 @@ std::string InvalidFlagValue() {
            BelowMinimum(FLAGS_slow_request_seconds, 0.0),
            BelowMinimum(FLAGS_drain_timeout, zero),
            BelowMinimum(FLAGS_drain_delay, zero),
+           BelowMinimum(FLAGS_drain_linger, zero),
            BelowMinimum(FLAGS_idle_memory_trim_interval, zero),
            BelowMinimum(FLAGS_max_connection_age, zero),
            BelowMinimum(FLAGS_max_connection_age_grace, zero),
@@ -370,6 +376,7 @@ int main(int argc, char** argv) {
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.drain_delay = absl::GetFlag(FLAGS_drain_delay);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.drain_linger = absl::GetFlag(FLAGS_drain_linger);
   options.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
   options.idle_memory_trim_interval = absl::GetFlag(FLAGS_idle_memory_trim_interval);
   options.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);

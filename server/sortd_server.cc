@@ -13,6 +13,7 @@
 #include <limits>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -310,6 +311,9 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     // permissions (set below), not by TLS.
     builder.AddListeningPort("unix:" + options.unix_socket, grpc::InsecureServerCredentials());
   }
+  s->calls_in_flight_ = std::make_unique<CallsInFlight>();
+  builder.SetContextAllocator(std::make_unique<DrainCountingContextAllocator>(
+      s->calls_in_flight_.get(), &s->context_->draining));
   builder.RegisterService(s->service_.get());
   builder.RegisterService(s->region_service_.get());
   if (options.enable_diagnostics) {
@@ -360,10 +364,16 @@ void SortdServer::Shutdown() {
   context_->draining.store(true);
   server_->GetHealthCheckService()->SetServingStatus(false);
   if (options_.drain_delay > absl::ZeroDuration()) absl::SleepFor(options_.drain_delay);
+  const absl::Time deadline = absl::Now() + options_.drain_timeout;
+  // gRPC's Shutdown sends GOAWAY, and from then on closes each connection
+  // as soon as its last call has ended, while that call's client may still
+  // be reading the end of the response (CallsInFlight says what is lost
+  // then). So the connections stay open, refusing new work, until the calls
+  // that were in flight have ended and drain_linger has passed.
+  calls_in_flight_->WaitQuiet(options_.drain_timeout, options_.drain_linger);
   // Waits for in-flight RPCs (their work is on the pool and finishes them);
   // past the deadline, remaining RPCs are cancelled.
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    absl::ToChronoNanoseconds(options_.drain_timeout));
+  server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
 }
 
 void SortdServer::Wait() {

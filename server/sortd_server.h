@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "core/dispatcher.h"
 #include "server/runtime/batcher.h"
+#include "server/runtime/calls_in_flight.h"
 #include "server/runtime/memory_trimmer.h"
 #include "server/service/diagnostics_service.h"
 #include "server/service/regions.h"
@@ -64,7 +65,8 @@ struct ServerOptions {
   // certificate signed by one of them (mutual TLS).
   std::string tls_client_ca_file;
   // After health goes NOT_SERVING, how long new work is refused with
-  // UNAVAILABLE before the listener closes (lets load balancers notice).
+  // UNAVAILABLE before the drain waits for in-flight RPCs (lets load
+  // balancers notice).
   absl::Duration drain_delay = absl::ZeroDuration();
   // host:port for the Prometheus /metrics endpoint; empty disables it.
   std::string metrics_listen = "0.0.0.0:9464";
@@ -81,6 +83,11 @@ struct ServerOptions {
   absl::Duration max_connection_age_grace = absl::InfiniteDuration();
   // How long Shutdown() waits for in-flight RPCs before cancelling them.
   absl::Duration drain_timeout = absl::Seconds(30);
+  // After the last RPC in flight at the drain has ended, how long the
+  // connections stay open before GOAWAY closes them: time for its client to
+  // read the end of the response (CallsInFlight says why). 0 here, so that
+  // in-process tests stop at once; the sortd binary's --drain_linger is 1 s.
+  absl::Duration drain_linger = absl::ZeroDuration();
   // Serve sortd.v1.DiagnosticsService (Echo, EchoStream) for benchmarks.
   bool enable_diagnostics = false;
   BatchingMode batching_mode = BatchingMode::kOn;
@@ -135,7 +142,8 @@ class SortdServer {
   // Health goes SERVING (with ServerOptions::serving_at_start false).
   void MarkServing();
   // Drains: health goes NOT_SERVING, new work is refused with UNAVAILABLE,
-  // in-flight work completes (up to drain_timeout), then the server stops.
+  // in-flight work completes (up to drain_timeout), the connections stay
+  // open for drain_linger after it, then the server stops.
   void Shutdown();
   // Blocks until the server has shut down.
   void Wait();
@@ -166,6 +174,8 @@ class SortdServer {
   std::unique_ptr<RegionRegistry> regions_;  // outlives every call that uses it
   std::unique_ptr<RegionServiceImpl> region_service_;
   std::unique_ptr<DiagnosticsServiceImpl> diagnostics_;  // --diagnostics
+  // Calls the drain waits for before gRPC's Shutdown (outlives server_).
+  std::unique_ptr<CallsInFlight> calls_in_flight_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

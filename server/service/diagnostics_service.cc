@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 
+#include "server/runtime/calls_in_flight.h"
+
 namespace sortd {
 namespace {
 
@@ -125,6 +127,7 @@ class RefusedStream final : public grpc::ServerBidiReactor<v1::SortRequest, v1::
 grpc::ServerUnaryReactor* DiagnosticsServiceImpl::Echo(grpc::CallbackServerContext* ctx,
                                                        const v1::SortRequest* request,
                                                        v1::SortResponse* response) {
+  CountCallForDrain(ctx);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   if (draining_->load(std::memory_order_relaxed)) {
     reactor->Finish(kDraining);
@@ -136,7 +139,8 @@ grpc::ServerUnaryReactor* DiagnosticsServiceImpl::Echo(grpc::CallbackServerConte
 }
 
 grpc::ServerBidiReactor<v1::SortRequest, v1::SortResponse>* DiagnosticsServiceImpl::EchoStream(
-    grpc::CallbackServerContext*) {
+    grpc::CallbackServerContext* ctx) {
+  CountCallForDrain(ctx);
   if (draining_->load(std::memory_order_relaxed)) return new RefusedStream();
   return new EchoStreamReactor();
 }

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "server/runtime/calls_in_flight.h"
 #include "server/service/guarded.h"
 #include "server/service/region_ops.h"
 #include "server/service/regions.h"
@@ -20,6 +21,7 @@ v1::RegionKind ToProtoKind(RegionKind kind) {
 template <typename Work>
 grpc::ServerUnaryReactor* Serve(ServiceContext* context, grpc::CallbackServerContext* ctx,
                                 const char* method, Work work) {
+  CountCallForDrain(ctx);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::Status status = context->CheckNotDraining();
   if (status.ok()) status = CheckRegionAccess(context->regions, ctx->peer());

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "server/runtime/calls_in_flight.h"
 #include "server/service/batched_call.h"
 #include "server/service/chunked_reactor.h"
 #include "server/service/guarded.h"
@@ -184,6 +185,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
 grpc::ServerUnaryReactor* SortServiceImpl::Sort(grpc::CallbackServerContext* ctx,
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) {
+  CountCallForDrain(ctx);
   return HandleUnary<v1::SortRequest, v1::SortResponse>(
       context_, RpcMethod::kSort, ctx, request, response, ValidateSortRequest,
       [regions = context_->regions](Dispatcher& dispatcher, const v1::SortRequest& request,
@@ -195,6 +197,7 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(grpc::CallbackServerContext* ctx,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
+  CountCallForDrain(ctx);
   return HandleUnary<v1::SortPairsRequest, v1::SortPairsResponse>(
       context_, RpcMethod::kSortPairs, ctx, request, response, ValidateSortPairsRequest,
       [regions = context_->regions](Dispatcher& dispatcher, const v1::SortPairsRequest& request,
@@ -205,39 +208,46 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(grpc::CallbackServerContext
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortServiceImpl::SortStream(
     grpc::CallbackServerContext* ctx) {
+  CountCallForDrain(ctx);
   return new SortStreamReactor(context_, ctx);
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortServiceImpl::SortChunked(
     grpc::CallbackServerContext* ctx) {
+  CountCallForDrain(ctx);
   return new SortChunkedReactor(context_, ctx);
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::StartSortSession(grpc::CallbackServerContext* ctx,
                                                             const grpc::ByteBuffer* request,
                                                             grpc::ByteBuffer* response) {
+  CountCallForDrain(ctx);
   return HandleStartSortSession(context_, ctx, request, response);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* SortServiceImpl::UploadParts(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) {
+  CountCallForDrain(ctx);
   return HandleUploadParts(context_, ctx, response);
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::FinishSortSession(grpc::CallbackServerContext* ctx,
                                                              const grpc::ByteBuffer* request,
                                                              grpc::ByteBuffer* response) {
+  CountCallForDrain(ctx);
   return HandleFinishSortSession(context_, ctx, request, response);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SortServiceImpl::DownloadParts(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
+  CountCallForDrain(ctx);
   return HandleDownloadParts(context_, ctx, request);
 }
 
 grpc::ServerUnaryReactor* SortServiceImpl::EndSortSession(grpc::CallbackServerContext* ctx,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
+  CountCallForDrain(ctx);
   return HandleEndSortSession(context_, ctx, request, response);
 }
 

@@ -265,10 +265,11 @@ async function checkKustomization({ dir, gpu, autoscaled }) {
     check(knownFlags.has(flag), `${where}: --${flag} in the ConfigMap is a flag sortd accepts`);
   }
 
-  // Termination: the grace period outlasts preStop + drain_delay + drain_timeout.
+  // Termination: the grace period outlasts preStop + drain_delay + drain_timeout + drain_linger.
   const preStop = container.lifecycle?.preStop?.exec?.command;
   const preStopSeconds = preStop?.[0] === "sleep" ? Number(preStop[1]) : 0;
-  const drain = preStopSeconds + seconds(flags.drain_delay ?? "0s") + seconds(flags.drain_timeout ?? "30s");
+  const drain = preStopSeconds + seconds(flags.drain_delay ?? "0s") + seconds(flags.drain_timeout ?? "30s") +
+                seconds(flags.drain_linger ?? "1s");
   check(pod.terminationGracePeriodSeconds > drain,
         `${where}: terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} > preStop + drain ${drain}`);
   check(flags.max_connection_age !== undefined, `${where}: connections are aged (clients rebalance)`);

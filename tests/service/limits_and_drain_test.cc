@@ -2,6 +2,9 @@
 #include <future>
 #include <thread>
 
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+
 #include "core/gpu_info.h"
 #include "tests/service/test_server.h"
 
@@ -89,6 +92,60 @@ TEST(DrainTest, ShutdownRefusesNewWorkAndFinishesInFlightStreams) {
   EXPECT_FALSE(stream->Read(&response));
   EXPECT_TRUE(stream->Finish().ok());  // ...but the stream itself ends cleanly
   shutdown.get();
+}
+
+// The drain waits for the sortd calls in flight when it began before it
+// calls gRPC's Shutdown, but not for gRPC's own calls: a health Watch lasts
+// as long as its client, and waiting for it would hold every drain to its
+// timeout with the listener open. (Clients with client-side health checks
+// end their watch at the GOAWAY that gRPC's Shutdown sends.)
+TEST(DrainTest, AnOpenHealthWatchDoesNotDelayGrpcShutdown) {
+  ServerOptions options;
+  options.drain_timeout = absl::Seconds(60);
+  auto server = StartServer(options);
+  auto channel = grpc::CreateChannel(Target(*server), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  auto watch = generic.PrepareCall(&ctx, "/grpc.health.v1.Health/Watch", &cq);
+  // One step of the call at a time.
+  auto step = [&](auto start) {
+    void* tag = nullptr;
+    bool ok = false;
+    start(reinterpret_cast<void*>(1));
+    return cq.Next(&tag, &ok) && ok;
+  };
+  grpc::ByteBuffer request(nullptr, 0);  // HealthCheckRequest{service: ""}
+  grpc::ByteBuffer status;
+  ASSERT_TRUE(step([&](void* tag) { watch->StartCall(tag); }));
+  ASSERT_TRUE(step([&](void* tag) { watch->Write(request, tag); }));
+  ASSERT_TRUE(step([&](void* tag) { watch->WritesDone(tag); }));
+  ASSERT_TRUE(step([&](void* tag) { watch->Read(&status, tag); }))
+      << "the watch is open on the server once it has answered";
+
+  auto shutdown = std::async(std::launch::async, [&] { server->Shutdown(); });
+  // gRPC's Shutdown closes the listener: a new client cannot connect. Well
+  // within drain_timeout; a drain that counted the watch would keep the
+  // listener open for all 60 s of it.
+  absl::StatusOr<std::string> health;
+  const auto start = std::chrono::steady_clock::now();
+  do {
+    health = Connect(*server)->Health();
+  } while (health.ok() && std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  EXPECT_FALSE(health.ok()) << "a new connection still reached the server: " << *health;
+
+  // Cancelling the watch ends the last call, and gRPC's Shutdown returns.
+  ctx.TryCancel();
+  while (step([&](void* tag) { watch->Read(&status, tag); })) {
+  }
+  grpc::Status finished;
+  step([&](void* tag) { watch->Finish(&finished, tag); });
+  shutdown.get();
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 // A Start() that fails part-way returns its error and cleans up without
