@@ -7,7 +7,8 @@
 # RSS. MODES (default: "default mmap1m") picks the allocator settings:
 # default (glibc), mmap1m (MALLOC_MMAP_THRESHOLD_=1048576), jemalloc and
 # tcmalloc (LD_PRELOAD of the libraries carried in .device/alloc); BUILDS
-# (default "old new"); BENCH=0 skips the sortctl benches.
+# (default "old new"); BENCH=0 skips the sortctl benches, PYSORT=0 the
+# Python sort, CANCEL=0 the cancellation storm.
 # Carry .device/cmp.tar.xz holding cmp/{bin/{sortd,sortctl}.{old,new},lib}.
 set -euo pipefail
 [ -d .device/cmp ] || tar -xJf .device/cmp.tar.xz -C .device
@@ -73,9 +74,11 @@ for build in ${BUILDS:-old new}; do
       echo "$label stream 1024 keys x8:  $(bench $build --method=stream --keys=1024 --concurrency=8 --duration=4s)"
       echo "$label unary 4Mi keys x4:    $(bench $build --keys=4194304 --concurrency=4 --duration=5s)"
     fi
-    python_sort "$label"
+    if [ "${PYSORT:-1}" = 1 ]; then python_sort "$label"; fi
     stop
-    echo "$label cancel storm: $(env "${envs[@]}" PYTHONPATH=client/python "$PY" bench/cancel_storm.py \
+    if [ "${CANCEL:-1}" = 1 ]; then
+      echo "$label cancel storm: $(env "${envs[@]}" PYTHONPATH=client/python "$PY" bench/cancel_storm.py \
         --sortd="$B/sortd.$build" --clients=30 --rounds=4 2>&1 | grep -E 'RSS|CANCELLED|OK' | tr -s ' ' | tr '\n' ';')"
+    fi
   done
 done
