@@ -351,6 +351,27 @@ __device__ __forceinline__ unsigned int MatchDigit(unsigned int digit) {
 // With kStageValues: the counters/keys region, then each sorted key's
 // input position in the tile (16-bit), then the staged values in input
 // order (byte offsets kSources and kStaged, 16-byte aligned).
+// Where digit d's per-warp counter and match word sit in their rows of
+// kRadixBins words: d with its low 5 bits XORed by 3 * (d / 32), a
+// bijection within each block of 32 words. Word d of a row falls in shared
+// memory bank d % 32, so digits that differ only in their top 3 bits share
+// a bank, and keys with few bits set put most of their non-zero digits
+// there (32, 64, 128 with 0; 96, 160, 192). In a warp of such keys (bits
+// set with p = 1/8, the hot digit counted apart) the fullest bank holds
+// 5.95 lanes on average against 3.54 for uniform digits; swizzled, 4.0
+// (a simulation of 20000 warps; uniform digits unchanged). Each lane's
+// count atomic, match-word atomic and load wait for their bank's fullest.
+// Swizzled in the kernels that such keys run: the hot-digit kernel
+// (passes with a hot digit) and the unstable first pass of keys-only
+// sorts, which runs before the plan says whether a pass is hot. H200
+// (2026-11-28, docs/benchmarks.md "Counter swizzle"): skewed u32 keys
+// 0.91x -> 1.00x CUB (0.96-0.97x with the hot-digit kernel alone); in
+// every kernel it also cost 3 distinct keys 1.00x -> 0.98x (3 more
+// instructions a lookup, nothing to spread), so the others keep d.
+__device__ __forceinline__ unsigned int CounterSlot(unsigned int digit) {
+  return digit ^ ((digit >> 5) * 3u);
+}
+
 template <typename Word, typename Value, int kBlockThreads, int kItems>
 struct OneSweepStagedLayout {
   static constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
@@ -474,6 +495,8 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   // a constant, lets the compiler hoist more work: it spills at 56
   // registers and the sort measured 15-30% slower on the H200.)
   auto in_range = [&](int i) { return full_tile || warp_base + i * 32 < n; };
+  // A digit's word in its warp's counter and match-word rows (CounterSlot).
+  auto slot_of = [](unsigned int digit) { return kHotDigit || !kStableRank ? CounterSlot(digit) : digit; };
   const int shift = a.shift;
   auto digit_of = [&](Word w) {
     return static_cast<unsigned int>(w >> shift) & (kRadixBins - 1);
@@ -535,7 +558,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
         if constexpr (!kStableRank) warp_rank_pairs[i / 2] |= hot_count << (16 * (i % 2));
         ++hot_count;
       } else {
-        unsigned int* counter = &warp_offsets[warp][digit];
+        unsigned int* counter = &warp_offsets[warp][slot_of(digit)];
         if constexpr (kStableRank) {
           atomicAdd(counter, 1u);
         } else {
@@ -553,7 +576,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
       if (lane >= offset) inclusive += up;
     }
     hot_below = inclusive - hot_count;
-    if (lane == 31 && inclusive != 0) atomicAdd(&warp_offsets[warp][hot], inclusive);
+    if (lane == 31 && inclusive != 0) atomicAdd(&warp_offsets[warp][slot_of(hot)], inclusive);
   }
   if (!full_tile) {
     __syncwarp();  // after every lane's counts: unstable ranks of real keys stay below the padding
@@ -561,20 +584,21 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     const size_t warp_end = warp_start + 32 * kItems;
     const size_t padding = warp_end <= n ? 0 : warp_end - (warp_start > n ? warp_start : n);
     if (lane == 0 && padding != 0) {
-      atomicAdd(&warp_offsets[warp][kRadixBins - 1], static_cast<unsigned int>(padding));
+      atomicAdd(&warp_offsets[warp][slot_of(kRadixBins - 1)], static_cast<unsigned int>(padding));
     }
   }
   __syncthreads();
 
   // 2. Publish early totals; digit starts; per-warp running offsets.
   const int d = threadIdx.x;
+  const unsigned int d_slot = slot_of(d);
   unsigned long long* my_status = a.status + static_cast<size_t>(tile) * kRadixBins + d;
   unsigned int total = 0;
   if (d < kRadixBins) {
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const unsigned int count = warp_offsets[w][d];
-      warp_offsets[w][d] = total;
+      const unsigned int count = warp_offsets[w][d_slot];
+      warp_offsets[w][d_slot] = total;
       total += count;
     }
     StoreStatus(my_status, PackStatus(tile == 0 ? kStatusPrefix : kStatusAggregate, a.epoch, total));
@@ -582,7 +606,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   const unsigned int digit_start = BlockExclusiveSum<kBlockThreads>(total, scan_scratch);
   if (d < kRadixBins) {
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) warp_offsets[w][d] += digit_start;
+    for (int w = 0; w < kWarps; ++w) warp_offsets[w][d_slot] += digit_start;
   }
   __syncthreads();
 
@@ -593,6 +617,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const unsigned int digit = digit_of(key[i]);
+      const unsigned int slot = slot_of(digit);
       constexpr bool kByBallot = kMatch == RankMatch::kBallot;
       constexpr bool kByMatchAny = kConcentrated == ConcentratedRank::kMatchAny;
       unsigned int peers;
@@ -610,18 +635,18 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
           is_hot = digit == hot;
           hot_mask = __ballot_sync(0xffffffffu, is_hot);
         }
-        if (!is_hot) atomicOr(&match_words[warp][digit], 1u << lane);
+        if (!is_hot) atomicOr(&match_words[warp][slot], 1u << lane);
         __syncwarp();
-        peers = is_hot ? hot_mask : match_words[warp][digit];
+        peers = is_hot ? hot_mask : match_words[warp][slot];
       }
       const int leader = 31 - __clz(peers);
       unsigned int base = 0;
-      if (lane == leader) base = atomicAdd(&warp_offsets[warp][digit], __popc(peers));
+      if (lane == leader) base = atomicAdd(&warp_offsets[warp][slot], __popc(peers));
       base = __shfl_sync(0xffffffffu, base, leader);
       if constexpr (!kByBallot && !kByMatchAny) {
         // Every lane has read its group (the shuffle needed them all); the
         // leader clears the word for the next key.
-        if (lane == leader && !is_hot) match_words[warp][digit] = 0;
+        if (lane == leader && !is_hot) match_words[warp][slot] = 0;
         __syncwarp();
       }
       rank[i] = base + __popc(peers & lanemask_lt);
@@ -631,7 +656,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     for (int i = 0; i < kItems; ++i) {
       if (in_range(i)) {
         const unsigned int digit = digit_of(key[i]);
-        rank[i] = ((warp_rank_pairs[i / 2] >> (16 * (i % 2))) & 0xffffu) + warp_offsets[warp][digit] +
+        rank[i] = ((warp_rank_pairs[i / 2] >> (16 * (i % 2))) & 0xffffu) + warp_offsets[warp][slot_of(digit)] +
                   (kHotDigit && digit == hot ? hot_below : 0u);
       }
     }
