@@ -90,8 +90,8 @@ class DrainCountingContextAllocator final : public grpc::ContextAllocator {
 };
 
 // Marks a sortd call counted for the drain. A no-op for a context that no
-// DrainCountingContextAllocator made (a server built without one, as some
-// tests do).
+// DrainCountingContextAllocator made (the services registered on a server
+// that SortdServer did not build).
 inline void CountCallForDrain(grpc::CallbackServerContext* ctx) {
   if (auto* counted = dynamic_cast<DrainCountedContext*>(ctx)) counted->Count();
 }
