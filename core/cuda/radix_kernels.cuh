@@ -345,12 +345,6 @@ __device__ __forceinline__ unsigned int MatchDigit(unsigned int digit) {
   return peers;
 }
 
-// Shared-memory bytes of one OneSweep tile (dynamic: beyond the 48 KiB of
-// static shared memory for wide keys or values): the per-warp digit
-// counters (and match words), later reused for the tile's keys and values.
-// With kStageValues: the counters/keys region, then each sorted key's
-// input position in the tile (16-bit), then the staged values in input
-// order (byte offsets kSources and kStaged, 16-byte aligned).
 // Where digit d's per-warp counter and match word sit in their rows of
 // kRadixBins words: d with its low 5 bits XORed by 3 * (d / 32), a
 // bijection within each block of 32 words. Word d of a row falls in shared
@@ -372,6 +366,12 @@ __device__ __forceinline__ unsigned int CounterSlot(unsigned int digit) {
   return digit ^ ((digit >> 5) * 3u);
 }
 
+// Shared-memory bytes of one OneSweep tile (dynamic: beyond the 48 KiB of
+// static shared memory for wide keys or values): the per-warp digit
+// counters (and match words), later reused for the tile's keys and values.
+// With kStageValues: the counters/keys region, then each sorted key's
+// input position in the tile (16-bit), then the staged values in input
+// order (byte offsets kSources and kStaged, 16-byte aligned).
 template <typename Word, typename Value, int kBlockThreads, int kItems>
 struct OneSweepStagedLayout {
   static constexpr size_t kTile = static_cast<size_t>(kBlockThreads) * kItems;
