@@ -182,6 +182,13 @@ const Variant kVariants[] = {
     {"h100 without small tiles", &SortProfile<WithoutSmallTiles<H100Keys32>, WithoutSmallTiles<H100Keys64>>},
     {"h100 small tiles to 2^20", &SortProfile<SmallTilesTo20<H100Keys32>, SmallTilesTo20<H100Keys64>>},
     {"h100 without hot digit", &SortProfile<WithoutHotDigit<H100Keys32>, WithoutHotDigit<H100Keys64>>},
+    // The profiles with every pass's ranks matched (the fallback of
+    // devices that fail the count-order check; the before of count order).
+    {"h200 matched ranks",
+     &SortProfile<sortd::cuda::WithMatchedRanks<sortd::cuda::OneSweepTuningH200<uint32_t>>,
+                  sortd::cuda::WithMatchedRanks<sortd::cuda::OneSweepTuningH200<uint64_t>>>},
+    {"h100 matched ranks",
+     &SortProfile<sortd::cuda::WithMatchedRanks<H100Keys32>, sortd::cuda::WithMatchedRanks<H100Keys64>>},
     {"h200 without hot digit",
      &SortProfile<WithoutHotDigit<sortd::cuda::OneSweepTuningH200<uint32_t>>,
                   WithoutHotDigit<sortd::cuda::OneSweepTuningH200<uint64_t>>>},

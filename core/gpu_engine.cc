@@ -302,6 +302,12 @@ std::optional<cuda::RadixTuning> ParseRadixTuning(const std::string& name) {
   }
   return std::nullopt;
 }
+std::optional<cuda::RadixRanks> ParseRadixRanks(const std::string& name) {
+  for (cuda::RadixRanks r : {cuda::RadixRanks::kAuto, cuda::RadixRanks::kCountOrder, cuda::RadixRanks::kMatched}) {
+    if (name == cuda::RadixRanksName(r)) return r;
+  }
+  return std::nullopt;
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOptions& options) {
@@ -310,7 +316,13 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
     return absl::InvalidArgumentError(absl::StrCat("radix tuning \"", options.radix_tuning,
                                                    "\": must be auto, h100 or h200"));
   }
+  const std::optional<cuda::RadixRanks> ranks = ParseRadixRanks(options.radix_ranks);
+  if (!ranks.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat("radix ranks \"", options.radix_ranks,
+                                                   "\": must be auto, count-order or matched"));
+  }
   cuda::PinRadixTuning(*tuning);
+  cuda::PinRadixRanks(*ranks);
   std::string list_error;
   const std::vector<GpuDevice> gpus = ListGpus(&list_error);
   if (gpus.empty()) {
@@ -351,7 +363,8 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const GpuEngineOpti
     }
     names.push_back(absl::StrCat(gpu.ordinal, ":", gpu.name, " pool<=",
                                  worker->max_pool_bytes() >> 20, "MiB tuning=",
-                                 cuda::RadixTuningName(cuda::RadixTuningFor(gpu.ordinal))));
+                                 cuda::RadixTuningName(cuda::RadixTuningFor(gpu.ordinal)), " ranks=",
+                                 cuda::RadixRanksName(cuda::RadixRanksFor(gpu.ordinal))));
     workers.push_back(std::move(worker));
   }
   if (workers.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));

@@ -130,6 +130,11 @@ struct GpuEngineOptions {
   // properties), "h100" or "h200" (every GPU pinned; process-wide).
   // core/cuda/radix_tuning.cuh has the profiles.
   std::string radix_tuning = "auto";
+  // How the radix sort's stable passes rank keys: "auto" (count order on
+  // GPUs that pass a check of their atomics' order, else matched),
+  // "count-order" or "matched" (every GPU pinned; process-wide).
+  // cuda::RadixRanks has the details.
+  std::string radix_ranks = "auto";
   // The CUDA ordinals to serve; empty: every visible GPU. One that is not
   // visible fails Create. (Operators pick GPUs with CUDA_VISIBLE_DEVICES;
   // tests of one GPU's behaviour pin {0} so that they hold on hosts with
@@ -149,6 +154,11 @@ bool GpuEngineBuilt();
 inline constexpr std::array<std::string_view, 3> kRadixTuningNames = {"auto", "h100", "h200"};
 inline bool ValidRadixTuning(std::string_view name) {
   return std::find(kRadixTuningNames.begin(), kRadixTuningNames.end(), name) != kRadixTuningNames.end();
+}
+// GpuEngineOptions::radix_ranks's values (cuda::RadixRanksName's names).
+inline constexpr std::array<std::string_view, 3> kRadixRanksNames = {"auto", "count-order", "matched"};
+inline bool ValidRadixRanks(std::string_view name) {
+  return std::find(kRadixRanksNames.begin(), kRadixRanksNames.end(), name) != kRadixRanksNames.end();
 }
 
 // Engines sorting on the GPU. SortBatch runs the segmented kernel

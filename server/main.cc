@@ -66,6 +66,10 @@ ABSL_FLAG(std::string, gpu_radix_tuning, "auto",
           "radix pass tuning: auto (each GPU's own profile, from its L2 size: h200 from 56 MiB, "
           "else h100), h100 or h200 (every GPU pinned to that profile); the startup line names "
           "each GPU's");
+ABSL_FLAG(std::string, gpu_radix_ranks, "auto",
+          "how radix passes rank keys: auto (count order on each GPU whose atomics pass a "
+          "check at startup, else matched), count-order or matched (every GPU pinned); the "
+          "startup line names each GPU's");
 ABSL_FLAG(bool, gpu_blocking_wait, false,
           "threads waiting for a GPU sleep until it is done instead of spinning on a core "
           "(spinning answers sooner; sleeping leaves the cores to other work)");
@@ -309,6 +313,12 @@ int main(int argc, char** argv) {
   if (!sortd::ValidRadixTuning(options.dispatcher.gpu.radix_tuning)) {
     std::cerr << "sortd: --gpu_radix_tuning=" << options.dispatcher.gpu.radix_tuning
               << ": must be auto, h100 or h200\n";
+    return 2;
+  }
+  options.dispatcher.gpu.radix_ranks = absl::GetFlag(FLAGS_gpu_radix_ranks);
+  if (!sortd::ValidRadixRanks(options.dispatcher.gpu.radix_ranks)) {
+    std::cerr << "sortd: --gpu_radix_ranks=" << options.dispatcher.gpu.radix_ranks
+              << ": must be auto, count-order or matched\n";
     return 2;
   }
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);

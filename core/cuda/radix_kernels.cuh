@@ -450,6 +450,12 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   static_assert(!kStageValues || kHasValues, "staged values need values");
   static_assert(!kStageValues || sizeof(Value) == 4 || sizeof(Value) == 8, "async copies of 4 or 8 bytes");
   static_assert(!kStageValues || kBlockThreads * kItems <= 65536, "input positions are 16-bit");
+  // Ranks within the warp straight from the count atomics: unstable ranks,
+  // or stable ones in the plain kernel of a tuning that trusts the
+  // atomics' lane order (RankMatch::kCountOrder; its concentrated kernel
+  // matches by match.any, its hot-digit kernel by match words).
+  constexpr bool kCountRanks = !kStableRank || (kMatch == RankMatch::kCountOrder && !kHotDigit &&
+                                                kConcentrated == ConcentratedRank::kNone);
   using ValueSlot = std::conditional_t<kHasValues, Value, Word>;
   using Staged = OneSweepStagedLayout<Word, ValueSlot, kBlockThreads, kItems>;
   // One dynamic buffer, three lives: per-warp digit counters (steps 1-3;
@@ -478,7 +484,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     if (route & kRouteRun) s_tile = atomicAdd(a.tile_counter, 1u);
   }
   for (int b = lane; b < kRadixBins; b += 32) warp_offsets[warp][b] = 0;
-  if constexpr (kMatch != RankMatch::kBallot) {
+  if constexpr (kMatch != RankMatch::kBallot && !kCountRanks) {
     for (int b = lane; b < kRadixBins; b += 32) match_words[warp][b] = 0;
   }
   __syncthreads();
@@ -496,7 +502,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   // registers and the sort measured 15-30% slower on the H200.)
   auto in_range = [&](int i) { return full_tile || warp_base + i * 32 < n; };
   // A digit's word in its warp's counter and match-word rows (CounterSlot).
-  auto slot_of = [](unsigned int digit) { return kHotDigit || !kStableRank ? CounterSlot(digit) : digit; };
+  auto slot_of = [](unsigned int digit) { return kHotDigit || kCountRanks ? CounterSlot(digit) : digit; };
   const int shift = a.shift;
   auto digit_of = [&](Word w) {
     return static_cast<unsigned int>(w >> shift) & (kRadixBins - 1);
@@ -543,7 +549,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   }
   // Unstable ranks within the warp (< 32 * kItems), two per word until the
   // warp offsets are known: they live across step 2 next to the keys.
-  unsigned int warp_rank_pairs[kStableRank ? 1 : (kItems + 1) / 2] = {};
+  unsigned int warp_rank_pairs[kCountRanks ? (kItems + 1) / 2 : 1] = {};
   // kHotDigit: each lane counts its own keys of the hot digit in a register
   // (hot_count; unstable ranks: its index among them, the lanes below
   // added in step 3), the warp's total added once below: no atomics on
@@ -559,10 +565,10 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
         ++hot_count;
       } else {
         unsigned int* counter = &warp_offsets[warp][slot_of(digit)];
-        if constexpr (kStableRank) {
-          atomicAdd(counter, 1u);
-        } else {
+        if constexpr (kCountRanks) {
           warp_rank_pairs[i / 2] |= atomicAdd(counter, 1u) << (16 * (i % 2));
+        } else {
+          atomicAdd(counter, 1u);
         }
       }
     }
@@ -612,7 +618,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
 
   // 3. Rank.
   unsigned int rank[kItems];
-  if constexpr (kStableRank) {
+  if constexpr (!kCountRanks) {
     const unsigned int lanemask_lt = (1u << lane) - 1;
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -666,8 +672,11 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   // 4. Keys to shared memory by rank; look back meanwhile; store coalesced.
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    if (kStableRank || in_range(i)) tile_keys[rank[i]] = key[i];
-    if constexpr (kStageValues) tile_sources[rank[i]] = static_cast<uint16_t>(local_base + i * 32);
+    // (Stable match ranks place the padding too, after every real key.)
+    if (!kCountRanks || in_range(i)) {
+      tile_keys[rank[i]] = key[i];
+      if constexpr (kStageValues) tile_sources[rank[i]] = static_cast<uint16_t>(local_base + i * 32);
+    }
   }
   if (d < kRadixBins) {
     unsigned long long prefix = 0;
@@ -722,7 +731,9 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     for (int i = 0; i < kItems; ++i) value[i] = in_range(i) ? a.values_in[warp_base + i * 32] : Value{};
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) tile_values[rank[i]] = value[i];
+    for (int i = 0; i < kItems; ++i) {
+      if (!kCountRanks || in_range(i)) tile_values[rank[i]] = value[i];
+    }
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {

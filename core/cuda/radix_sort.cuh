@@ -114,6 +114,31 @@ RadixTuning RadixTuningFor(int device);
 void PinRadixTuning(RadixTuning tuning);
 const char* RadixTuningName(RadixTuning tuning);  // "auto", "h100", "h200"
 
+// How stable passes rank keys within a warp. kCountOrder: the profiles'
+// plain passes take ranks from their shared digit-count atomics, trusting
+// the order in which the hardware returns them (radix_tuning.cuh,
+// RankMatch::kCountOrder; not documented by CUDA). kMatched: every pass
+// finds each key's peers first (match words), whatever the hardware does.
+// kAuto: kCountOrder on devices that pass CheckCountOrderRanks, checked
+// once per device (the first sort there, or RadixRanksFor, waits a few
+// milliseconds for it), else kMatched.
+enum class RadixRanks { kAuto, kCountOrder, kMatched };
+// The ranks sorts on CUDA device `device` use (never kAuto). A check that
+// could not run (a CUDA error) gives kMatched and is tried again next time.
+RadixRanks RadixRanksFor(int device);
+// Pins every device of this process (sortd --gpu_radix_ranks; tests);
+// kAuto goes back to each device's check.
+void PinRadixRanks(RadixRanks ranks);
+const char* RadixRanksName(RadixRanks ranks);  // "auto", "count-order", "matched"
+// The check: `rounds` rounds of 32 keys a lane in 2 blocks of 384 threads
+// an SM, each count atomic's return compared with the key's stable rank.
+// kAuto runs 16 rounds (about 50 million lanes on an H200). Returns the
+// lanes checked and the lanes whose count was not their rank.
+// reverse_lanes (tests of the check itself): lanes add one at a time from
+// the highest, as hardware that returned counts out of lane order would.
+cudaError_t CheckCountOrderRanks(int device, int rounds, unsigned long long* lanes_checked,
+                                 unsigned long long* lanes_wrong, bool reverse_lanes = false);
+
 // Whether a digit pass whose 256 digit counts over n keys are these runs
 // the concentrated kernel (RadixSortProblem::concentrated_passes): the
 // plan's rule, on the host (tests).

@@ -25,7 +25,17 @@ inline constexpr int kRadixBins = 1 << kRadixBits;
 // the group leader clears the word).
 // (Mixing the two per key, to share the work between the ALU and the
 // shared-memory pipe, measured no faster than kAtomicOr alone.)
-enum class RankMatch : int { kBallot, kAtomicOr };
+// kCountOrder: no matching in the plain kernel; the digit-count atomics'
+// return values are the ranks, as in the unstable first pass (the hot-digit
+// kernel matches as kAtomicOr). Stable only if a warp's atomicAdd(&word,
+// 1) into shared memory returns to the lanes that share a word consecutive
+// values in lane order, and a warp's atomics of consecutive keys take
+// effect in program order: what sm_90 does (2026-11-28, H200: 31 billion
+// lanes checked, every pass of every benchmark row equal to CUB's), but
+// CUDA does not document. So each device is checked before it gets these
+// kernels (RadixRanksFor, radix_sort.cuh; docs/architecture.md,
+// "Count-order ranks"); a device that fails gets WithMatchedRanks.
+enum class RankMatch : int { kBallot, kAtomicOr, kCountOrder };
 
 // How concentrated passes (few distinct digits per warp: few distinct
 // keys, skewed bits; kConcentratedDistinct in radix_kernels.cuh) find
@@ -73,6 +83,14 @@ template <typename C>
 using WithoutStagedValues = OneSweepConfig<C::kBlockThreads, C::kItemsPerThread, C::kMinBlocks, C::kMatch,
                                            C::kUnstableFirstPass, C::kConcentrated, false, C::kHotDigit>;
 
+// The same config ranking by match words where it would trust count order
+// (RankMatch::kCountOrder -> kAtomicOr).
+template <typename C>
+using WithMatchedRanksConfig =
+    OneSweepConfig<C::kBlockThreads, C::kItemsPerThread, C::kMinBlocks,
+                   C::kMatch == RankMatch::kCountOrder ? RankMatch::kAtomicOr : C::kMatch, C::kUnstableFirstPass,
+                   C::kConcentrated, C::kStageValues, C::kHotDigit>;
+
 // Per key width: one config for keys-only passes, one for passes that
 // carry 4-byte values and one for 8-byte values (more registers live, so
 // other sweet spots), and for sorts of at least kLargeTilesMinItems keys
@@ -99,6 +117,23 @@ struct OneSweepPolicy {
   // Small configs have no kernels for 64-bit offsets (ConfigLauncher).
   static_assert(SmallTilesMaxItems < (size_t{1} << 32), "small tiles are for arrays below 2^32 keys");
 };
+
+// A policy with every config's ranks matched (WithMatchedRanksConfig): for
+// devices whose atomics fail the count-order check.
+template <typename C>
+struct MatchedRanksOf {
+  using type = WithMatchedRanksConfig<C>;
+};
+template <>
+struct MatchedRanksOf<void> {  // no small tiles
+  using type = void;
+};
+template <typename P>
+using WithMatchedRanks =
+    OneSweepPolicy<WithMatchedRanksConfig<typename P::Keys>, WithMatchedRanksConfig<typename P::Pairs>,
+                   WithMatchedRanksConfig<typename P::WidePairs>, WithMatchedRanksConfig<typename P::LargeKeys>,
+                   WithMatchedRanksConfig<typename P::LargePairs>, typename MatchedRanksOf<typename P::Small>::type,
+                   P::kSmallTilesMaxItems>;
 
 // Small tiles (SmallConfig) of both profiles: 256 x 8 keys, 4 blocks per
 // SM (64 registers). sortd_gpu_radix_bench --tune --tune_log2=14,16,18,20,
@@ -136,25 +171,33 @@ using OneSweepSmallTiles = OneSweepConfig<256, 8, 4, RankMatch::kAtomicOr>;
 // 1.11-1.12x; skewed u32 keys 0.87x -> 0.85x (the one loss); u32/u64 pairs
 // 1.04-1.07x unstaged against 1.02-1.03x staged. So the H200's profile is
 // the H100's with unstaged 8-byte values.
+// Count-order ranks (RankMatch::kCountOrder) for keys-only sorts and 4-byte
+// values, H200, 2026-11-28 (`--tune`, two rounds against the same profile
+// with match words, 2^24 / 2^26, ours / CUB): u32 keys 1.08-1.10x /
+// 1.05-1.07x -> 1.28x / 1.23-1.24x, i32 descending 1.07x -> 1.22-1.24x,
+// u64 keys 1.17x -> 1.20-1.24x / 1.23x, u32/u32 pairs 1.13-1.14x /
+// 1.21x -> 1.20x / 1.23-1.24x, u64/u32 pairs 1.08-1.09x -> 1.08-1.10x; 8-byte values
+// lost (u32/u64 2^26 1.05x -> 1.03x), so they and the small tiles (not
+// measured) keep match words. Not measured on an H100 (the same sm_90 SM).
 template <typename Word>
 struct OneSweepTuningH100;
 
 template <>
 struct OneSweepTuningH100<uint32_t>
-    : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>,
+    : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kCountOrder>,
+                     OneSweepConfig<384, 25, 2, RankMatch::kCountOrder>,
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr, true, ConcentratedRank::kMatchAny,
                                     /*StageValues=*/true>,
-                     OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 32, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
+                     OneSweepConfig<384, 32, 2, RankMatch::kCountOrder>,
+                     OneSweepConfig<384, 32, 2, RankMatch::kCountOrder>, OneSweepSmallTiles> {};
 
 template <>
 struct OneSweepTuningH100<uint64_t>
-    : OneSweepPolicy<OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
+    : OneSweepPolicy<OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>,
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>, OneSweepSmallTiles> {};
+                     OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>,
+                     OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>, OneSweepSmallTiles> {};
 
 template <typename Word>
 struct OneSweepTuningH200;

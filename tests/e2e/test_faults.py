@@ -416,6 +416,7 @@ class StartupFaults(unittest.TestCase):
             ("--gpu_streams=0", 2, "--gpu_streams=0: must be positive"),
             ("--gpu_arriving_streams=-1", 2, "--gpu_arriving_streams=-1: must not be negative"),
             ("--gpu_radix_tuning=a100", 2, "--gpu_radix_tuning=a100: must be auto, h100 or h200"),
+            ("--gpu_radix_ranks=fast", 2, "--gpu_radix_ranks=fast: must be auto, count-order or matched"),
             ("--gpu_min_keys=lots", 2, "--gpu_min_keys=lots: must be auto or a number of keys"),
             ("--gpu_merge_argsort_max_keys=-1", 2,
              "--gpu_merge_argsort_max_keys=-1: must be auto or a number of keys"),

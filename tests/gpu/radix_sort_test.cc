@@ -121,13 +121,36 @@ std::vector<size_t> TileSizes() {
   return sizes;
 }
 
-// Every tuning profile (pinned in turn, whatever this GPU would choose),
-// sizes around each of its tiles.
+// The kernel sets a device can run, pinned in turn: each profile with
+// count-order ranks, and the matched-ranks fallback (which serves every
+// GPU kind with the H200's tiles).
+struct PassKernels {
+  RadixTuning tuning;
+  RadixRanks ranks;
+  std::string Name() const {
+    return std::string(RadixTuningName(tuning)) + (ranks == RadixRanks::kMatched ? " matched" : "");
+  }
+};
+const PassKernels kPassKernels[] = {{RadixTuning::kH100, RadixRanks::kCountOrder},
+                                    {RadixTuning::kH200, RadixRanks::kCountOrder},
+                                    {RadixTuning::kH200, RadixRanks::kMatched}};
+void Pin(const PassKernels& k) {
+  PinRadixTuning(k.tuning);
+  PinRadixRanks(k.ranks);
+}
+void Unpin() {
+  PinRadixTuning(RadixTuning::kAuto);
+  PinRadixRanks(RadixRanks::kAuto);
+}
+
+// Every kernel set (pinned in turn, whatever this GPU would choose), sizes
+// around each of its tiles.
 TYPED_TEST(RadixSortTest, SizesAroundTilesBothOrdersKeysAndPairs) {
   SKIP_WITHOUT_GPU();
   using Word = std::conditional_t<sizeof(TypeParam) == 4, uint32_t, uint64_t>;
-  for (RadixTuning tuning : {RadixTuning::kH100, RadixTuning::kH200}) {
-    PinRadixTuning(tuning);
+  for (const PassKernels& kernels : kPassKernels) {
+    Pin(kernels);
+    const RadixTuning tuning = kernels.tuning;
     std::vector<size_t> sizes = tuning == RadixTuning::kH100 ? TileSizes<OneSweepTuningH100<Word>>()
                                                              : TileSizes<OneSweepTuningH200<Word>>();
     for (size_t n : {size_t{0}, size_t{1}, size_t{2}, (size_t{1} << 20) + 7}) sizes.push_back(n);
@@ -135,13 +158,12 @@ TYPED_TEST(RadixSortTest, SizesAroundTilesBothOrdersKeysAndPairs) {
       const auto keys = Random<TypeParam>(n, n + 1);
       for (bool desc : {false, true}) {
         for (int vb : {0, 4, 8}) {
-          CheckSort(keys, desc, vb, nullptr,
-                    std::string(RadixTuningName(tuning)) + " random n=" + std::to_string(n));
+          CheckSort(keys, desc, vb, nullptr, kernels.Name() + " random n=" + std::to_string(n));
         }
       }
     }
   }
-  PinRadixTuning(RadixTuning::kAuto);
+  Unpin();
 }
 
 // The rule that marks a pass concentrated (no GPU needed): expected
@@ -262,6 +284,40 @@ TEST(RadixTuningTest, ChosenFromTheDeviceAndPinnable) {
   EXPECT_EQ(RadixTuningFor(0), own);
   EXPECT_STREQ(RadixTuningName(RadixTuning::kH100), "h100");
   EXPECT_STREQ(RadixTuningName(RadixTuning::kH200), "h200");
+}
+
+// Count-order ranks hold on this GPU (every sm_90 part we run on: H100,
+// H200) by a long run of the check; each device is checked once, answers
+// kCountOrder where it passes, and a pin overrides the check.
+TEST(RadixRanksTest, CountOrderHoldsOnSm90AndThePinOverridesTheCheck) {
+  SKIP_WITHOUT_GPU();
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  unsigned long long checked = 0, wrong = 0;
+  ASSERT_EQ(CheckCountOrderRanks(0, 1024, &checked, &wrong), cudaSuccess);
+  EXPECT_GE(checked, 1024ull * 32 * 384 * prop.multiProcessorCount) << "every lane of 2 blocks an SM, some idle";
+  if (prop.major == 9) EXPECT_EQ(wrong, 0u) << prop.name << ": count-order ranks would not be stable";
+  const RadixRanks own = wrong == 0 ? RadixRanks::kCountOrder : RadixRanks::kMatched;
+  EXPECT_EQ(RadixRanksFor(0), own);
+  PinRadixRanks(RadixRanks::kMatched);
+  EXPECT_EQ(RadixRanksFor(0), RadixRanks::kMatched);
+  PinRadixRanks(RadixRanks::kCountOrder);
+  EXPECT_EQ(RadixRanksFor(0), RadixRanks::kCountOrder);
+  PinRadixRanks(RadixRanks::kAuto);
+  EXPECT_EQ(RadixRanksFor(0), own);
+  EXPECT_STREQ(RadixRanksName(RadixRanks::kCountOrder), "count-order");
+  EXPECT_STREQ(RadixRanksName(RadixRanks::kMatched), "matched");
+  EXPECT_STREQ(RadixRanksName(RadixRanks::kAuto), "auto");
+}
+
+// The check fails hardware that returns counts out of lane order (lanes
+// made to add one at a time from the highest).
+TEST(RadixRanksTest, TheCheckCatchesCountsOutOfLaneOrder) {
+  SKIP_WITHOUT_GPU();
+  unsigned long long checked = 0, wrong = 0;
+  ASSERT_EQ(CheckCountOrderRanks(0, 16, &checked, &wrong, /*reverse_lanes=*/true), cudaSuccess);
+  EXPECT_GT(checked, 0u);
+  EXPECT_GT(wrong, checked / 4) << "most lanes share a digit with a lower lane in some round";
 }
 
 TYPED_TEST(RadixSortTest, DegenerateAndNarrowInputs) {
@@ -683,8 +739,9 @@ std::vector<T> SkewedBits(size_t n, uint64_t seed) {
 TYPED_TEST(RadixSortTest, FewDistinctAndSkewedKeysRunConcentratedPasses) {
   SKIP_WITHOUT_GPU();
   using Word = std::conditional_t<sizeof(TypeParam) == 4, uint32_t, uint64_t>;
-  for (RadixTuning tuning : {RadixTuning::kH100, RadixTuning::kH200}) {
-    PinRadixTuning(tuning);
+  for (const PassKernels& kernels : kPassKernels) {
+    Pin(kernels);
+    const RadixTuning tuning = kernels.tuning;
     // Small tiles (a partial last one), and the pairs config's past them.
     const size_t pairs_tile = tuning == RadixTuning::kH100
                                   ? size_t{OneSweepTuningH100<Word>::Pairs::kBlockThreads} *
@@ -700,7 +757,7 @@ TYPED_TEST(RadixSortTest, FewDistinctAndSkewedKeysRunConcentratedPasses) {
       for (const auto& [name, keys] : inputs) {
         for (bool desc : {false, true}) {
           for (int vb : {0, 4, 8}) {
-            const std::string what = std::string(RadixTuningName(tuning)) + " " + name + " n=" + std::to_string(n);
+            const std::string what = kernels.Name() + " " + name + " n=" + std::to_string(n);
             RadixSortStats stats;
             CheckSort(keys, desc, vb, &stats, what);
             const int special = stats.passes_concentrated + stats.passes_hot;
@@ -727,7 +784,7 @@ TYPED_TEST(RadixSortTest, FewDistinctAndSkewedKeysRunConcentratedPasses) {
       EXPECT_EQ(stats.passes_hot, 0);
     }
   }
-  PinRadixTuning(RadixTuning::kAuto);
+  Unpin();
 }
 
 TEST(RadixSortPassesTest, NarrowKeysSkipPasses) {
