@@ -361,7 +361,9 @@ __device__ __forceinline__ unsigned int MatchDigit(unsigned int digit) {
 // (2026-11-28, docs/benchmarks.md "Counter swizzle"): skewed u32 keys
 // 0.91x -> 1.00x CUB (0.96-0.97x with the hot-digit kernel alone); in
 // every kernel it also cost 3 distinct keys 1.00x -> 0.98x (3 more
-// instructions a lookup, nothing to spread), so the others keep d.
+// instructions a lookup, nothing to spread), so the matching kernels keep
+// d. The count-order plain kernel (RankMatch::kCountOrder), which ranks as
+// the first pass does, swizzles like it (not measured apart).
 __device__ __forceinline__ unsigned int CounterSlot(unsigned int digit) {
   return digit ^ ((digit >> 5) * 3u);
 }
@@ -410,7 +412,9 @@ constexpr size_t OneSweepSharedBytes() {
 //      (RankMatch; in concentrated passes ConcentratedRank), their highest
 //      lane bumps the warp's running offset by
 //      the group size (one shared atomic per group), ranks are stable in
-//      input order,
+//      input order (RankMatch::kCountOrder's plain kernel skips this: its
+//      step 1 count atomics' return values are the ranks, stable where
+//      the device passed CheckCountOrderRanks),
 //   4. writes keys to shared memory by rank, looks back for the prefix of all
 //      earlier tiles (decoupled look-back), then stores keys to global
 //      memory coalesced (decoding on the last pass); values are loaded only
@@ -421,9 +425,10 @@ constexpr size_t OneSweepSharedBytes() {
 // ranks within the warp.
 // Items past n (last tile only) are padding with the largest digit. Each
 // warp adds its padding to that digit's count with one atomic; padding is a
-// suffix of the tile in warp-striped order, so (stable ranks) it ranks
+// suffix of the tile in warp-striped order, so (matched ranks) it ranks
 // after every real key (ranks tile_count..kTile-1) and moves no real key;
-// only the loads, the unstable ranks and the global stores test bounds.
+// only the loads, the ranks from counts (kCountRanks: padding gets none)
+// and the global stores test bounds.
 // The inflated count of the largest digit is published by the last tile,
 // whose totals no tile looks back on.
 // Offset: 32-bit when n < 2^32 (cheaper shared lookups and address math;

@@ -31,7 +31,7 @@ __device__ __forceinline__ uint32_t Mix(uint32_t x) {
 // stable rank. reverse_lanes (tests of the check): the lanes add one at a
 // time from lane 31 down, as hardware returning counts in reverse lane
 // order would.
-__global__ void __launch_bounds__(kCheckThreads)
+__global__ void __launch_bounds__(kCheckThreads, 2)
 CountOrderCheckKernel(int rounds, uint32_t seed, bool reverse_lanes, unsigned long long* result) {
   __shared__ unsigned int counts[kCheckWarps][kCheckBins];
   __shared__ unsigned int shadow[kCheckWarps][kCheckBins];

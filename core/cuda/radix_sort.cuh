@@ -124,7 +124,9 @@ const char* RadixTuningName(RadixTuning tuning);  // "auto", "h100", "h200"
 // milliseconds for it), else kMatched.
 enum class RadixRanks { kAuto, kCountOrder, kMatched };
 // The ranks sorts on CUDA device `device` use (never kAuto). A check that
-// could not run (a CUDA error) gives kMatched and is tried again next time.
+// could not run (a CUDA error) gives kMatched, kept like a failed one.
+// kMatched runs the H200 profile's tiles on every GPU kind (the h100
+// profile differs only for 32-bit keys with 8-byte values).
 RadixRanks RadixRanksFor(int device);
 // Pins every device of this process (sortd --gpu_radix_ranks; tests);
 // kAuto goes back to each device's check.
