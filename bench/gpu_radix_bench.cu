@@ -112,33 +112,12 @@ using A = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr
 template <int T, int I, int M>  // kAtomicOr with stable ranks in the first keys-only pass too
 using S = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr, false>;
 
-// The h100 profile's 32-bit configs with its large-tile ones replaced by
-// the tiles below that size (its small tiles kept).
+// The h100 profile's configs, for the variants below. (Variants that were
+// the before of large tiles, staged 8-byte values and small tiles, and the
+// small tiles' size limit, were removed to keep the build short; git
+// history before the count-order ranks has them.)
 using H100Keys32 = sortd::cuda::OneSweepTuningH100<uint32_t>;
-using H100WithoutLargeTiles =
-    sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs, H100Keys32::WidePairs, H100Keys32::Keys,
-                                H100Keys32::Pairs, H100Keys32::Small>;
-
-// The h100 profile with its 8-byte values not staged (the WidePairs
-// config without kStageValues; the rest kept): the before of the staging.
-using H100WithoutStaging =
-    sortd::cuda::OneSweepPolicy<H100Keys32::Keys, H100Keys32::Pairs,
-                                sortd::cuda::WithoutStagedValues<H100Keys32::WidePairs>, H100Keys32::LargeKeys,
-                                H100Keys32::LargePairs, H100Keys32::Small>;
-
-// A profile without its small tiles (the same configs at every size up to
-// kLargeTilesMinItems): the before of the small tiles.
 using H100Keys64 = sortd::cuda::OneSweepTuningH100<uint64_t>;
-template <typename P>
-using WithoutSmallTiles = sortd::cuda::OneSweepPolicy<typename P::Keys, typename P::Pairs, typename P::WidePairs,
-                                                      typename P::LargeKeys, typename P::LargePairs>;
-
-// The profile's small tiles up to 2^20 keys (not 2^18): the measurement
-// behind that limit.
-template <typename P>
-using SmallTilesTo20 = sortd::cuda::OneSweepPolicy<typename P::Keys, typename P::Pairs, typename P::WidePairs,
-                                                   typename P::LargeKeys, typename P::LargePairs, typename P::Small,
-                                                   size_t{1} << 20>;
 
 // A profile with the hot-digit kernel off (hot passes run the
 // concentrated kernel, as before kHotDigit), the rest kept.
@@ -175,12 +154,6 @@ const Variant kVariants[] = {
     // Each profile pinned, whatever this GPU would choose (radix_tuning.cuh).
     {"h100 profile", &SortProfile<sortd::cuda::OneSweepTuningH100<uint32_t>, sortd::cuda::OneSweepTuningH100<uint64_t>>},
     {"h200 profile", &SortProfile<sortd::cuda::OneSweepTuningH200<uint32_t>, sortd::cuda::OneSweepTuningH200<uint64_t>>},
-    // The h100 profile without its large-tile configs (the same tiles at
-    // every size): the before of the large tiles.
-    {"h100 without large tiles", &SortProfile<H100WithoutLargeTiles, sortd::cuda::OneSweepTuningH100<uint64_t>>},
-    {"h100 without staged values", &SortProfile<H100WithoutStaging, sortd::cuda::OneSweepTuningH100<uint64_t>>},
-    {"h100 without small tiles", &SortProfile<WithoutSmallTiles<H100Keys32>, WithoutSmallTiles<H100Keys64>>},
-    {"h100 small tiles to 2^20", &SortProfile<SmallTilesTo20<H100Keys32>, SmallTilesTo20<H100Keys64>>},
     {"h100 without hot digit", &SortProfile<WithoutHotDigit<H100Keys32>, WithoutHotDigit<H100Keys64>>},
     // The profiles with every pass's ranks matched (the fallback of
     // devices that fail the count-order check; the before of count order).
