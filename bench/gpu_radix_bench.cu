@@ -90,46 +90,26 @@ struct Case {
 using SortFn = cudaError_t (*)(void*, size_t&, const sortd::cuda::RadixSortProblem&, cudaStream_t,
                                sortd::cuda::RadixSortStats*);
 
-// The library's sort with other pass tunings: (threads, items, min blocks)
-// for 32-bit keys-only, 32-bit pairs, 64-bit keys-only, 64-bit pairs, then
-// 32-bit and 64-bit keys with 8-byte values.
-template <typename K32, typename P32, typename K64, typename P64, typename W32 = P32, typename W64 = P64>
-cudaError_t SortTuned(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
-                      cudaStream_t stream, sortd::cuda::RadixSortStats* stats) {
-  using sortd::cuda::OneSweepPolicy;
-  return sortd::cuda::detail::RadixSortTuned<OneSweepPolicy<K32, P32, W32>, OneSweepPolicy<K64, P64, W64>>(
-      temp, bytes, p, stream, stats);
+// The library's sort with every device pinned to one profile and ranking
+// (radix_sort.cuh), back to auto after: the library's own kernels, so the
+// bench builds none of them again.
+template <sortd::cuda::RadixTuning kTuning, sortd::cuda::RadixRanks kRanks>
+cudaError_t SortPinned(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p, cudaStream_t stream,
+                       sortd::cuda::RadixSortStats* stats) {
+  sortd::cuda::PinRadixTuning(kTuning);
+  sortd::cuda::PinRadixRanks(kRanks);
+  const cudaError_t err = sortd::cuda::RadixSort(temp, bytes, p, stream, stats);
+  sortd::cuda::PinRadixTuning(sortd::cuda::RadixTuning::kAuto);
+  sortd::cuda::PinRadixRanks(sortd::cuda::RadixRanks::kAuto);
+  return err;
 }
+// A policy set the library does not build (each one instantiates every
+// pass kernel: build time).
 template <typename Policy32, typename Policy64>
 cudaError_t SortProfile(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p, cudaStream_t stream,
                         sortd::cuda::RadixSortStats* stats) {
   return sortd::cuda::detail::RadixSortTuned<Policy32, Policy64>(temp, bytes, p, stream, stats);
 }
-template <int T, int I, int M>
-using C = sortd::cuda::OneSweepConfig<T, I, M>;
-template <int T, int I, int M>
-using A = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr>;
-template <int T, int I, int M>  // kAtomicOr with stable ranks in the first keys-only pass too
-using S = sortd::cuda::OneSweepConfig<T, I, M, sortd::cuda::RankMatch::kAtomicOr, false>;
-
-// The h100 profile's configs, for the variants below. (Variants that were
-// the before of large tiles, staged 8-byte values and small tiles, and the
-// small tiles' size limit, were removed to keep the build short; git
-// history before the count-order ranks has them.)
-using H100Keys32 = sortd::cuda::OneSweepTuningH100<uint32_t>;
-using H100Keys64 = sortd::cuda::OneSweepTuningH100<uint64_t>;
-
-// A profile with the hot-digit kernel off (hot passes run the
-// concentrated kernel, as before kHotDigit), the rest kept.
-template <typename C>
-using WithoutHotDigitConfig =
-    sortd::cuda::OneSweepConfig<C::kBlockThreads, C::kItemsPerThread, C::kMinBlocks, C::kMatch,
-                                C::kUnstableFirstPass, C::kConcentrated, C::kStageValues, /*HotDigit=*/false>;
-template <typename P>
-using WithoutHotDigit = sortd::cuda::OneSweepPolicy<
-    WithoutHotDigitConfig<typename P::Keys>, WithoutHotDigitConfig<typename P::Pairs>,
-    WithoutHotDigitConfig<typename P::WidePairs>, WithoutHotDigitConfig<typename P::LargeKeys>,
-    WithoutHotDigitConfig<typename P::LargePairs>, WithoutHotDigitConfig<typename P::Small>, P::kSmallTilesMaxItems>;
 
 // The library's sort with every pass on the plain kernel (no concentrated
 // passes): the before of the ties rows.
@@ -145,26 +125,25 @@ struct Variant {
   SortFn fn;
 };
 
-// Each variant instantiates every pass kernel of the library (build time):
-// keep the list short.
-
+// Variants that instantiate a policy set of their own (SortProfile) cost
+// minutes of build each: keep them few. Earlier ones (large tiles, staged
+// 8-byte values, small tiles, the hot-digit kernel off) are in git history
+// before 2026-11-29.
+using sortd::cuda::RadixRanks;
+using sortd::cuda::RadixTuning;
 const Variant kVariants[] = {
     {"default (this GPU's)", &sortd::cuda::RadixSort},
     {"plain passes", &SortPlainPasses},
     // Each profile pinned, whatever this GPU would choose (radix_tuning.cuh).
-    {"h100 profile", &SortProfile<sortd::cuda::OneSweepTuningH100<uint32_t>, sortd::cuda::OneSweepTuningH100<uint64_t>>},
-    {"h200 profile", &SortProfile<sortd::cuda::OneSweepTuningH200<uint32_t>, sortd::cuda::OneSweepTuningH200<uint64_t>>},
-    {"h100 without hot digit", &SortProfile<WithoutHotDigit<H100Keys32>, WithoutHotDigit<H100Keys64>>},
-    // The profiles with every pass's ranks matched (the fallback of
-    // devices that fail the count-order check; the before of count order).
-    {"h200 matched ranks",
-     &SortProfile<sortd::cuda::WithMatchedRanks<sortd::cuda::OneSweepTuningH200<uint32_t>>,
-                  sortd::cuda::WithMatchedRanks<sortd::cuda::OneSweepTuningH200<uint64_t>>>},
+    {"h100 profile", &SortPinned<RadixTuning::kH100, RadixRanks::kCountOrder>},
+    {"h200 profile", &SortPinned<RadixTuning::kH200, RadixRanks::kCountOrder>},
+    // Every pass's ranks matched: the fallback of devices that fail the
+    // count-order check (the H200 profile's tiles, whatever the GPU), and
+    // the h100 profile so (the before of count order on an H100).
+    {"h200 matched ranks", &SortPinned<RadixTuning::kH200, RadixRanks::kMatched>},
     {"h100 matched ranks",
-     &SortProfile<sortd::cuda::WithMatchedRanks<H100Keys32>, sortd::cuda::WithMatchedRanks<H100Keys64>>},
-    {"h200 without hot digit",
-     &SortProfile<WithoutHotDigit<sortd::cuda::OneSweepTuningH200<uint32_t>>,
-                  WithoutHotDigit<sortd::cuda::OneSweepTuningH200<uint64_t>>>},
+     &SortProfile<sortd::cuda::WithMatchedRanks<sortd::cuda::OneSweepTuningH100<uint32_t>>,
+                  sortd::cuda::WithMatchedRanks<sortd::cuda::OneSweepTuningH100<uint64_t>>>},
 };
 
 struct Row {
