@@ -201,26 +201,44 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
   for (int i = threadIdx.x; i < kPasses * kRadixBins; i += kBlockThreads) counts[i] = 0;
   __syncthreads();
   unsigned int nans = 0;
-  auto count_key = [&](Word bits) {
-    if (masks.canonical_nan && KeyCodec<Word>::IsNan(bits)) ++nans;
-    const Word w = masks.Encode(bits);
+  // Integer keys (no float map, no NaNs to count) take one XOR a key. With
+  // few distinct keys the count atomics are cheap (warp-aggregated) and
+  // the kernel is bound by its instructions: the float map's select and
+  // NaN test on every key made it 1.6x slower (H200, 2^26 u32 keys of 3
+  // distinct values: 105 against 66 us).
+  const Word integer_xor = masks.sign ^ masks.flip;
+  auto count_keys = [&](auto integer_keys) {
+    auto count_key = [&](Word bits) {
+      Word w;
+      if constexpr (decltype(integer_keys)::value) {
+        w = bits ^ integer_xor;
+      } else {
+        if (masks.canonical_nan && KeyCodec<Word>::IsNan(bits)) ++nans;
+        w = masks.Encode(bits);
+      }
 #pragma unroll
-    for (int p = 0; p < kPasses; ++p) {
-      atomicAdd(&counts[p * kRadixBins + ((w >> (p * kRadixBits)) & (kRadixBins - 1))], 1u);
+      for (int p = 0; p < kPasses; ++p) {
+        atomicAdd(&counts[p * kRadixBins + ((w >> (p * kRadixBits)) & (kRadixBins - 1))], 1u);
+      }
+    };
+    // kLoads independent loads per thread per step keep memory busy.
+    constexpr int kLoads = HistogramTuning::kLoadsPerThread;
+    const size_t stride = static_cast<size_t>(gridDim.x) * kBlockThreads;
+    size_t i = blockIdx.x * static_cast<size_t>(kBlockThreads) + threadIdx.x;
+    for (; i + (kLoads - 1) * stride < n; i += kLoads * stride) {
+      Word bits[kLoads];
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) bits[k] = keys[i + k * stride];
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) count_key(bits[k]);
     }
+    for (; i < n; i += stride) count_key(keys[i]);
   };
-  // kLoads independent loads per thread per step keep memory busy.
-  constexpr int kLoads = HistogramTuning::kLoadsPerThread;
-  const size_t stride = static_cast<size_t>(gridDim.x) * kBlockThreads;
-  size_t i = blockIdx.x * static_cast<size_t>(kBlockThreads) + threadIdx.x;
-  for (; i + (kLoads - 1) * stride < n; i += kLoads * stride) {
-    Word bits[kLoads];
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) bits[k] = keys[i + k * stride];
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) count_key(bits[k]);
+  if (masks.float_mask == 0 && !masks.canonical_nan) {
+    count_keys(std::true_type{});
+  } else {
+    count_keys(std::false_type{});
   }
-  for (; i < n; i += stride) count_key(keys[i]);
   __syncthreads();
   for (int i = threadIdx.x; i < kPasses * kRadixBins; i += kBlockThreads) {
     if (counts[i] != 0) atomicAdd(&hist[i], static_cast<unsigned long long>(counts[i]));

@@ -52,7 +52,8 @@ if [ "${TESTS:-1}" = 1 ]; then
       record PASS "core-only build" $((SECONDS - start)) "sortd_gpu_radix_test sortd_gpu_worker_test"
     fi
   fi
-  gtest_check "radix tests" 300 - "$T/sortd_gpu_radix_test"
+  # The radix tests take 246-258 s on the H200 (2026-11-28): room for slower GPUs.
+  gtest_check "radix tests" 480 - "$T/sortd_gpu_radix_test"
   gtest_check "worker tests" 300 - "$T/sortd_gpu_worker_test"
   if [ "${SANITIZE:-1}" = 1 ]; then
     gtest_check "memcheck radix" 240 memcheck "$T/sortd_gpu_radix_test" --gtest_filter='RadixSortSanitizerTest.*'

@@ -13,7 +13,7 @@ B=$PWD/.device/bundle/bin
 export LD_LIBRARY_PATH=$PWD/.device/bundle/lib
 if [ "${TESTS:-1}" = 1 ]; then
   echo "== radix tests"
-  timeout 300 "$B/sortd_gpu_radix_test" 2>&1 | grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|mismatch|Expected|Which is|value at" | head -40
+  timeout 480 "$B/sortd_gpu_radix_test" 2>&1 | grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|mismatch|Expected|Which is|value at" | head -40
 fi
 if [ "${SANITIZE:-1}" = 1 ]; then
   for tool in memcheck racecheck; do
