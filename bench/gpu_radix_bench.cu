@@ -120,6 +120,15 @@ cudaError_t SortPlainPasses(void* temp, size_t& bytes, const sortd::cuda::RadixS
   return sortd::cuda::RadixSort(temp, bytes, plain, stream, stats);
 }
 
+// Every pass run, nothing read back (no pass skipping, no presorted
+// check, no plan round trip; integer keys): what the read-back costs.
+cudaError_t SortWithoutReadBack(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
+                                cudaStream_t stream, sortd::cuda::RadixSortStats* stats) {
+  sortd::cuda::RadixSortProblem all = p;
+  all.skip_trivial_passes = false;
+  return sortd::cuda::RadixSort(temp, bytes, all, stream, stats);
+}
+
 struct Variant {
   const char* name;
   SortFn fn;
@@ -134,6 +143,7 @@ using sortd::cuda::RadixTuning;
 const Variant kVariants[] = {
     {"default (this GPU's)", &sortd::cuda::RadixSort},
     {"plain passes", &SortPlainPasses},
+    {"no read-back", &SortWithoutReadBack},
     // Each profile pinned, whatever this GPU would choose (radix_tuning.cuh).
     {"h100 profile", &SortPinned<RadixTuning::kH100, RadixRanks::kCountOrder>},
     {"h200 profile", &SortPinned<RadixTuning::kH200, RadixRanks::kCountOrder>},

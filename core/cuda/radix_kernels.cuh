@@ -247,6 +247,18 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
   if ((threadIdx.x & 31) == 0 && nans != 0) atomicAdd(nan_count, static_cast<unsigned long long>(nans));
 }
 
+// Copies plan words to pinned, mapped host memory for the host's
+// read-back. A one-block kernel instead of a copy-engine transfer in the
+// stream: a copy between two kernels held the next kernel for the copy
+// engine's hand-offs (H200: the read-back cost whole sorts 4% at 2^26 u32
+// keys, docs/benchmarks.md "The plan's read-back").
+// (A template: the header is in several translation units.)
+template <typename PlanWord>
+__global__ void __launch_bounds__(64) PlanToHostKernel(const PlanWord* __restrict__ plan, PlanWord* host,
+                                                       int words) {
+  for (int i = threadIdx.x; i < words; i += blockDim.x) host[i] = plan[i];
+}
+
 // out[i] = in[n - 1 - i] for keys and (optionally) values: the stable sort
 // of input in strictly reverse order. Each thread swaps one pair, so in and
 // out may be the same array.

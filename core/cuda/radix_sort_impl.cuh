@@ -318,22 +318,41 @@ class PinnedPlanWords {
   ~PinnedPlanWords() {
     if (words_ != nullptr) cudaFreeHost(words_);  // may fail at process exit: nothing to do
   }
-  cudaError_t Get(unsigned long long** out) {
+  // *out: the words; *device_out: where a kernel writes them (mapped, so
+  // PlanToHostKernel stores there directly; under unified addressing the
+  // same address on every device).
+  cudaError_t Get(unsigned long long** out, unsigned long long** device_out) {
     if (words_ == nullptr) {
-      SORTD_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&words_), kWords * sizeof(unsigned long long),
-                                   cudaHostAllocPortable));
+      unsigned long long* words = nullptr;
+      SORTD_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&words), kWords * sizeof(unsigned long long),
+                                   cudaHostAllocPortable | cudaHostAllocMapped));
+      if (cudaError_t err = cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words_), words, 0);
+          err != cudaSuccess) {
+        cudaFreeHost(words);
+        return err;
+      }
+      words_ = words;
     }
     *out = words_;
+    *device_out = device_words_;
     return cudaSuccess;
   }
 
  private:
   unsigned long long* words_ = nullptr;
+  unsigned long long* device_words_ = nullptr;
 };
 
-inline cudaError_t ThreadPlanWords(unsigned long long** out) {
+inline cudaError_t ThreadPlanWords(unsigned long long** out, unsigned long long** device_out) {
   thread_local PinnedPlanWords words;
-  return words.Get(out);
+  return words.Get(out, device_out);
+}
+
+// Queues the copy of plan words [first, last) to the host's plan words.
+inline cudaError_t PlanToHost(const unsigned long long* plan, unsigned long long* device_host, int first, int last,
+                              cudaStream_t stream) {
+  PlanToHostKernel<<<1, 64, 0, stream>>>(plan + first, device_host + first, last - first);
+  return cudaGetLastError();
 }
 
 // Per thread and device, one timing-free event for the plan's read-back,
@@ -705,9 +724,10 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     return cudaGetLastError();
   };
   unsigned long long* plan_host = nullptr;
+  unsigned long long* plan_host_device = nullptr;  // the same words, for PlanToHostKernel
   cudaEvent_t plan_read = nullptr;
   if (read_back) {
-    SORTD_CUDA_TRY(ThreadPlanWords(&plan_host));
+    SORTD_CUDA_TRY(ThreadPlanWords(&plan_host, &plan_host_device));
     SORTD_CUDA_TRY(ThreadPlanEvent(device, &plan_read));
   }
   if (detect_order) {
@@ -721,8 +741,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     breaks.starts = plan + 4;
     breaks.counted = merge_runs;
     SORTD_CUDA_TRY(LaunchKeyOrder<Word>(p, count_masks, plan + 2, breaks, device, sms, stream));
-    SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host + 2, plan + 2, (kPlanWords - 2) * sizeof(unsigned long long),
-                                   cudaMemcpyDeviceToHost, stream));
+    SORTD_CUDA_TRY(PlanToHost(plan, plan_host_device, 2, kPlanWords, stream));
     SORTD_CUDA_TRY(cudaEventRecord(plan_read, stream));
     SORTD_CUDA_TRY(count_histogram(plan + 2, true));
     SORTD_CUDA_TRY(cudaEventSynchronize(plan_read));
@@ -809,9 +828,7 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
   // The host reads the plan back; meanwhile the first pass, launched
   // speculatively, already runs (it decides on the device whether it is
   // needed and where it writes), so the round trip leaves the GPU busy.
-  SORTD_CUDA_TRY(cudaMemcpyAsync(plan_host, plan, PinnedPlanWords::kWords * sizeof(unsigned long long),
-                                 cudaMemcpyDeviceToHost,
-                                 stream));
+  SORTD_CUDA_TRY(PlanToHost(plan, plan_host_device, 0, PinnedPlanWords::kWords, stream));
   SORTD_CUDA_TRY(cudaEventRecord(plan_read, stream));
   SORTD_CUDA_TRY(with_types([&](auto value_tag, auto transform_tag, auto v) {
     using Value = decltype(value_tag);
