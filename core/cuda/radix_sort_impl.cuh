@@ -309,9 +309,10 @@ cudaError_t RunPassChain(const std::vector<int>& passes, int first_slot, bool en
   return cudaSuccess;
 }
 
-// A few pinned host words per thread for reading the pass plan back without
-// a pageable (synchronous) copy; allocated on first use, freed at thread
-// exit.
+// A few pinned, mapped host words per thread that PlanToHostKernel writes
+// the pass plan into for the host to read; allocated on first use, freed at
+// thread exit. (Mapped host memory under unified addressing: every sm_90
+// device in a 64-bit process.)
 class PinnedPlanWords {
  public:
   static constexpr int kWords = kPlanWords;
@@ -323,11 +324,18 @@ class PinnedPlanWords {
   // same address on every device).
   cudaError_t Get(unsigned long long** out, unsigned long long** device_out) {
     if (words_ == nullptr) {
+      // A failure is returned and cleared: left pending, it would fail
+      // this thread's next sort at its first cudaGetLastError().
       unsigned long long* words = nullptr;
-      SORTD_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&words), kWords * sizeof(unsigned long long),
-                                   cudaHostAllocPortable | cudaHostAllocMapped));
+      if (cudaError_t err = cudaHostAlloc(reinterpret_cast<void**>(&words), kWords * sizeof(unsigned long long),
+                                          cudaHostAllocPortable | cudaHostAllocMapped);
+          err != cudaSuccess) {
+        cudaGetLastError();
+        return err;
+      }
       if (cudaError_t err = cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words_), words, 0);
           err != cudaSuccess) {
+        cudaGetLastError();
         cudaFreeHost(words);
         return err;
       }
