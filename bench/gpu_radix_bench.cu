@@ -137,7 +137,7 @@ struct Variant {
 // Variants that instantiate a policy set of their own (SortProfile) cost
 // minutes of build each: keep them few. Earlier ones (large tiles, staged
 // 8-byte values, small tiles, the hot-digit kernel off) are in git history
-// before 2026-11-29.
+// before commit 29cc7ec.
 using sortd::cuda::RadixRanks;
 using sortd::cuda::RadixTuning;
 const Variant kVariants[] = {
