@@ -420,6 +420,8 @@ std::vector<Case> TiesCases() {
       {"u64 16 distinct", K::kUint64, 8, 0, 64, Order::kRandom, false, Spread::kDistinct16},
       {"u32 3 distinct", K::kUint32, 4, 0, 32, Order::kRandom, false, Spread::kDistinct3},
       {"u32/u32 3 dist", K::kUint32, 4, 4, 32, Order::kRandom, false, Spread::kDistinct3},
+      {"f32 16 distinct", K::kFloat32, 4, 0, 32, Order::kRandom, false, Spread::kDistinct16},
+      {"f32 3 distinct", K::kFloat32, 4, 0, 32, Order::kRandom, false, Spread::kDistinct3},
       {"u32 skewed", K::kUint32, 4, 0, 32, Order::kRandom, false, Spread::kSkewed},
       {"u32/u32 skewed", K::kUint32, 4, 4, 32, Order::kRandom, false, Spread::kSkewed},
       {"i32 desc", K::kInt32, 4, 0, 32, Order::kRandom, false, Spread::kUniform, true},

@@ -205,22 +205,23 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
   // few distinct keys the count atomics are cheap (warp-aggregated) and
   // the kernel is bound by its instructions: the float map's select and
   // NaN test on every key made it 1.6x slower (H200, 2^26 u32 keys of 3
-  // distinct values: 105 against 66 us).
+  // distinct values: 105 against 66 us). Float keys take the map without
+  // its NaN select wherever a warp's loads hold no NaN (one float compare
+  // a key tells), and the full map (NaNs canonical and counted) only where
+  // they do.
   const Word integer_xor = masks.sign ^ masks.flip;
-  auto count_keys = [&](auto integer_keys) {
-    auto count_key = [&](Word bits) {
-      Word w;
-      if constexpr (decltype(integer_keys)::value) {
-        w = bits ^ integer_xor;
-      } else {
-        if (masks.canonical_nan && KeyCodec<Word>::IsNan(bits)) ++nans;
-        w = masks.Encode(bits);
-      }
+  auto count_word = [&](Word w) {
 #pragma unroll
-      for (int p = 0; p < kPasses; ++p) {
-        atomicAdd(&counts[p * kRadixBins + ((w >> (p * kRadixBits)) & (kRadixBins - 1))], 1u);
-      }
-    };
+    for (int p = 0; p < kPasses; ++p) {
+      atomicAdd(&counts[p * kRadixBins + ((w >> (p * kRadixBits)) & (kRadixBins - 1))], 1u);
+    }
+  };
+  auto count_any = [&](Word bits) {  // the full map: any key class, NaNs
+    if (masks.canonical_nan && KeyCodec<Word>::IsNan(bits)) ++nans;
+    count_word(masks.Encode(bits));
+  };
+  auto count_keys = [&](auto float_keys) {
+    constexpr bool kFloat = decltype(float_keys)::value;
     // kLoads independent loads per thread per step keep memory busy.
     constexpr int kLoads = HistogramTuning::kLoadsPerThread;
     const size_t stride = static_cast<size_t>(gridDim.x) * kBlockThreads;
@@ -229,15 +230,36 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
       Word bits[kLoads];
 #pragma unroll
       for (int k = 0; k < kLoads; ++k) bits[k] = keys[i + k * stride];
+      if constexpr (!kFloat) {
 #pragma unroll
-      for (int k = 0; k < kLoads; ++k) count_key(bits[k]);
+        for (int k = 0; k < kLoads; ++k) count_word(bits[k] ^ integer_xor);
+      } else {
+        bool nan = false;
+#pragma unroll
+        for (int k = 0; k < kLoads; ++k) nan |= KeyCodec<Word>::IsNanFloat(bits[k]);
+        // Decided for the warp at once: a thread's choice alone would run
+        // both maps in turn in most warps when NaNs are scattered.
+        if (masks.canonical_nan && __any_sync(__activemask(), nan)) {
+#pragma unroll
+          for (int k = 0; k < kLoads; ++k) count_any(bits[k]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kLoads; ++k) count_word(masks.EncodeFloatNotNan(bits[k]));
+        }
+      }
     }
-    for (; i < n; i += stride) count_key(keys[i]);
+    for (; i < n; i += stride) {
+      if constexpr (kFloat) {
+        count_any(keys[i]);
+      } else {
+        count_word(keys[i] ^ integer_xor);
+      }
+    }
   };
-  if (masks.float_mask == 0 && !masks.canonical_nan) {
-    count_keys(std::true_type{});
-  } else {
+  if (masks.float_mask == 0) {  // (canonical_nan is for float keys only)
     count_keys(std::false_type{});
+  } else {
+    count_keys(std::true_type{});
   }
   __syncthreads();
   for (int i = threadIdx.x; i < kPasses * kRadixBins; i += kBlockThreads) {

@@ -32,6 +32,14 @@ struct KeyCodec {
   __device__ __forceinline__ static bool IsNan(Word bits) {
     return (bits & ~kSign) > kExponent;
   }
+  // The same test as one float compare (the histogram's per-key test).
+  __device__ __forceinline__ static bool IsNanFloat(Word bits) {
+    if constexpr (sizeof(Word) == 4) {
+      return isnan(__uint_as_float(bits));
+    } else {
+      return isnan(__longlong_as_double(static_cast<long long>(bits)));
+    }
+  }
 };
 
 // Original bits <-> ordered bits (descending: complemented), branch-free:
@@ -64,6 +72,12 @@ struct KeyMasks {
     // loads are not split into one basic block per key.
     const bool to_nan = canonical_nan & KeyCodec<Word>::IsNan(bits);
     return to_nan ? Word(~Word{0} ^ flip) : x;
+  }
+  // Encode for float keys known not to be NaN: no select.
+  __device__ __forceinline__ Word EncodeFloatNotNan(Word bits) const {
+    using Signed = std::make_signed_t<Word>;
+    const Word negative = static_cast<Word>(static_cast<Signed>(bits) >> (sizeof(Word) * 8 - 1));
+    return bits ^ ((negative | KeyCodec<Word>::kSign) ^ flip);
   }
   __device__ __forceinline__ Word Decode(Word ordered) const {
     using Signed = std::make_signed_t<Word>;

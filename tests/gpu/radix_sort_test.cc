@@ -896,6 +896,34 @@ TEST(RadixSortFloatTest, NaNsZerosInfinitiesDenormals) {
   EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kRuns);
 }
 
+// The histogram maps a warp's float keys without the NaN select when none
+// of its loads is a NaN. A few NaNs among many keys of 3 values (one in
+// the first loads, one in the middle, one in the last, partial stride;
+// 2^22 keys so that every thread's loop runs) still make the NaN mode,
+// with every NaN counted where it sorts: a NaN counted at its own bits
+// would shift the digit offsets and the output.
+template <typename T>
+void CheckScatteredNaNs(bool descending, int value_bytes, uint64_t seed) {
+  const size_t n = (size_t{1} << 22) + 5;
+  std::vector<T> keys = FewDistinct<T>(n, 3, seed);
+  RadixSortStats stats;
+  CheckSort(keys, descending, value_bytes, &stats, "3 values");
+  EXPECT_FALSE(stats.nan_mode);
+  keys[5] = std::numeric_limits<T>::quiet_NaN();
+  keys[n / 3] = -std::numeric_limits<T>::quiet_NaN();
+  keys[n - 1] = std::numeric_limits<T>::signaling_NaN();
+  CheckSort(keys, descending, value_bytes, &stats, "3 values, 3 NaNs");
+  EXPECT_TRUE(stats.nan_mode);
+}
+
+TEST(RadixSortFloatTest, ScatteredNaNsAmongFewDistinctKeys) {
+  SKIP_WITHOUT_GPU();
+  for (bool desc : {false, true}) {
+    for (int vb : {0, 4}) CheckScatteredNaNs<float>(desc, vb, 50 + vb + desc);
+  }
+  CheckScatteredNaNs<double>(true, 0, 60);
+}
+
 // Large sorts launch their digit passes as dependents of the kernel before
 // (kDependentPassMinItems) and take the tuning's large-tile configs
 // (kLargeTilesMinItems), pinned to the h100 profile, whose large tiles
