@@ -206,18 +206,29 @@ std::string WritePortFile(const std::string& flag, const std::string& path, int 
   return "";
 }
 
-// "--NAME=VALUE: must be ..." when `flag` is below `min`, else empty. The
-// value is printed as the command line spells it (durations with units).
+// A flag value as the command line spells it (durations with units).
+// Durations go through FormatDuration, what their AbslUnparseFlag returns:
+// Debian's abseil marks absl::UnparseFlag(Duration) deprecated.
+template <typename T>
+std::string FlagText(const T& value) {
+  if constexpr (std::is_same_v<T, absl::Duration>) {
+    return absl::FormatDuration(value);
+  } else {
+    return absl::UnparseFlag(value);
+  }
+}
+
+// "--NAME=VALUE: must be ..." when `flag` is below `min`, else empty.
 template <typename T>
 std::string BelowMinimum(const absl::Flag<T>& flag, T min) {
   if (absl::GetFlag(flag) >= min) return "";
-  std::string must = "must be at least " + absl::UnparseFlag(min);
+  std::string must = "must be at least " + FlagText(min);
   if (min == T{}) must = "must not be negative";
   if constexpr (std::is_arithmetic_v<T>) {
     if (min == T{1}) must = "must be positive";
   }
   return absl::StrCat("--", absl::GetFlagReflectionHandle(flag).Name(), "=",
-                      absl::UnparseFlag(absl::GetFlag(flag)), ": ", must);
+                      FlagText(absl::GetFlag(flag)), ": ", must);
 }
 
 // Values the flags' types allow but the server cannot run with (each would

@@ -174,7 +174,7 @@ void SortChunkedReactor::FillNextResponse() {
   const uint64_t message_budget = limit == 0 ? std::numeric_limits<uint64_t>::max() : room(limit);
   const uint64_t budget =
       std::min<uint64_t>(room(context_->limits.chunk_response_bytes), message_budget);
-  auto encoded = [this](size_t i, const HostColumn& column) -> uint64_t {
+  auto encoded = [](size_t i, const HostColumn& column) -> uint64_t {
     // A byte string also costs its tag and length prefix.
     return column.ElementBytes(i) + (*column.type() == DataType::kBytes ? kBytesElementFraming : 0);
   };
