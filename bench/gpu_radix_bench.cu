@@ -129,6 +129,21 @@ cudaError_t SortWithoutReadBack(void* temp, size_t& bytes, const sortd::cuda::Ra
   return sortd::cuda::RadixSort(temp, bytes, all, stream, stats);
 }
 
+// The h100 profile of 2026-11-28: 32-bit keys-only sorts and 4-byte values
+// in large tiles (384 x 32 x 2) from 2^24 keys, 8-byte values staged and
+// matched (384 x 20 x 2), 64-bit keys-only in 384 x 20 x 2 at every size.
+namespace before {
+using namespace sortd::cuda;
+using Now32 = OneSweepTuningH100<uint32_t>;
+using Now64 = OneSweepTuningH100<uint64_t>;
+using Tiles32 =
+    OneSweepPolicy<Now32::Keys, Now32::Pairs,
+                   OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr, true, ConcentratedRank::kMatchAny, true>,
+                   OneSweepConfig<384, 32, 2, RankMatch::kCountOrder>, Now32::LargePairs, OneSweepSmallTiles>;
+using Tiles64 = OneSweepPolicy<Now64::Keys, Now64::Pairs, Now64::WidePairs, Now64::Keys, Now64::LargePairs,
+                               OneSweepSmallTiles>;
+}  // namespace before
+
 struct Variant {
   const char* name;
   SortFn fn;
@@ -148,12 +163,14 @@ const Variant kVariants[] = {
     {"h100 profile", &SortPinned<RadixTuning::kH100, RadixRanks::kCountOrder>},
     {"h200 profile", &SortPinned<RadixTuning::kH200, RadixRanks::kCountOrder>},
     // Every pass's ranks matched: the fallback of devices that fail the
-    // count-order check (the H200 profile's tiles, whatever the GPU), and
-    // the h100 profile so (the before of count order on an H100).
+    // count-order check (the H200 profile's tiles, whatever the GPU; the
+    // h100 profile is the same today, so this is also the before of count
+    // order on an H100).
     {"h200 matched ranks", &SortPinned<RadixTuning::kH200, RadixRanks::kMatched>},
-    {"h100 matched ranks",
-     &SortProfile<sortd::cuda::WithMatchedRanks<sortd::cuda::OneSweepTuningH100<uint32_t>>,
-                  sortd::cuda::WithMatchedRanks<sortd::cuda::OneSweepTuningH100<uint64_t>>>},
+    // The h100 profile before the tiles were re-tuned for the count-order
+    // kernel on an H200 (radix_tuning.cuh, 2026-11-29): the before of
+    // that change on the next H100.
+    {"h100 2026-11-28", &SortProfile<before::Tiles32, before::Tiles64>},
 };
 
 struct Row {

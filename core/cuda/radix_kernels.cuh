@@ -420,6 +420,17 @@ __device__ __forceinline__ unsigned int CounterSlot(unsigned int digit) {
   return digit ^ ((digit >> 5) * 3u);
 }
 
+// Where the tile's keys and values start in a kernel whose ranks come
+// from the count atomics with stable order (RankMatch::kCountOrder's plain
+// kernel, and its unstable first pass): past one counter row per warp, so
+// that each key goes to shared memory as soon as its rank is known, with
+// no barrier between reading the counters and writing the keys and no
+// array of ranks held in registers.
+template <int kBlockThreads>
+__host__ __device__ constexpr size_t OneSweepTileOffset() {
+  return static_cast<size_t>(kBlockThreads / 32) * kRadixBins * sizeof(unsigned int);
+}
+
 // Shared-memory bytes of one OneSweep tile (dynamic: beyond the 48 KiB of
 // static shared memory for wide keys or values): the per-warp digit
 // counters (and match words), later reused for the tile's keys and values.
@@ -449,7 +460,15 @@ constexpr size_t OneSweepSharedBytes() {
     constexpr size_t keys = kTile * sizeof(Word);
     constexpr size_t values = kTile * sizeof(Value);
     constexpr size_t a = counters > keys ? counters : keys;
-    return a > values ? a : values;
+    constexpr size_t overlapping = a > values ? a : values;
+    if constexpr (kMatch == RankMatch::kCountOrder) {
+      // The count-order plain kernel keeps its counters (one row per warp)
+      // apart from the tile (OneSweepTileOffset); its hot and concentrated
+      // kernels use the overlapping layout in the same allocation.
+      constexpr size_t apart = OneSweepTileOffset<kBlockThreads>() + (keys > values ? keys : values);
+      return apart > overlapping ? apart : overlapping;
+    }
+    return overlapping;
   }
 }
 
@@ -513,18 +532,29 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   // matches by match.any, its hot-digit kernel by match words).
   constexpr bool kCountRanks = !kStableRank || (kMatch == RankMatch::kCountOrder && !kHotDigit &&
                                                 kConcentrated == ConcentratedRank::kNone);
+  // kRanksApart: the tile lies past the counters (OneSweepTileOffset), so
+  // step 3 stores each key as it reads its rank (no barrier, no rank array;
+  // pairs keep the ranks packed two to a word for the values). H200,
+  // 2026-11-29, same tiles, three rounds: u32 keys 2^28 1.26x -> 1.30-1.31x
+  // CUB, u64/u32 pairs 1.07-1.08x -> 1.10-1.12x, i32 descending 1.24x ->
+  // 1.28x, the other rows within +-0.02x; and 8-byte values by count order
+  // now win (radix_tuning.cuh).
+  constexpr bool kRanksApart = kCountRanks && kMatch == RankMatch::kCountOrder && !kStageValues;
+  static_assert(!kRanksApart || kBlockThreads * kItems <= 65536, "ranks are packed as 16 bits");
+  constexpr size_t kTileOffset = kRanksApart ? OneSweepTileOffset<kBlockThreads>() : 0;
   using ValueSlot = std::conditional_t<kHasValues, Value, Word>;
   using Staged = OneSweepStagedLayout<Word, ValueSlot, kBlockThreads, kItems>;
   // One dynamic buffer, three lives: per-warp digit counters (steps 1-3;
   // with kAtomicOr followed by per-warp match words), then the tile's keys,
   // then its values (with kStageValues, the keys' input positions and the
-  // staged values lie beyond, for the whole pass).
+  // staged values lie beyond, for the whole pass; with kRanksApart the
+  // keys and values start past the counters, which stay).
   extern __shared__ __align__(16) unsigned char smem[];
   WaitForPriorGrid();  // large sorts launch passes as dependents of the pass before
   auto warp_offsets = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem);
   auto match_words = reinterpret_cast<unsigned int(*)[kRadixBins]>(smem) + kWarps;
-  Word* tile_keys = reinterpret_cast<Word*>(smem);
-  ValueSlot* tile_values = reinterpret_cast<ValueSlot*>(smem);
+  Word* tile_keys = reinterpret_cast<Word*>(smem + kTileOffset);
+  ValueSlot* tile_values = reinterpret_cast<ValueSlot*>(smem + kTileOffset);
   uint16_t* tile_sources = reinterpret_cast<uint16_t*>(smem + Staged::kSources);      // kStageValues
   ValueSlot* staged_values = reinterpret_cast<ValueSlot*>(smem + Staged::kStaged);  // kStageValues
   __shared__ Offset global_base[kRadixBins];
@@ -673,8 +703,8 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
   }
   __syncthreads();
 
-  // 3. Rank.
-  unsigned int rank[kItems];
+  // 3. Rank (kRanksApart: and store the keys to shared memory).
+  unsigned int rank[kRanksApart ? 1 : kItems];
   if constexpr (!kCountRanks) {
     const unsigned int lanemask_lt = (1u << lane) - 1;
 #pragma unroll
@@ -719,20 +749,40 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     for (int i = 0; i < kItems; ++i) {
       if (in_range(i)) {
         const unsigned int digit = digit_of(key[i]);
-        rank[i] = ((warp_rank_pairs[i / 2] >> (16 * (i % 2))) & 0xffffu) + warp_offsets[warp][slot_of(digit)] +
-                  (kHotDigit && digit == hot ? hot_below : 0u);
+        const unsigned int r = ((warp_rank_pairs[i / 2] >> (16 * (i % 2))) & 0xffffu) +
+                               warp_offsets[warp][slot_of(digit)] + (kHotDigit && digit == hot ? hot_below : 0u);
+        if constexpr (kRanksApart) {
+          tile_keys[r] = key[i];
+          if constexpr (kHasValues) {  // the tile rank replaces the warp rank
+            warp_rank_pairs[i / 2] = (warp_rank_pairs[i / 2] & (0xffff0000u >> (16 * (i % 2)))) |
+                                     (r << (16 * (i % 2)));
+          }
+        } else {
+          rank[i] = r;
+        }
       }
     }
   }
-  __syncthreads();  // the counters are overwritten by the keys
+  // Item i's rank in the tile.
+  auto rank_of = [&](int i) -> unsigned int {
+    if constexpr (kRanksApart) {
+      return (warp_rank_pairs[i / 2] >> (16 * (i % 2))) & 0xffffu;
+    } else {
+      return rank[i];
+    }
+  };
 
-  // 4. Keys to shared memory by rank; look back meanwhile; store coalesced.
+  // 4. Keys to shared memory by rank (kRanksApart: done); look back
+  // meanwhile; store coalesced.
+  if constexpr (!kRanksApart) {
+    __syncthreads();  // the counters are overwritten by the keys
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    // (Stable match ranks place the padding too, after every real key.)
-    if (!kCountRanks || in_range(i)) {
-      tile_keys[rank[i]] = key[i];
-      if constexpr (kStageValues) tile_sources[rank[i]] = static_cast<uint16_t>(local_base + i * 32);
+    for (int i = 0; i < kItems; ++i) {
+      // (Stable match ranks place the padding too, after every real key.)
+      if (!kCountRanks || in_range(i)) {
+        tile_keys[rank[i]] = key[i];
+        if constexpr (kStageValues) tile_sources[rank[i]] = static_cast<uint16_t>(local_base + i * 32);
+      }
     }
   }
   if (d < kRadixBins) {
@@ -789,7 +839,7 @@ OneSweepPassKernel(const OneSweepPassArgs<Word, Value> a) {
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
-      if (!kCountRanks || in_range(i)) tile_values[rank[i]] = value[i];
+      if (!kCountRanks || in_range(i)) tile_values[rank_of(i)] = value[i];
     }
     __syncthreads();
 #pragma unroll

@@ -36,10 +36,10 @@ RadixTuning FromProperties(int device) {
 
 cudaError_t SortWith(RadixTuning tuning, RadixRanks ranks, void* d_temp_storage, size_t& temp_storage_bytes,
                      const RadixSortProblem& problem, cudaStream_t stream, RadixSortStats* stats) {
-  // One fallback for every GPU kind (the H200 profile's tiles; the h100
-  // profile differs only in staging 8-byte values behind 32-bit keys): a
-  // device that fails the count-order check is not one these profiles were
-  // measured on anyway, and one set of kernels less to build.
+  // One fallback for every GPU kind (the H200 profile's tiles; the two
+  // profiles are the same today): a device that fails the count-order
+  // check is not one these profiles were measured on anyway, and one set
+  // of kernels less to build.
   if (ranks == RadixRanks::kMatched) {
     return detail::RadixSortTuned<WithMatchedRanks<OneSweepTuningH200<uint32_t>>,
                                   WithMatchedRanks<OneSweepTuningH200<uint64_t>>>(

@@ -60,7 +60,9 @@ enum class ConcentratedRank : int { kNone, kMatchAny };
 // tile's values are copied into shared memory asynchronously as the pass
 // begins, and each output value is read from there by its key's input
 // position, instead of being loaded after the keys are stored and moved
-// through shared memory by rank (OneSweepPassKernel). kHotDigit: passes
+// through shared memory by rank (OneSweepPassKernel; no profile stages
+// since 2026-11-29: count order without staging won on the H200, see
+// below). kHotDigit: passes
 // the plan marks hot run the hot-digit kernel (kHotShift in
 // radix_kernels.cuh).
 template <int Threads, int Items, int MinBlocks, RankMatch Match = RankMatch::kBallot,
@@ -146,39 +148,33 @@ using WithMatchedRanks =
 // (docs/benchmarks.md).
 using OneSweepSmallTiles = OneSweepConfig<256, 8, 4, RankMatch::kAtomicOr>;
 
-// Per GPU kind (RadixTuning in radix_sort.cuh). First chosen on the H200
-// for every width; then, on the H100 (less bandwidth, smaller L2), 64-bit
-// keys-only passes and 32-bit keys with 8-byte values gained from 2 blocks
-// of 384 x 20 (sortd_gpu_radix_bench --tune, two H100 hosts, 2026-11-27:
-// u64 keys 2^24..2^28 0.95-0.99x -> 1.08-1.11x CUB, u32/u64 pairs
-// 0.91-0.94x -> 0.98-1.00x), and 32-bit keys-only sorts and 32-bit keys
-// with 4-byte values from 2^24 keys from 2 blocks of 384 x 32 (u32 keys
-// 2^26 1.01-1.02x -> 1.05x, i32 descending 1.01x -> 1.06x, u32/u32 pairs
-// 2^26 1.00-1.01x -> 1.02-1.04x, 2^24 +1-2%; u32 keys at 2^20 3-4% slower,
-// hence the size; 384 x 28 x 3, 384 x 36 x 2 and 384 x 40 x 2 keys no
-// better; larger tiles measured slower for 8-byte values and 64-bit keys);
-// 32-bit keys with 8-byte values stage the values on the H100 (kStageValues:
-// u32/u64 pairs 2^26 0.96x -> 0.98-1.00x, 2^20 and 2^24 unchanged; staged
-// 4-byte values measured 2-6% slower at 2^20).
-// Re-measured on an H200 with today's kernels (2026-11-28, three rounds,
-// h100 profile against h200 profile, ours / CUB), the H100's choices win
-// there too, except the staged 8-byte values: u32 keys 2^24/2^26/2^28
-// 1.06-1.08x -> 1.07-1.09x / 1.03-1.04x -> 1.06-1.07x / 1.05-1.06x ->
-// 1.07-1.08x, u32/u32 pairs 2^26 1.12x -> 1.21x (2^28 1.13-1.14x ->
-// 1.25x), keys from 16 values with 4-byte values 1.08-1.11x -> 1.16-1.18x,
-// i32 descending 1.04x -> 1.06-1.07x, u64 keys 2^20..2^28 +2-4% (2^28
-// 1.15-1.16x -> 1.18-1.19x), u64 keys from 16 values 1.07-1.08x ->
-// 1.11-1.12x; skewed u32 keys 0.87x -> 0.85x (the one loss); u32/u64 pairs
-// 1.04-1.07x unstaged against 1.02-1.03x staged. So the H200's profile is
-// the H100's with unstaged 8-byte values.
-// Count-order ranks (RankMatch::kCountOrder) for keys-only sorts and 4-byte
-// values, H200, 2026-11-28 (`--tune`, two rounds against the same profile
-// with match words, 2^24 / 2^26, ours / CUB): u32 keys 1.08-1.10x /
-// 1.05-1.07x -> 1.28x / 1.23-1.24x, i32 descending 1.07x -> 1.22-1.24x,
-// u64 keys 1.17x -> 1.20-1.24x / 1.23x, u32/u32 pairs 1.13-1.14x /
-// 1.21x -> 1.20x / 1.23-1.24x, u64/u32 pairs 1.08-1.09x -> 1.08-1.10x; 8-byte values
-// lost (u32/u64 2^26 1.05x -> 1.03x), so they and the small tiles (not
-// measured) keep match words. Not measured on an H100 (the same sm_90 SM).
+// Per GPU kind (RadixTuning in radix_sort.cuh). The history (H100 and
+// H200, 2026-11-27/28, docs/benchmarks.md and git history of this file):
+// with match words in every pass the H100 gained from 2 blocks of 384 x 20
+// for 64-bit keys and for 32-bit keys with 8-byte values (staged: kStageValues),
+// and from 2 blocks of 384 x 32 for 32-bit keys-only sorts and 4-byte
+// values from 2^24 keys (large tiles); the H200 took the same, except the
+// staging. Count-order ranks (RankMatch::kCountOrder, 2026-11-28) then
+// made keys-only passes and 4-byte values ~20% faster on the H200; 8-byte
+// values kept match words (count order lost there: the rank array held in
+// registers spilled).
+// Re-tuned for the count-order kernel whose tile lies apart from its
+// counters (OneSweepTileOffset: no rank array, one barrier less), H200,
+// 2026-11-29, `sortd_gpu_radix_bench --tune`, ours / CUB, three rounds
+// against the profiles before in one call (docs/benchmarks.md, "Tiles apart
+// from the counters"): 32-bit keys with 8-byte values by count order,
+// 384 x 25 x 2 (u32/u64 pairs 2^24 / 2^28 1.04-1.05x -> 1.09-1.10x /
+// 1.13x; 384 x 20 x 2 1.09-1.10x, 384 x 32 x 2 1.00-1.03x); 32-bit
+// keys-only sorts keep 3 blocks of 384 x 25 from 2^24 keys too (skewed keys
+// 1.01x -> 1.05-1.06x, 3 distinct 1.03x -> 1.05-1.06x, u32 keys 2^28
+// 1.26x -> 1.31x with the kernel change; 384 x 24 x 3 and 256 x 32 x 3 no
+// better); 64-bit keys-only from 2^24 keys 2 blocks of 384 x 24 (u64 keys
+// 2^26 / 2^28 1.25x -> 1.29-1.31x; 384 x 16 x 3 no better at 2^28; the
+// same for u64/u32 pairs 1.07-1.11x, no better than 384 x 20); 4-byte
+// values at 3 blocks of 384 x 25: 1.03-1.12x against 1.23-1.28x, so pairs
+// keep 2 blocks. The H100 was not lent: it gets the same (the same SM;
+// the bench's "h100 2026-11-28" variant is its profile before, for the
+// A/B on the next H100), so the two profiles are one today.
 template <typename Word>
 struct OneSweepTuningH100;
 
@@ -186,9 +182,8 @@ template <>
 struct OneSweepTuningH100<uint32_t>
     : OneSweepPolicy<OneSweepConfig<384, 25, 3, RankMatch::kCountOrder>,
                      OneSweepConfig<384, 25, 2, RankMatch::kCountOrder>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr, true, ConcentratedRank::kMatchAny,
-                                    /*StageValues=*/true>,
-                     OneSweepConfig<384, 32, 2, RankMatch::kCountOrder>,
+                     OneSweepConfig<384, 25, 2, RankMatch::kCountOrder>,
+                     OneSweepConfig<384, 25, 3, RankMatch::kCountOrder>,
                      OneSweepConfig<384, 32, 2, RankMatch::kCountOrder>, OneSweepSmallTiles> {};
 
 template <>
@@ -196,17 +191,14 @@ struct OneSweepTuningH100<uint64_t>
     : OneSweepPolicy<OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>,
                      OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>,
                      OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr>,
-                     OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>,
+                     OneSweepConfig<384, 24, 2, RankMatch::kCountOrder>,
                      OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>, OneSweepSmallTiles> {};
 
 template <typename Word>
 struct OneSweepTuningH200;
 
 template <>
-struct OneSweepTuningH200<uint32_t>
-    : OneSweepPolicy<OneSweepTuningH100<uint32_t>::Keys, OneSweepTuningH100<uint32_t>::Pairs,
-                     OneSweepConfig<384, 25, 2, RankMatch::kAtomicOr>, OneSweepTuningH100<uint32_t>::LargeKeys,
-                     OneSweepTuningH100<uint32_t>::LargePairs, OneSweepSmallTiles> {};
+struct OneSweepTuningH200<uint32_t> : OneSweepTuningH100<uint32_t> {};
 
 template <>
 struct OneSweepTuningH200<uint64_t> : OneSweepTuningH100<uint64_t> {};

@@ -926,9 +926,9 @@ TEST(RadixSortFloatTest, ScatteredNaNsAmongFewDistinctKeys) {
 
 // Large sorts launch their digit passes as dependents of the kernel before
 // (kDependentPassMinItems) and take the tuning's large-tile configs
-// (kLargeTilesMinItems), pinned to the h100 profile, whose large tiles
-// differ from its others for 32-bit keys only and with 4-byte values (on
-// an H200 the automatic profile has none): u32/u32 pairs, 64-bit keys, and
+// (kLargeTilesMinItems), pinned to the h100 profile (the h200 profile is
+// the same today), whose large tiles differ from its others for 32-bit
+// keys with 4-byte values and for 64-bit keys-only: u32/u32 pairs, 64-bit keys, and
 // from the smallest such size keys only (the first pass ranks without
 // matching peers), f32 keys descending with NaNs (their originals carried
 // as values), u32/u64 pairs, and concentrated passes (skewed keys, and
@@ -981,10 +981,7 @@ TEST(RadixSortSanitizerTest, SmallMixedSizes) {
     CheckSort(Random<int64_t>(n, n), true, 8, nullptr, "i64");
     CheckSort(FloatSpecials<float>(n, n), true, 0, nullptr, "f32 nan keys");
     CheckSort(FloatSpecials<double>(n, n), false, 4, nullptr, "f64 nan pairs");
-    // Staged values (the h100 profile's), whatever this GPU's profile.
-    PinRadixTuning(RadixTuning::kH100);
     CheckSort(Random<uint32_t>(n, n + 3), true, 8, nullptr, "u32/u64 pairs desc");
-    PinRadixTuning(RadixTuning::kAuto);
   }
   // Presorted input written while read: vector and scalar stores, both ways.
   for (bool descending : {false, true}) {
@@ -1001,14 +998,29 @@ TEST(RadixSortSanitizerTest, SmallMixedSizes) {
   EXPECT_GE(stats.passes_hot, 1);
   CheckSort(SkewedBits<uint64_t>(30011, 11), true, 4, &stats, "u64/u32 skewed pairs desc");
   EXPECT_GE(stats.passes_hot, 1);
-  PinRadixTuning(RadixTuning::kH100);  // staged values in a concentrated pass
   CheckSort(FewDistinct<uint32_t>(30011, 16, 9), false, 8, nullptr, "u32/u64 16 distinct");
-  PinRadixTuning(RadixTuning::kAuto);
   // A few sorted runs, merged: descents counted and noted by the order check.
   CheckSort(SortedRuns<uint32_t>({3000, 1, 5000, 2047}, false, 64, 5), false, 4, &stats, "u32 runs");
   EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kRuns);
   CheckSort(SortedRuns<uint64_t>({4099, 513, 6000}, true, 8, 6), true, 0, &stats, "u64 runs desc");
   EXPECT_EQ(stats.presorted, RadixSortStats::Presorted::kRuns);
+}
+
+// Past the small tiles: the profiles' count-order kernels, whose tile lies
+// apart from the counters (OneSweepTileOffset), keys-only (the unstable
+// first pass, then stable ones) and with 4- and 8-byte values, a partial
+// last tile; and the matched-ranks fallback's tiles of the same sizes.
+TEST(RadixSortSanitizerTest, CountOrderTiles) {
+  SKIP_WITHOUT_GPU();
+  const size_t n = kSmallTilesMaxItems + 4099;
+  for (RadixRanks ranks : {RadixRanks::kAuto, RadixRanks::kMatched}) {
+    PinRadixRanks(ranks);
+    CheckSort(Random<uint32_t>(n, 21), false, 0, nullptr, "u32 keys");
+    CheckSort(Random<uint32_t>(n, 22), true, 4, nullptr, "u32/u32 pairs desc");
+    CheckSort(Random<uint32_t>(n, 23), false, 8, nullptr, "u32/u64 pairs");
+    CheckSort(Random<uint64_t>(n, 24), true, 4, nullptr, "u64/u32 pairs desc");
+  }
+  PinRadixRanks(RadixRanks::kAuto);
 }
 
 }  // namespace
