@@ -474,6 +474,7 @@ int main(int argc, char** argv) {
       {"u32 keys", K::kUint32, 4, 0, 32},      {"f32 keys", K::kFloat32, 4, 0, 32},
       {"u64 keys", K::kUint64, 8, 0, 64},      {"u32/u32 pairs", K::kUint32, 4, 4, 32},
       {"u64/u32 pairs", K::kUint64, 8, 4, 64}, {"u32/u64 pairs", K::kUint32, 4, 8, 32},
+      {"u64/u64 pairs", K::kUint64, 8, 8, 64},
   };
   const std::vector<Case> narrow = {
       {"u32 keys 8-bit", K::kUint32, 4, 0, 8},
@@ -492,7 +493,8 @@ int main(int argc, char** argv) {
     } else if (c.value_bytes == 0) {
       r = RunCase<uint64_t, void>(c, n, repeats, ours);
     } else {
-      r = RunCase<uint64_t, uint32_t>(c, n, repeats, ours);
+      r = c.value_bytes == 8 ? RunCase<uint64_t, uint64_t>(c, n, repeats, ours)
+                             : RunCase<uint64_t, uint32_t>(c, n, repeats, ours);
     }
     rows.push_back(r);
     std::fprintf(stderr, "%-18s 2^%-2d done\n", c.name.c_str(), __builtin_ctzll(n));
