@@ -1,4 +1,5 @@
-// CPU engine vs std::sort / std::stable_sort, 2^16 .. 2^24 keys.
+// CPU engine vs std::sort / std::stable_sort, 2^10 .. 2^24 keys (--cpu_tuning=auto|avx512|avx2:
+// the engine rows' crossovers, core/cpu/cpu_tuning.h).
 //
 // Benchmarks are named <type>/<method>/<n>/manual_time:
 //   type:   u32, f32, u64 (keys only), pairs (u32 keys + u32 values) and
@@ -31,6 +32,7 @@
 #include "bench/random_strings.h"
 #include "benchmark/benchmark.h"
 #include "core/cpu/cpu_engine.h"
+#include "core/cpu/cpu_tuning.h"
 #include "core/engine.h"
 #include "core/types.h"
 
@@ -50,8 +52,13 @@ const char* MethodName(Method m) {
   return "?";
 }
 
+// --cpu_tuning=NAME (core/cpu/cpu_tuning.h): the crossovers the engine
+// rows use; auto (this CPU's) unless given.
+sortd::cpu::CpuTuning g_tuning = sortd::cpu::CpuTuning::kAuto;
+
 std::unique_ptr<sortd::SortEngine> EngineFor(Method m) {
   sortd::CpuEngineOptions options;  // defaults: every hardware thread
+  options.tuning = g_tuning;
   if (m == Method::kEngineSt) options.max_threads = 1;
   return sortd::CreateCpuEngine(options);
 }
@@ -242,7 +249,7 @@ void Register() {
   const Method methods[] = {Method::kEngineSt, Method::kEngineMt,
                             Method::kStdSort, Method::kStdStableSort};
   auto sizes = [](benchmark::internal::Benchmark* b) {
-    for (int log2 = 16; log2 <= 24; log2 += 2) b->Arg(int64_t{1} << log2);
+    for (int log2 = 10; log2 <= 24; log2 += 2) b->Arg(int64_t{1} << log2);
     b->UseManualTime()->Unit(benchmark::kMillisecond);
   };
   for (Method m : methods) {
@@ -273,6 +280,27 @@ void Register() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Our one flag, taken out before Google Benchmark reads the rest.
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    constexpr std::string_view kTuningFlag = "--cpu_tuning=";
+    if (arg.substr(0, kTuningFlag.size()) == kTuningFlag) {
+      const auto tuning = sortd::cpu::ParseCpuTuning(arg.substr(kTuningFlag.size()));
+      if (!tuning.has_value()) {
+        std::fprintf(stderr, "sortd_cpu_bench: %s: must be auto, avx512 or avx2\n", argv[i]);
+        return 2;
+      }
+      g_tuning = *tuning;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  sortd::cpu::PinCpuTuning(g_tuning);
+  std::fprintf(stderr, "CPU tuning: %s (this CPU's: %s)\n",
+               sortd::cpu::CpuTuningName(sortd::cpu::ActiveCpuTuning()),
+               sortd::cpu::CpuTuningName(sortd::cpu::CpuTuningForThisCpu()));
   Register();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

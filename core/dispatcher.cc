@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/cpu/cpu_tuning.h"
 #include "core/gpu_info.h"
 
 namespace sortd {
@@ -68,9 +69,10 @@ absl::StatusOr<std::unique_ptr<Dispatcher>> Dispatcher::Create(
   } else if (description.empty()) {
     description = absl::StrCat("engine=cpu (", gpu_text, ")");
   }
+  std::unique_ptr<SortEngine> cpu = CreateCpuEngine(options.cpu);  // pins its tuning
+  absl::StrAppend(&description, ", cpu_sort_tuning=", cpu::CpuTuningName(cpu::ActiveCpuTuning()));
   return std::unique_ptr<Dispatcher>(new Dispatcher(
-      CreateCpuEngine(options.cpu), std::move(gpu), min_keys, min_bytes_keys,
-      std::move(description)));
+      std::move(cpu), std::move(gpu), min_keys, min_bytes_keys, std::move(description)));
 }
 
 Dispatcher::Dispatcher(std::unique_ptr<SortEngine> cpu, std::unique_ptr<GpuEngine> gpu,

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cerrno>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <vector>
 #include <tuple>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/flags/usage.h"
 #include "absl/time/time.h"
+#include "core/cpu/cpu_tuning.h"
 #include "server/runtime/protobuf_log.h"
 #include "server/sortd_server.h"
 
@@ -108,6 +110,10 @@ ABSL_FLAG(int, cpu_sort_threads, 0,
           "threads one large CPU sort may use; 0 = one per usable core");
 ABSL_FLAG(uint64_t, cpu_parallel_threshold, uint64_t{1} << 18,
           "arrays with at least this many elements use the multi-threaded CPU path");
+ABSL_FLAG(std::string, cpu_sort_tuning, "auto",
+          "where CPU sorts of 4-byte keys switch from vqsort to the radix sort: auto (by the "
+          "CPU's SIMD level), avx512 (radix from 512 keys) or avx2 (radix from 2^21 keys); "
+          "the startup line names it");
 ABSL_FLAG(uint64_t, max_inflight_bytes, 0,
           "payload bytes admitted at once; 0 = half of usable memory (physical, or the "
           "container's memory limit where lower)");
@@ -302,6 +308,14 @@ int main(int argc, char** argv) {
   options.dispatcher.engine = *engine;
   options.dispatcher.cpu.max_threads = absl::GetFlag(FLAGS_cpu_sort_threads);
   options.dispatcher.cpu.parallel_threshold = absl::GetFlag(FLAGS_cpu_parallel_threshold);
+  const std::optional<sortd::cpu::CpuTuning> cpu_tuning =
+      sortd::cpu::ParseCpuTuning(absl::GetFlag(FLAGS_cpu_sort_tuning));
+  if (!cpu_tuning.has_value()) {
+    std::cerr << "sortd: --cpu_sort_tuning=" << absl::GetFlag(FLAGS_cpu_sort_tuning)
+              << ": must be auto, avx512 or avx2\n";
+    return 2;
+  }
+  options.dispatcher.cpu.tuning = *cpu_tuning;
   for (auto [flag, value, field] :
        {std::tuple{"gpu_min_keys", absl::GetFlag(FLAGS_gpu_min_keys), &options.dispatcher.gpu.min_keys},
         std::tuple{"gpu_merge_argsort_max_keys", absl::GetFlag(FLAGS_gpu_merge_argsort_max_keys),

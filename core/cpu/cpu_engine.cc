@@ -407,6 +407,7 @@ class CpuEngine final : public SortEngine {
 }  // namespace
 
 std::unique_ptr<SortEngine> CreateCpuEngine(const CpuEngineOptions& options) {
+  cpu::PinCpuTuning(options.tuning);
   return std::make_unique<CpuEngine>(options);
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "core/cpu/cpu_tuning.h"
 #include "core/engine.h"
 
 namespace sortd {
@@ -16,6 +17,10 @@ struct CpuEngineOptions {
   int max_threads = 0;
   // Arrays with at least this many elements take the multi-threaded path.
   size_t parallel_threshold = size_t{1} << 18;
+  // Where vqsort hands over to the radix sort (core/cpu/cpu_tuning.h):
+  // kAuto picks by this CPU's SIMD level. Process-wide: creating an engine
+  // pins it for every CPU sort in the process (sortd has one CPU engine).
+  cpu::CpuTuning tuning = cpu::CpuTuning::kAuto;
 };
 
 std::unique_ptr<SortEngine> CreateCpuEngine(const CpuEngineOptions& options);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "core/cpu/cpu_tuning.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/parallel_radix.h"
 #include "core/cpu/radix_sort.h"
@@ -18,14 +19,15 @@
 
 namespace sortd::cpu {
 
-// Crossovers from vqsort to the radix sort, one thread, measured on the
-// development VM (2 vCPUs AMD EPYC Zen 4, AVX-512, Highway 1.0.3; Release):
-// - 4-byte keys only: radix 2.4 us vs vqsort 3.2 us at 512 keys, 0.6 vs
-//   0.5 us at 64; from 2^16 up radix is 5-8x faster (vqsort's 32-bit path
-//   is slow on Zen 4). 64-bit keys only stay with vqsort: its 64-bit path
-//   beat the radix sort at every size measured (2^12: 21 vs 37 us; 2^24:
-//   160 vs 348 ms with 8 passes).
-inline constexpr size_t kRadixMinKeys32 = 512;
+// Crossovers from vqsort to the radix sort, one thread: for 4-byte keys
+// per CPU tuning (core/cpu/cpu_tuning.h); the others below, measured on the
+// development VM (2 vCPUs AMD EPYC Zen 4, AVX-512, Highway 1.0.3; Release).
+// On the AVX2 VM (Zen 3) they held: radix pairs beat packed words + gather
+// from 1024 keys (u32/u32: 8.1 vs 8.9 us; 2^16 0.57 vs 0.85 ms), and the
+// argsort at 1024-16384 keys measured even either way through the engine
+// (docs/benchmarks.md "CPU tuning"). 64-bit keys only stay with vqsort:
+// its 64-bit path beat the radix sort at every size measured (2^12: 21 vs
+// 37 us; 2^24: 160 vs 348 ms with 8 passes).
 // - Packed (32-bit key << 32 | index) words: radixsorting their key half
 //   (RadixSortWordsAbove) won in isolation from 2^14 up (2^24: 125 vs 157
 //   ms) but lost in the engine (2^20: 72 vs 88 Mkeys/s): the packed array
@@ -64,6 +66,7 @@ inline constexpr int kRadixPermutationMaxThreads = 2;
 //   thread); measured on this VM's 2 vCPUs (docs/benchmarks.md). Not yet
 //   measured on a many-core host: there the other routes stay until it is.
 inline constexpr int kParallelRadixMaxThreads = 2;
+inline constexpr size_t kParallelRadixMinKeys32 = 512;
 
 // Scratch memory for the radix sort. Up to kKeptScratchBytes stays with the
 // thread and is reused: touching fresh memory costs more than a pass over
@@ -135,12 +138,12 @@ void VqSortChunk(T* data, size_t n, bool descending) {
 }
 
 // One chunk of keys (or of bit-identical-when-equal words) on one thread:
-// the radix sort for 4-byte integer words from kRadixMinKeys32 up, vqsort
-// otherwise. Both give the same bits: equal keys are identical.
+// the radix sort for 4-byte integer words from the tuning's
+// radix_min_keys32 up, vqsort otherwise. Both give the same bits: equal keys are identical.
 template <typename T>
 void SortChunk(T* data, size_t n, bool descending) {
   if constexpr (std::is_integral_v<T> && sizeof(T) == 4) {
-    if (n >= kRadixMinKeys32) {
+    if (n >= ActiveCpuCrossovers().radix_min_keys32) {
       const ScratchLease scratch(n * sizeof(T));
       RadixSortKeys(data, n, descending, scratch.as<T>());
       return;
@@ -168,7 +171,11 @@ void RadixSortPairsAcross(int threads, K* keys, V* values, size_t n, bool descen
 template <typename W>
 void SortWords(W* data, size_t n, int threads, bool descending) {
   if constexpr (std::is_integral_v<W> && sizeof(W) == 4) {
-    if (threads > 1 && threads <= kParallelRadixMaxThreads && n >= kRadixMinKeys32) {
+    // Across threads the radix sort wins under either tuning, even where
+    // vqsort wins on one thread (AVX2 VM, 2 threads, u32 2^18 / 2^20:
+    // 1.3-1.8 / 4.4 ms against 2.2-2.4 / 9.2 ms partitioned into vqsort
+    // chunks), so this gate keeps the AVX-512 crossover.
+    if (threads > 1 && threads <= kParallelRadixMaxThreads && n >= kParallelRadixMinKeys32) {
       // The lease ends before the partition route takes its own leases.
       const ScratchLease scratch(n * sizeof(W));
       if (ParallelRadixSortKeys(data, n, descending, scratch.as<W>(), threads)) return;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/cpu/cpu_tuning.h"
 #include "core/engine.h"
 #include "core/types.h"
 #include "gtest/gtest.h"
@@ -627,6 +629,79 @@ TYPED_TEST(CpuEngineTypedTest, PairsSortedTogetherMatchArgsortAndGather) {
       }
     }
   }
+}
+
+// The CPU tuning (core/cpu/cpu_tuning.h): names, the engine option's pin,
+// and both tunings' routes around their crossovers, against the reference.
+TEST(CpuTuningTest, ParsesItsNamesAndRejectsOthers) {
+  for (cpu::CpuTuning t : {cpu::CpuTuning::kAuto, cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAvx2}) {
+    const std::optional<cpu::CpuTuning> parsed = cpu::ParseCpuTuning(cpu::CpuTuningName(t));
+    ASSERT_TRUE(parsed.has_value()) << cpu::CpuTuningName(t);
+    EXPECT_EQ(*parsed, t);
+  }
+  EXPECT_FALSE(cpu::ParseCpuTuning("avx3").has_value());
+  EXPECT_FALSE(cpu::ParseCpuTuning("").has_value());
+  EXPECT_FALSE(cpu::ParseCpuTuning("AVX2").has_value());
+  EXPECT_NE(cpu::CpuTuningForThisCpu(), cpu::CpuTuning::kAuto);
+}
+
+// Creating an engine pins its tuning for the process; auto resolves to
+// this CPU's. The two tunings' crossovers differ (else one would be moot).
+TEST(CpuTuningTest, EngineOptionPinsTheTuning) {
+  CpuEngineOptions o;
+  o.tuning = cpu::CpuTuning::kAvx2;
+  auto avx2 = CreateCpuEngine(o);
+  EXPECT_EQ(cpu::ActiveCpuTuning(), cpu::CpuTuning::kAvx2);
+  const size_t avx2_min = cpu::ActiveCpuCrossovers().radix_min_keys32;
+  o.tuning = cpu::CpuTuning::kAvx512;
+  auto avx512 = CreateCpuEngine(o);
+  EXPECT_EQ(cpu::ActiveCpuTuning(), cpu::CpuTuning::kAvx512);
+  EXPECT_LT(cpu::ActiveCpuCrossovers().radix_min_keys32, avx2_min);
+  o.tuning = cpu::CpuTuning::kAuto;
+  auto automatic = CreateCpuEngine(o);
+  EXPECT_EQ(cpu::ActiveCpuTuning(), cpu::CpuTuningForThisCpu());
+}
+
+// Sizes on both sides of each tuning's keys crossover (512 and 2^21), on
+// one thread and on two (the parallel radix sort, or for floats of few
+// binades the partition into chunks, which the crossover routes), 4-byte
+// keys of every type, both orders, bit for bit against the reference.
+TEST(CpuTuningTest, BothTuningsMatchReferenceAcrossTheCrossovers) {
+  uint64_t seed = 5000;
+  for (size_t n : {size_t{511}, size_t{512}, size_t{4099}, (size_t{1} << 16) + 3,
+                   (size_t{1} << 21) - 1, (size_t{1} << 21) + 5}) {
+    const bool large = n > (size_t{1} << 20);
+    for (Pattern pattern : {Pattern::kRandom, Pattern::kFewDistinct}) {
+      if (large && pattern != Pattern::kRandom) continue;
+      SCOPED_TRACE(::testing::Message() << "pattern=" << PatternName(pattern) << " n=" << n);
+      const std::vector<uint32_t> u = MakeInput<uint32_t>(pattern, n, seed++);
+      const std::vector<int32_t> i = MakeInput<int32_t>(pattern, n, seed++);
+      const std::vector<float> f = MakeInput<float>(pattern, n, seed++);
+      for (SortOrder order : kOrders) {
+        const RefResult<uint32_t> ref_u = ReferenceSort(u, order);
+        const RefResult<int32_t> ref_i = ReferenceSort(i, order);
+        const RefResult<float> ref_f = ReferenceSort(f, order);
+        for (cpu::CpuTuning tuning : {cpu::CpuTuning::kAvx2, cpu::CpuTuning::kAvx512}) {
+          SCOPED_TRACE(cpu::CpuTuningName(tuning));
+          CpuEngineOptions o;
+          o.tuning = tuning;
+          o.max_threads = 1;
+          auto st = CreateCpuEngine(o);
+          o.max_threads = 2;
+          o.parallel_threshold = 4096;
+          auto two = CreateCpuEngine(o);
+          ASSERT_EQ(cpu::ActiveCpuTuning(), tuning);
+          for (SortEngine* engine : {st.get(), two.get()}) {
+            ExpectSortMatches(*engine, u, ref_u, order, /*with_indices=*/false);
+            ExpectSortMatches(*engine, i, ref_i, order, /*with_indices=*/false);
+            ExpectSortMatches(*engine, f, ref_f, order, /*with_indices=*/false);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+  cpu::PinCpuTuning(cpu::CpuTuning::kAuto);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "core/cpu/cpu_tuning.h"
 #include "core/types.h"
 #include "gtest/gtest.h"
 
@@ -60,6 +62,22 @@ TEST(DispatcherTest, AutoRoutesLargeArraysToTheGpuWhenOneServes) {
   EXPECT_GT((*d)->gpu_count(), 0);
   EXPECT_TRUE((*d)->RoutesToGpu(DataType::kUint64, size_t{1} << 24));
   EXPECT_FALSE((*d)->RoutesToGpu(DataType::kUint64, 10));
+}
+
+// The description (sortd's startup line) names the CPU tuning in force:
+// the one asked for, or this CPU's for auto.
+TEST(DispatcherTest, DescriptionNamesTheCpuTuning) {
+  for (cpu::CpuTuning asked : {cpu::CpuTuning::kAvx2, cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAuto}) {
+    DispatcherOptions options;
+    options.engine = EngineChoice::kCpu;
+    options.cpu.tuning = asked;
+    auto d = Dispatcher::Create(options);
+    ASSERT_TRUE(d.ok()) << d.status();
+    const cpu::CpuTuning expected = asked == cpu::CpuTuning::kAuto ? cpu::CpuTuningForThisCpu() : asked;
+    EXPECT_TRUE(absl::EndsWith((*d)->description(),
+                               std::string(", cpu_sort_tuning=") + cpu::CpuTuningName(expected)))
+        << (*d)->description();
+  }
 }
 
 TEST(DispatcherTest, AutoAndCpuServeOnTheCpuEngine) {
