@@ -26,8 +26,10 @@ namespace sortd::cpu {
 // from 1024 keys (u32/u32: 8.1 vs 8.9 us; 2^16 0.57 vs 0.85 ms), and the
 // argsort at 1024-16384 keys measured even either way through the engine
 // (docs/benchmarks.md "CPU tuning"). 64-bit keys only stay with vqsort:
-// its 64-bit path beat the radix sort at every size measured (2^12: 21 vs
-// 37 us; 2^24: 160 vs 348 ms with 8 passes).
+// its 64-bit path beat the radix sort at every size measured on Zen 4
+// (2^12: 21 vs 37 us; 2^24: 160 vs 348 ms with 8 passes). On Zen 3 the
+// radix sort alone was 1.14-1.20x faster at 2^22-2^24, but through the
+// engine even (the scratch of a 2^24-key sort is fresh memory each call).
 // - Packed (32-bit key << 32 | index) words: radixsorting their key half
 //   (RadixSortWordsAbove) won in isolation from 2^14 up (2^24: 125 vs 157
 //   ms) but lost in the engine (2^20: 72 vs 88 Mkeys/s): the packed array
