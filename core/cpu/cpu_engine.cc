@@ -37,8 +37,8 @@ class CpuEngine final : public SortEngine {
 
   EngineKind kind() const override { return EngineKind::kCpu; }
 
-  // Pairs from cpu::kRadixMinPairsDirect keys on one thread, or on an engine
-  // of at most cpu::kRadixPermutationMaxThreads threads (across them, see
+  // Pairs from the tuning's radix_min_pairs keys on one thread, or on an
+  // engine of at most cpu::kRadixPermutationMaxThreads threads (across them, see
   // cpu::RadixSortPairsAcross): the radix sort moves the values with the keys
   // (no permutation, no gather). Elsewhere (smaller, above the parallel
   // threshold on more threads, floats with NaNs, whose payloads the ordered
@@ -47,8 +47,9 @@ class CpuEngine final : public SortEngine {
                                 SortOrder order) override {
     const size_t n = keys.size;
     const bool one_thread_wins = RadixPermutation(n);
-    if (keys.type != DataType::kBytes && (value_width == 4 || value_width == 8) && n >= cpu::kRadixMinPairsDirect &&
-        n <= (size_t{1} << 32) && one_thread_wins && keys.data != nullptr && values != nullptr) {
+    if (keys.type != DataType::kBytes && (value_width == 4 || value_width == 8) &&
+        n >= cpu::ActiveCpuCrossovers().radix_min_pairs && n <= (size_t{1} << 32) && one_thread_wins &&
+        keys.data != nullptr && values != nullptr) {
       const bool descending = order == SortOrder::kDescending;
       bool sorted = false;
       VisitNumeric(keys.type, [&](auto key_tag) {
@@ -160,13 +161,15 @@ class CpuEngine final : public SortEngine {
                         absl::Span<uint64_t> indices) {
     if (want_indices) {
       if constexpr (sizeof(T) == 8) {
-        if (n >= cpu::kRadixMinPairs64 && n <= (size_t{1} << 32) && RadixPermutation(n)) {
+        if (n >= cpu::ActiveCpuCrossovers().radix_min_argsort64 && n <= (size_t{1} << 32) &&
+            RadixPermutation(n)) {
           ArgsortRadix64(keys, n, descending, indices.data());
           return absl::OkStatus();
         }
       }
       if constexpr (sizeof(T) == 4) {
-        if (n >= cpu::kRadixMinArgsort32 && n <= (size_t{1} << 32) && RadixPermutation(n)) {
+        if (n >= cpu::ActiveCpuCrossovers().radix_min_argsort32 && n <= (size_t{1} << 32) &&
+            RadixPermutation(n)) {
           ArgsortRadix32(keys, n, descending, indices.data());
           return absl::OkStatus();
         }

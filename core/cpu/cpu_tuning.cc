@@ -1,27 +1,74 @@
 #include "core/cpu/cpu_tuning.h"
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "hwy/targets.h"
 
 namespace sortd::cpu {
 namespace {
 
-// Measured one thread on the development VMs, radix against vqsort, best of
-// many calls on fresh copies of one random array (docs/benchmarks.md "CPU
-// tuning").
-// - AVX-512, AMD Zen 4 (Highway 1.0.3, Release): 4-byte keys radix 2.4 us
-//   vs vqsort 3.2 us at 512 keys, 0.6 vs 0.5 us at 64, radix 5-8x faster
-//   from 2^16 up.
-constexpr CpuCrossovers kAvx512Crossovers{
+// Measured one thread, radix against vqsort alone, best of many calls on
+// fresh copies of one random array (docs/benchmarks.md "CPU tuning").
+// - AMD Zen 4, AVX-512 (development VM; Highway 1.0.3, Release): 4-byte
+//   keys radix 2.4 us vs vqsort 3.2 us at 512 keys, 0.6 vs 0.5 us at 64,
+//   radix 5-8x faster from 2^16 up. Pairs sorted together against argsort
+//   + gather: 256 1.8 vs 1.3 us, 1024 5.6 vs 5.4 us, 4096 22.9 vs 24.7 us,
+//   2^16 394 vs 478 us. 32-bit argsort kept in the caller's index buffer
+//   (CpuEngine::ArgsortRadix32) against packed words: 2^12 26.7 vs 22.7 us,
+//   2^14 110 vs 103 us, 2^16 444 vs 459 us, 2^20 8.9 vs 10.0 ms. 64-bit
+//   argsort against 128-bit packed words: even at 128, faster from 256 up
+//   (3.1 vs 3.9 us).
+constexpr CpuCrossovers kZen4Crossovers{
     /*radix_min_keys32=*/512,
+    /*radix_min_pairs=*/2048,
+    /*radix_min_argsort32=*/65536,
+    /*radix_min_argsort64=*/256,
 };
-// - AVX2 only, AMD Zen 3 (2026-11-29): vqsort/radix time 0.43-0.56 at
-//   64-1024 keys, 0.66 at 2^12, 0.76 at 2^14, 0.84 at 2^16-2^18, 0.95 at
-//   2^20, 1.05 at 2^22, 1.08 at 2^24.
+// - Intel Xeon, AVX-512 (the H200 host, 2026-11-29): vqsort/radix time
+//   0.31-0.62 from 64 to 2^20 keys, 0.59 at 2^22, 0.66 at 2^24. u32/u32
+//   pairs, radix against packed words + gather: 256 3.7 vs 1.3 us, 2^16
+//   0.98 vs 0.58 ms, 2^18 2.15 vs 2.63 ms, 2^20 10.6 vs 13.9 ms; u64 keys
+//   with u32 values against 128-bit words: 2^16 1.88 vs 1.64 ms, 2^18 5.2
+//   vs 7.2 ms.
+constexpr CpuCrossovers kAvx512Crossovers{
+    /*radix_min_keys32=*/SIZE_MAX,
+    /*radix_min_pairs=*/size_t{1} << 17,
+    /*radix_min_argsort32=*/size_t{1} << 17,
+    /*radix_min_argsort64=*/size_t{1} << 17,
+};
+// - AMD Zen 3, AVX2 only (development VM, 2026-11-29): vqsort/radix time
+//   0.43-0.56 at 64-1024 keys, 0.66 at 2^12, 0.76 at 2^14, 0.84 at
+//   2^16-2^18, 0.95 at 2^20, 1.05 at 2^22, 1.08 at 2^24. The permutations
+//   crossed as on Zen 4: radix pairs beat packed words + gather from 1024
+//   keys (u32/u32 8.1 vs 8.9 us; 2^16 0.57 vs 0.85 ms; u64/u32 against
+//   128-bit words 15.2 vs 19.7 us), the 32-bit argsort at 1024-16384 keys
+//   measured even through the engine.
 constexpr CpuCrossovers kAvx2Crossovers{
     /*radix_min_keys32=*/size_t{1} << 21,
+    /*radix_min_pairs=*/2048,
+    /*radix_min_argsort32=*/65536,
+    /*radix_min_argsort64=*/256,
 };
+
+bool AmdCpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned int max_leaf = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  return std::strcmp(vendor, "AuthenticAMD") == 0;
+#else
+  return false;
+#endif
+}
 
 std::atomic<CpuTuning> pinned{CpuTuning::kAuto};
 
@@ -30,6 +77,7 @@ std::atomic<CpuTuning> pinned{CpuTuning::kAuto};
 const char* CpuTuningName(CpuTuning tuning) {
   switch (tuning) {
     case CpuTuning::kAuto: return "auto";
+    case CpuTuning::kZen4: return "zen4";
     case CpuTuning::kAvx512: return "avx512";
     case CpuTuning::kAvx2: return "avx2";
   }
@@ -37,7 +85,7 @@ const char* CpuTuningName(CpuTuning tuning) {
 }
 
 std::optional<CpuTuning> ParseCpuTuning(std::string_view name) {
-  for (CpuTuning t : {CpuTuning::kAuto, CpuTuning::kAvx512, CpuTuning::kAvx2}) {
+  for (CpuTuning t : {CpuTuning::kAuto, CpuTuning::kZen4, CpuTuning::kAvx512, CpuTuning::kAvx2}) {
     if (name == CpuTuningName(t)) return t;
   }
   return std::nullopt;
@@ -45,9 +93,12 @@ std::optional<CpuTuning> ParseCpuTuning(std::string_view name) {
 
 CpuTuning CpuTuningForThisCpu() {
   // The targets vqsort may dispatch to on this CPU (Highway's runtime
-  // detection); any AVX-512 one means its AVX-512 code runs.
-  static const CpuTuning detected =
-      (hwy::SupportedTargets() & (HWY_AVX3 | HWY_AVX3_DL)) != 0 ? CpuTuning::kAvx512 : CpuTuning::kAvx2;
+  // detection); any AVX-512 one means its AVX-512 code runs. Highway 1.0.3
+  // has no target of its own for Zen 4, hence the vendor.
+  static const CpuTuning detected = [] {
+    if ((hwy::SupportedTargets() & (HWY_AVX3 | HWY_AVX3_DL)) == 0) return CpuTuning::kAvx2;
+    return AmdCpu() ? CpuTuning::kZen4 : CpuTuning::kAvx512;
+  }();
   return detected;
 }
 
@@ -59,7 +110,11 @@ CpuTuning ActiveCpuTuning() {
 }
 
 const CpuCrossovers& ActiveCpuCrossovers() {
-  return ActiveCpuTuning() == CpuTuning::kAvx512 ? kAvx512Crossovers : kAvx2Crossovers;
+  switch (ActiveCpuTuning()) {
+    case CpuTuning::kZen4: return kZen4Crossovers;
+    case CpuTuning::kAvx512: return kAvx512Crossovers;
+    default: return kAvx2Crossovers;
+  }
 }
 
 }  // namespace sortd::cpu

@@ -19,35 +19,19 @@
 
 namespace sortd::cpu {
 
-// Crossovers from vqsort to the radix sort, one thread: for 4-byte keys
-// per CPU tuning (core/cpu/cpu_tuning.h); the others below, measured on the
-// development VM (2 vCPUs AMD EPYC Zen 4, AVX-512, Highway 1.0.3; Release).
-// On the AVX2 VM (Zen 3) they held: radix pairs beat packed words + gather
-// from 1024 keys (u32/u32: 8.1 vs 8.9 us; 2^16 0.57 vs 0.85 ms), and the
-// argsort at 1024-16384 keys measured even either way through the engine
-// (docs/benchmarks.md "CPU tuning"). 64-bit keys only stay with vqsort:
-// its 64-bit path beat the radix sort at every size measured on Zen 4
-// (2^12: 21 vs 37 us; 2^24: 160 vs 348 ms with 8 passes). On Zen 3 the
-// radix sort alone was 1.14-1.20x faster at 2^22-2^24, but through the
-// engine even (the scratch of a 2^24-key sort is fresh memory each call).
+// Crossovers from vqsort to the radix sort, one thread: per CPU tuning
+// (core/cpu/cpu_tuning.h). 64-bit keys only stay with vqsort under every
+// tuning: its 64-bit path beat the radix sort at every size measured on
+// Zen 4 (2^12: 21 vs 37 us; 2^24: 160 vs 348 ms with 8 passes) and on the
+// Intel Xeon (3-4x); on Zen 3 the radix sort alone was 1.14-1.20x faster
+// at 2^22-2^24, but through the engine even (the scratch of a 2^24-key
+// sort is fresh memory each call).
 // - Packed (32-bit key << 32 | index) words: radixsorting their key half
 //   (RadixSortWordsAbove) won in isolation from 2^14 up (2^24: 125 vs 157
 //   ms) but lost in the engine (2^20: 72 vs 88 Mkeys/s): the packed array
 //   and the scratch are fresh memory per call, whose page faults cost
-//   about what the sort gains on this VM. Hence the next path.
-// - 32-bit keys with a 32-bit index (argsort) kept in the caller's index
-//   buffer (CpuEngine::ArgsortRadix32), against vqsort of packed words,
-//   best of many calls: 2^12 26.7 vs 22.7 us, 2^14 110 vs 103 us, 2^16 444
-//   vs 459 us, 2^20 8.9 vs 10.0 ms, 2^24 169 vs 250 ms.
-inline constexpr size_t kRadixMinArgsort32 = 65536;
-// - 64-bit keys with a 32-bit index (argsort), against 128-bit packed words:
-//   even at 128, faster from 256 up (3.1 vs 3.9 us; 2^24: 304 vs 465 ms).
-inline constexpr size_t kRadixMinPairs64 = 256;
-// - Pairs sorted directly (u32 keys with u32 values,
-//   CpuEngine::SortPairsNumeric) against argsort + gather, best of many
-//   calls: 256 1.8 vs 1.3 us, 1024 5.6 vs 5.4 us, 4096 22.9 vs 24.7 us,
-//   2^16 394 vs 478 us, 2^20 9.2 vs 12.0 ms, 2^24 201 vs 443 ms.
-inline constexpr size_t kRadixMinPairsDirect = 2048;
+//   about what the sort gains on this VM. Hence the argsort's own route
+//   (CpuEngine::ArgsortRadix32).
 // - Permutations above the parallel threshold on an engine of at most this
 //   many threads take the radix route (pairs sorted together, argsorts by
 //   the radix sort; across the threads per kParallelRadixMaxThreads), not

@@ -634,7 +634,8 @@ TYPED_TEST(CpuEngineTypedTest, PairsSortedTogetherMatchArgsortAndGather) {
 // The CPU tuning (core/cpu/cpu_tuning.h): names, the engine option's pin,
 // and both tunings' routes around their crossovers, against the reference.
 TEST(CpuTuningTest, ParsesItsNamesAndRejectsOthers) {
-  for (cpu::CpuTuning t : {cpu::CpuTuning::kAuto, cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAvx2}) {
+  for (cpu::CpuTuning t : {cpu::CpuTuning::kAuto, cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512,
+                           cpu::CpuTuning::kAvx2}) {
     const std::optional<cpu::CpuTuning> parsed = cpu::ParseCpuTuning(cpu::CpuTuningName(t));
     ASSERT_TRUE(parsed.has_value()) << cpu::CpuTuningName(t);
     EXPECT_EQ(*parsed, t);
@@ -646,27 +647,27 @@ TEST(CpuTuningTest, ParsesItsNamesAndRejectsOthers) {
 }
 
 // Creating an engine pins its tuning for the process; auto resolves to
-// this CPU's. The two tunings' crossovers differ (else one would be moot).
+// this CPU's. The tunings' crossovers differ (else one would be moot).
 TEST(CpuTuningTest, EngineOptionPinsTheTuning) {
   CpuEngineOptions o;
-  o.tuning = cpu::CpuTuning::kAvx2;
-  auto avx2 = CreateCpuEngine(o);
-  EXPECT_EQ(cpu::ActiveCpuTuning(), cpu::CpuTuning::kAvx2);
-  const size_t avx2_min = cpu::ActiveCpuCrossovers().radix_min_keys32;
-  o.tuning = cpu::CpuTuning::kAvx512;
-  auto avx512 = CreateCpuEngine(o);
-  EXPECT_EQ(cpu::ActiveCpuTuning(), cpu::CpuTuning::kAvx512);
-  EXPECT_LT(cpu::ActiveCpuCrossovers().radix_min_keys32, avx2_min);
+  size_t previous = 0;
+  for (cpu::CpuTuning t : {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx2, cpu::CpuTuning::kAvx512}) {
+    o.tuning = t;
+    auto engine = CreateCpuEngine(o);
+    EXPECT_EQ(cpu::ActiveCpuTuning(), t);
+    EXPECT_GT(cpu::ActiveCpuCrossovers().radix_min_keys32, previous) << cpu::CpuTuningName(t);
+    previous = cpu::ActiveCpuCrossovers().radix_min_keys32;
+  }
   o.tuning = cpu::CpuTuning::kAuto;
   auto automatic = CreateCpuEngine(o);
   EXPECT_EQ(cpu::ActiveCpuTuning(), cpu::CpuTuningForThisCpu());
 }
 
-// Sizes on both sides of each tuning's keys crossover (512 and 2^21), on
+// Sizes on both sides of each tuning's keys crossover (512, 2^21, none), on
 // one thread and on two (the parallel radix sort, or for floats of few
 // binades the partition into chunks, which the crossover routes), 4-byte
 // keys of every type, both orders, bit for bit against the reference.
-TEST(CpuTuningTest, BothTuningsMatchReferenceAcrossTheCrossovers) {
+TEST(CpuTuningTest, KeysMatchReferenceAcrossEveryTuningsCrossovers) {
   uint64_t seed = 5000;
   for (size_t n : {size_t{511}, size_t{512}, size_t{4099}, (size_t{1} << 16) + 3,
                    (size_t{1} << 21) - 1, (size_t{1} << 21) + 5}) {
@@ -681,7 +682,7 @@ TEST(CpuTuningTest, BothTuningsMatchReferenceAcrossTheCrossovers) {
         const RefResult<uint32_t> ref_u = ReferenceSort(u, order);
         const RefResult<int32_t> ref_i = ReferenceSort(i, order);
         const RefResult<float> ref_f = ReferenceSort(f, order);
-        for (cpu::CpuTuning tuning : {cpu::CpuTuning::kAvx2, cpu::CpuTuning::kAvx512}) {
+        for (cpu::CpuTuning tuning : {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAvx2}) {
           SCOPED_TRACE(cpu::CpuTuningName(tuning));
           CpuEngineOptions o;
           o.tuning = tuning;
@@ -698,6 +699,40 @@ TEST(CpuTuningTest, BothTuningsMatchReferenceAcrossTheCrossovers) {
             if (::testing::Test::HasFatalFailure()) return;
           }
         }
+      }
+    }
+  }
+  cpu::PinCpuTuning(cpu::CpuTuning::kAuto);
+}
+
+// The permutations' crossovers (pairs sorted together from 2048 or 2^17
+// keys, 32-bit argsorts from 65536 or 2^17, 64-bit ones from 256 or 2^17)
+// under every tuning: argsorts against the reference, pairs against
+// argsort + gather, both orders, one thread.
+TEST(CpuTuningTest, PermutationsMatchAcrossEveryTuningsCrossovers) {
+  uint64_t seed = 7000;
+  for (size_t n : {size_t{255}, size_t{256}, size_t{2047}, size_t{2048}, size_t{65535}, size_t{65536},
+                   (size_t{1} << 17) - 1, (size_t{1} << 17) + 1}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    const std::vector<uint32_t> u = MakeInput<uint32_t>(Pattern::kRandom, n, seed++);
+    const std::vector<float> f = MakeInput<float>(Pattern::kFewDistinct, n, seed++);
+    const std::vector<int64_t> l = MakeInput<int64_t>(Pattern::kRandom, n, seed++);
+    for (SortOrder order : kOrders) {
+      const RefResult<uint32_t> ref_u = ReferenceSort(u, order);
+      const RefResult<float> ref_f = ReferenceSort(f, order);
+      const RefResult<int64_t> ref_l = ReferenceSort(l, order);
+      for (cpu::CpuTuning tuning : {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAvx2}) {
+        SCOPED_TRACE(cpu::CpuTuningName(tuning));
+        CpuEngineOptions o;
+        o.tuning = tuning;
+        o.max_threads = 1;
+        auto st = CreateCpuEngine(o);
+        ExpectSortMatches(*st, u, ref_u, order, /*with_indices=*/true);
+        ExpectSortMatches(*st, f, ref_f, order, /*with_indices=*/true);
+        ExpectSortMatches(*st, l, ref_l, order, /*with_indices=*/true);
+        ExpectPairsMatchArgsortAndGather<uint32_t, uint32_t>(*st, u, order);
+        ExpectPairsMatchArgsortAndGather<int64_t, uint64_t>(*st, l, order);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
