@@ -646,20 +646,30 @@ TEST(CpuTuningTest, ParsesItsNamesAndRejectsOthers) {
   EXPECT_NE(cpu::CpuTuningForThisCpu(), cpu::CpuTuning::kAuto);
 }
 
+constexpr cpu::CpuTuning kEveryTuning[] = {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512,
+                                           cpu::CpuTuning::kAvx2};
+
+// An engine pinning `tuning` (for the process, as every engine does).
+std::unique_ptr<SortEngine> TunedEngine(cpu::CpuTuning tuning, int threads,
+                                        size_t parallel_threshold = size_t{1} << 18) {
+  CpuEngineOptions o;
+  o.tuning = tuning;
+  o.max_threads = threads;
+  o.parallel_threshold = parallel_threshold;
+  return CreateCpuEngine(o);
+}
+
 // Creating an engine pins its tuning for the process; auto resolves to
 // this CPU's. The tunings' crossovers differ (else one would be moot).
 TEST(CpuTuningTest, EngineOptionPinsTheTuning) {
-  CpuEngineOptions o;
   size_t previous = 0;
   for (cpu::CpuTuning t : {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx2, cpu::CpuTuning::kAvx512}) {
-    o.tuning = t;
-    auto engine = CreateCpuEngine(o);
+    auto engine = TunedEngine(t, 1);
     EXPECT_EQ(cpu::ActiveCpuTuning(), t);
     EXPECT_GT(cpu::ActiveCpuCrossovers().radix_min_keys32, previous) << cpu::CpuTuningName(t);
     previous = cpu::ActiveCpuCrossovers().radix_min_keys32;
   }
-  o.tuning = cpu::CpuTuning::kAuto;
-  auto automatic = CreateCpuEngine(o);
+  auto automatic = TunedEngine(cpu::CpuTuning::kAuto, 1);
   EXPECT_EQ(cpu::ActiveCpuTuning(), cpu::CpuTuningForThisCpu());
 }
 
@@ -682,15 +692,10 @@ TEST(CpuTuningTest, KeysMatchReferenceAcrossEveryTuningsCrossovers) {
         const RefResult<uint32_t> ref_u = ReferenceSort(u, order);
         const RefResult<int32_t> ref_i = ReferenceSort(i, order);
         const RefResult<float> ref_f = ReferenceSort(f, order);
-        for (cpu::CpuTuning tuning : {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAvx2}) {
+        for (cpu::CpuTuning tuning : kEveryTuning) {
           SCOPED_TRACE(cpu::CpuTuningName(tuning));
-          CpuEngineOptions o;
-          o.tuning = tuning;
-          o.max_threads = 1;
-          auto st = CreateCpuEngine(o);
-          o.max_threads = 2;
-          o.parallel_threshold = 4096;
-          auto two = CreateCpuEngine(o);
+          auto st = TunedEngine(tuning, 1);
+          auto two = TunedEngine(tuning, 2, /*parallel_threshold=*/4096);
           ASSERT_EQ(cpu::ActiveCpuTuning(), tuning);
           for (SortEngine* engine : {st.get(), two.get()}) {
             ExpectSortMatches(*engine, u, ref_u, order, /*with_indices=*/false);
@@ -721,12 +726,9 @@ TEST(CpuTuningTest, PermutationsMatchAcrossEveryTuningsCrossovers) {
       const RefResult<uint32_t> ref_u = ReferenceSort(u, order);
       const RefResult<float> ref_f = ReferenceSort(f, order);
       const RefResult<int64_t> ref_l = ReferenceSort(l, order);
-      for (cpu::CpuTuning tuning : {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAvx2}) {
+      for (cpu::CpuTuning tuning : kEveryTuning) {
         SCOPED_TRACE(cpu::CpuTuningName(tuning));
-        CpuEngineOptions o;
-        o.tuning = tuning;
-        o.max_threads = 1;
-        auto st = CreateCpuEngine(o);
+        auto st = TunedEngine(tuning, 1);
         ExpectSortMatches(*st, u, ref_u, order, /*with_indices=*/true);
         ExpectSortMatches(*st, f, ref_f, order, /*with_indices=*/true);
         ExpectSortMatches(*st, l, ref_l, order, /*with_indices=*/true);
