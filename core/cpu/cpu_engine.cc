@@ -38,8 +38,8 @@ class CpuEngine final : public SortEngine {
   EngineKind kind() const override { return EngineKind::kCpu; }
 
   // Pairs from the tuning's radix_min_pairs keys on one thread, or on an
-  // engine of at most cpu::kRadixPermutationMaxThreads threads (across them, see
-  // cpu::RadixSortPairsAcross): the radix sort moves the values with the keys
+  // engine of at most cpu::kRadixPermutationMaxThreads threads (across
+  // them, see cpu::RadixSortPairsAcross): the radix sort moves the values with the keys
   // (no permutation, no gather). Elsewhere (smaller, above the parallel
   // threshold on more threads, floats with NaNs, whose payloads the ordered
   // words do not keep): argsort and gather, the engine default.

@@ -18,8 +18,9 @@ struct CpuEngineOptions {
   // Arrays with at least this many elements take the multi-threaded path.
   size_t parallel_threshold = size_t{1} << 18;
   // Where vqsort hands over to the radix sort (core/cpu/cpu_tuning.h):
-  // kAuto picks by this CPU's SIMD level. Process-wide: creating an engine
-  // pins it for every CPU sort in the process (sortd has one CPU engine).
+  // kAuto picks by this CPU's vendor and SIMD level. Process-wide:
+  // creating an engine pins it for every CPU sort in the process (sortd
+  // has one CPU engine).
   cpu::CpuTuning tuning = cpu::CpuTuning::kAuto;
 };
 
