@@ -30,13 +30,13 @@ namespace sortd::cpu {
 //   (RadixSortWordsAbove) won in isolation from 2^14 up (2^24: 125 vs 157
 //   ms) but lost in the engine (2^20: 72 vs 88 Mkeys/s): the packed array
 //   and the scratch are fresh memory per call, whose page faults cost
-//   about what the sort gains on this VM. Hence the argsort's own route
+//   about what the sort gains on the Zen 4 VM. Hence the argsort's own route
 //   (CpuEngine::ArgsortRadix32).
 // - Permutations above the parallel threshold on an engine of at most this
 //   many threads take the radix route (pairs sorted together, argsorts by
 //   the radix sort; across the threads per kParallelRadixMaxThreads), not
 //   the parallel argsort + gather or vqsort of packed words. Measured with
-//   the radix route on one thread (this VM's 2 vCPUs): pairs sorted
+//   the radix route on one thread (the Zen 4 VM's 2 vCPUs): pairs sorted
 //   together against the parallel argsort + gather
 //   (`--benchmark_min_time=3`): 2^22 101.6 vs 32.6 Mkeys/s, 2^24 67.1 vs
 //   31.1; stable argsort, one-thread radix vs the parallel vqsort of packed
@@ -49,9 +49,12 @@ inline constexpr int kRadixPermutationMaxThreads = 2;
 //   the parallel radix sort (core/cpu/parallel_radix.h) for 4-byte keys
 //   (instead of the sample partition with a radix sort per bucket) and for
 //   the pairs and argsorts that take the radix sort (instead of one
-//   thread); measured on this VM's 2 vCPUs (docs/benchmarks.md). Not yet
-//   measured on a many-core host: there the other routes stay until it is.
+//   thread); measured on the Zen 4 VM's 2 vCPUs (docs/benchmarks.md). Not
+//   yet measured on a many-core host: there the other routes stay until it
+//   is.
 inline constexpr int kParallelRadixMaxThreads = 2;
+// - The parallel radix sort of 4-byte keys from this many keys, under every
+//   CPU tuning (SortWords).
 inline constexpr size_t kParallelRadixMinKeys32 = 512;
 
 // Scratch memory for the radix sort. Up to kKeptScratchBytes stays with the
@@ -125,7 +128,8 @@ void VqSortChunk(T* data, size_t n, bool descending) {
 
 // One chunk of keys (or of bit-identical-when-equal words) on one thread:
 // the radix sort for 4-byte integer words from the tuning's
-// radix_min_keys32 up, vqsort otherwise. Both give the same bits: equal keys are identical.
+// radix_min_keys32 up, vqsort otherwise. Both give the same bits: equal
+// keys are identical.
 template <typename T>
 void SortChunk(T* data, size_t n, bool descending) {
   if constexpr (std::is_integral_v<T> && sizeof(T) == 4) {
@@ -157,10 +161,10 @@ void RadixSortPairsAcross(int threads, K* keys, V* values, size_t n, bool descen
 template <typename W>
 void SortWords(W* data, size_t n, int threads, bool descending) {
   if constexpr (std::is_integral_v<W> && sizeof(W) == 4) {
-    // Across threads the radix sort wins under either tuning, even where
-    // vqsort wins on one thread (AVX2 VM, 2 threads, u32 2^18 / 2^20:
-    // 1.3-1.8 / 4.4 ms against 2.2-2.4 / 9.2 ms partitioned into vqsort
-    // chunks), so this gate keeps the AVX-512 crossover.
+    // Across 2 threads the radix sort won on Zen 4 and on Zen 3 too, where
+    // vqsort wins on one thread (2 threads, u32 2^18 / 2^20: 1.3-1.8 / 4.4
+    // ms against 2.2-2.4 / 9.2 ms partitioned into vqsort chunks), so this
+    // gate is not the tuning's (a 2-thread Intel engine: not measured).
     if (threads > 1 && threads <= kParallelRadixMaxThreads && n >= kParallelRadixMinKeys32) {
       // The lease ends before the partition route takes its own leases.
       const ScratchLease scratch(n * sizeof(W));
