@@ -197,9 +197,20 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
     if (!ordered_skip && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(order, kOrderNeither | kOrderManyRuns);
   }
   constexpr int kPasses = sizeof(Word) * 8 / kRadixBits;
-  __shared__ unsigned int counts[kPasses * kRadixBins];
-  for (int i = threadIdx.x; i < kPasses * kRadixBins; i += kBlockThreads) counts[i] = 0;
+  // kCopies counters per (pass, digit), side by side (HistogramTuning);
+  // lane l counts in copy l % kCopies. Word (p, d, c) lies in bank
+  // (d * kCopies + c) % 32, so lanes of different copies never share a
+  // bank and lanes of one copy spread over 32 / kCopies banks by their
+  // digits' low bits (32 random digits put ~3.5 lanes in the fullest of
+  // 32 banks), and lanes with the same digit (skewed keys) mostly hit
+  // different words.
+  constexpr int kCopies = sizeof(Word) == 4 ? HistogramTuning::kCounterCopies4 : HistogramTuning::kCounterCopies8;
+  static_assert(kCopies >= 1 && kCopies <= 32 && (kCopies & (kCopies - 1)) == 0, "copies: a power of two");
+  constexpr int kCounters = kPasses * kRadixBins * kCopies;
+  __shared__ unsigned int counts[kCounters];
+  for (int i = threadIdx.x; i < kCounters; i += kBlockThreads) counts[i] = 0;
   __syncthreads();
+  const unsigned int copy = threadIdx.x & (kCopies - 1);
   unsigned int nans = 0;
   // Integer keys (no float map, no NaNs to count) take one XOR a key. With
   // few distinct keys the count atomics are cheap (warp-aggregated) and
@@ -213,7 +224,7 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
   auto count_word = [&](Word w) {
 #pragma unroll
     for (int p = 0; p < kPasses; ++p) {
-      atomicAdd(&counts[p * kRadixBins + ((w >> (p * kRadixBits)) & (kRadixBins - 1))], 1u);
+      atomicAdd(&counts[(p * kRadixBins + ((w >> (p * kRadixBits)) & (kRadixBins - 1))) * kCopies + copy], 1u);
     }
   };
   auto count_any = [&](Word bits) {  // the full map: any key class, NaNs
@@ -263,7 +274,10 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
   }
   __syncthreads();
   for (int i = threadIdx.x; i < kPasses * kRadixBins; i += kBlockThreads) {
-    if (counts[i] != 0) atomicAdd(&hist[i], static_cast<unsigned long long>(counts[i]));
+    unsigned int sum = 0;
+#pragma unroll
+    for (int c = 0; c < kCopies; ++c) sum += counts[i * kCopies + ((c + i) & (kCopies - 1))];
+    if (sum != 0) atomicAdd(&hist[i], static_cast<unsigned long long>(sum));
   }
   nans = __reduce_add_sync(0xffffffffu, nans);
   if ((threadIdx.x & 31) == 0 && nans != 0) atomicAdd(nan_count, static_cast<unsigned long long>(nans));

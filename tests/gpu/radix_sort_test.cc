@@ -1009,7 +1009,8 @@ TEST(RadixSortSanitizerTest, SmallMixedSizes) {
 // Past the small tiles: the profiles' count-order kernels, whose tile lies
 // apart from the counters (OneSweepTileOffset), keys-only (the unstable
 // first pass, then stable ones) and with 4- and 8-byte values, a partial
-// last tile; and the matched-ranks fallback's tiles of the same sizes.
+// last tile, and hot passes (skewed keys); and the matched-ranks
+// fallback's tiles of the same sizes.
 TEST(RadixSortSanitizerTest, CountOrderTiles) {
   SKIP_WITHOUT_GPU();
   const size_t n = kSmallTilesMaxItems + 4099;
@@ -1019,6 +1020,14 @@ TEST(RadixSortSanitizerTest, CountOrderTiles) {
     CheckSort(Random<uint32_t>(n, 22), true, 4, nullptr, "u32/u32 pairs desc");
     CheckSort(Random<uint32_t>(n, 23), false, 8, nullptr, "u32/u64 pairs");
     CheckSort(Random<uint64_t>(n, 24), true, 4, nullptr, "u64/u32 pairs desc");
+    // Hot passes past the small tiles: the profiles' hot-digit kernel
+    // (count order's tiles, the hot digit's lanes grouped by a ballot), and
+    // the matched fallback's.
+    RadixSortStats stats;
+    CheckSort(SkewedBits<uint32_t>(n, 25), false, 0, &stats, "u32 skewed keys");
+    EXPECT_GE(stats.passes_hot, 1);
+    CheckSort(SkewedBits<uint32_t>(n, 26), true, 4, &stats, "u32/u32 skewed pairs desc");
+    EXPECT_GE(stats.passes_hot, 1);
   }
   PinRadixRanks(RadixRanks::kAuto);
 }
