@@ -65,6 +65,21 @@ struct OneSweepPassArgs {
   const unsigned int* hot_digit = nullptr;
 };
 
+// Plan mask bit kFewShift + p (keys-only sorts with concentrated passes:
+// DigitOffsetsKernel's record_few): pass p is not trivial and a warp of 32
+// keys would hold fewer than kFewDistinct distinct digits on average (the
+// estimate of kConcentratedDistinct below; keys drawn from 3 values: ~3).
+// The speculative first pass stands down where pass 0 has the bit (no
+// flag in the pass's arguments: a larger argument struct made the pass
+// kernels spill).
+// With so few, a warp's lanes pile onto one counter, and the unstable first
+// pass's returning count atomics serialise them: 2^26 u32 keys of 3
+// values, H200, the first pass took 280 us against 221 us for the
+// concentrated kernel's passes (docs/benchmarks.md, "Few distinct digits
+// in the first pass"). Below kHotMinDistinct, so never a hot pass.
+inline constexpr int kFewShift = 24;
+inline constexpr int kFewDistinct = 8;
+
 // Route of a pass, decided by its thread 0: bit 0 runs it, bit 1 writes the
 // alternate buffers, bit 2 decodes.
 inline constexpr unsigned int kRouteRun = 1, kRouteToAlt = 2, kRouteDecode = 4;
@@ -79,6 +94,7 @@ template <int kPasses>
 __device__ __forceinline__ unsigned int SpeculativeRoute(const unsigned long long* plan) {
   const unsigned long long nans = plan[0];
   const unsigned int trivial = static_cast<unsigned int>(plan[1]) & ((1u << kPasses) - 1);
+  if ((plan[1] >> kFewShift) & 1) return 0;  // the host runs the concentrated kernel (kFewShift)
   // Input in order or in reverse order is copied or reversed instead.
   const unsigned long long order = plan[2];
   if (!(order & kOrderDescent) || !(order & kOrderAscent)) return 0;
@@ -135,6 +151,8 @@ inline constexpr int kHotShift = 16;
 inline constexpr unsigned long long kHotDigitShareInverse = 4;
 inline constexpr int kHotMinDistinct = 8;
 static_assert(kHotShift >= kConcentratedShift + 64 / kRadixBits, "hot bits above every concentrated bit");
+static_assert(kFewShift >= kHotShift + 64 / kRadixBits, "few-digit bits above every hot bit");
+static_assert(kFewDistinct <= kHotMinDistinct, "a pass with few digits is never hot");
 
 // A digit's part of that estimate: the chance that it is among 32 keys
 // drawn from a histogram where it holds `count` of `n` keys, in 1/65536ths
@@ -324,7 +342,7 @@ __global__ void ReverseKernel(const Word* keys_in, Word* keys_out, const Value* 
 // kRadixBins.
 template <int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
-DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool record_plan,
+DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool record_plan, bool record_few,
                    unsigned long long* __restrict__ offsets,
                    unsigned long long* __restrict__ plan_mask,
                    unsigned int* __restrict__ hot_digits) {
@@ -358,6 +376,9 @@ DigitOffsetsKernel(const unsigned long long* __restrict__ hist, size_t n, bool r
   constexpr unsigned int kLimit = static_cast<unsigned int>(kConcentratedDistinct) << 16;
   if (record_plan && !trivial && d == 0 && warp_distinct <= kLimit) {
     atomicOr(plan_mask, 1ull << (kConcentratedShift + blockIdx.x));
+    if (record_few && warp_distinct < static_cast<unsigned int>(kFewDistinct) << 16) {
+      atomicOr(plan_mask, 1ull << (kFewShift + blockIdx.x));
+    }
     if (hot != kRadixBins && warp_distinct >= static_cast<unsigned int>(kHotMinDistinct) << 16) {
       atomicOr(plan_mask, 1ull << (kHotShift + blockIdx.x));
     }

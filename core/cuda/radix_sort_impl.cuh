@@ -169,7 +169,11 @@ class ConfigLauncher {
       }
     }
     if constexpr (kKeysOnly && Pass::kUnstableFirstPass) {
-      if (args.encode) return LaunchNarrowOrWide<false>(args, wide);
+      // (A concentrated first pass, launched by the host, ranks as the
+      // later ones: with few distinct digits the unstable kernel's count
+      // atomics serialise; kFewShift in radix_kernels.cuh.)
+      const bool concentrated_here = Pass::kConcentrated != ConcentratedRank::kNone && concentrated && !wide;
+      if (args.encode && !concentrated_here) return LaunchNarrowOrWide<false>(args, wide);
     }
     if constexpr (Pass::kConcentrated != ConcentratedRank::kNone) {
       if (concentrated && !wide) {
@@ -794,8 +798,10 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     SORTD_CUDA_TRY(count_histogram(read_back ? plan + 2 : nullptr, false));
   }
   if (detect_order) SORTD_CUDA_TRY(zero_span(status, tile_counters + kPasses + 1));
-  DigitOffsetsKernel<kRadixBins><<<kPasses, kRadixBins, 0, stream>>>(hist, n, p.skip_trivial_passes,
-                                                                     offsets, plan + 1, hot_digits);
+  // (Few-digit bits only where they count: keys-only sorts that may run
+  // concentrated kernels.)
+  DigitOffsetsKernel<kRadixBins><<<kPasses, kRadixBins, 0, stream>>>(
+      hist, n, p.skip_trivial_passes, p.value_bytes == 0 && p.concentrated_passes, offsets, plan + 1, hot_digits);
   SORTD_CUDA_TRY(cudaGetLastError());
 
   PassShared<Word> shared;
@@ -872,7 +878,8 @@ cudaError_t SortWords(void* d_temp, size_t& temp_bytes, const RadixSortProblem& 
     if (!((trivial >> pass) & 1)) passes.push_back(pass);
   }
   // The same rule as SpeculativeRoute on the device.
-  const bool first_pass_ran = !ordered && nans == 0 && !(trivial & 1);
+  const bool few_first = (trivial >> kFewShift) & 1;
+  const bool first_pass_ran = !ordered && nans == 0 && !(trivial & 1) && !few_first;
   if (stats != nullptr) {
     stats->passes_run = static_cast<int>(passes.size());
     stats->nan_mode = nans > 0;

@@ -776,7 +776,13 @@ TYPED_TEST(RadixSortTest, FewDistinctAndSkewedKeysRunConcentratedPasses) {
             CheckSort(keys, desc, vb, &stats, what);
             const int special = stats.passes_concentrated + stats.passes_hot;
             EXPECT_GE(special, 1) << what;
-            EXPECT_LT(special, stats.passes_run) << what << " (the first pass is plain)";
+            if (name == "3 distinct" && vb == 0) {
+              // Few distinct digits a warp (kFewShift): the speculative first
+              // pass stands down and the host runs the concentrated kernel.
+              EXPECT_EQ(stats.passes_concentrated, stats.passes_run) << what << " (the first pass too)";
+            } else {
+              EXPECT_LT(special, stats.passes_run) << what << " (the first pass is plain)";
+            }
             if (name == "skewed bits") {
               EXPECT_GE(stats.passes_hot, 1) << what;
             } else {
