@@ -76,7 +76,9 @@ struct OneSweepPassArgs {
 // pass's returning count atomics serialise them: 2^26 u32 keys of 3
 // values, H200, the first pass took 280 us against 221 us for the
 // concentrated kernel's passes (docs/benchmarks.md, "Few distinct digits
-// in the first pass"). Below kHotMinDistinct, so never a hot pass.
+// in the first pass"); with ~14 (16 values) the plain first pass was the
+// faster (docs/architecture.md, "Ties"); between the two not measured.
+// Below kHotMinDistinct, so never a hot pass.
 inline constexpr int kFewShift = 24;
 inline constexpr int kFewDistinct = 8;
 
