@@ -69,16 +69,16 @@ struct OneSweepPassArgs {
 // DigitOffsetsKernel's record_few): pass p is not trivial and a warp of 32
 // keys would hold fewer than kFewDistinct distinct digits on average (the
 // estimate of kConcentratedDistinct below; keys drawn from 3 values: ~3).
-// The speculative first pass stands down where pass 0 has the bit (no
-// flag in the pass's arguments: a larger argument struct made the pass
-// kernels spill).
 // With so few, a warp's lanes pile onto one counter, and the unstable first
 // pass's returning count atomics serialise them: 2^26 u32 keys of 3
 // values, H200, the first pass took 280 us against 221 us for the
 // concentrated kernel's passes (docs/benchmarks.md, "Few distinct digits
 // in the first pass"); with ~14 (16 values) the plain first pass was the
 // faster (docs/architecture.md, "Ties"); between the two not measured.
-// Below kHotMinDistinct, so never a hot pass.
+// So the speculative first pass stands down where pass 0 has the bit, and
+// the host runs it on the concentrated kernel. (The bit lives in the plan,
+// not in the pass's arguments: a larger argument struct made the pass
+// kernels spill.) Below kHotMinDistinct, so never a hot pass.
 inline constexpr int kFewShift = 24;
 inline constexpr int kFewDistinct = 8;
 

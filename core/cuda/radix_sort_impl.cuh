@@ -168,15 +168,15 @@ class ConfigLauncher {
         return LaunchNarrowOrWide<true, true>(args, wide);
       }
     }
+    // The concentrated kernel takes the pass, a first pass too (launched by
+    // the host: with few distinct digits the unstable kernel's count
+    // atomics serialise; kFewShift in radix_kernels.cuh).
+    const bool concentrated_kernel = Pass::kConcentrated != ConcentratedRank::kNone && concentrated && !wide;
     if constexpr (kKeysOnly && Pass::kUnstableFirstPass) {
-      // (A concentrated first pass, launched by the host, ranks as the
-      // later ones: with few distinct digits the unstable kernel's count
-      // atomics serialise; kFewShift in radix_kernels.cuh.)
-      const bool concentrated_here = Pass::kConcentrated != ConcentratedRank::kNone && concentrated && !wide;
-      if (args.encode && !concentrated_here) return LaunchNarrowOrWide<false>(args, wide);
+      if (args.encode && !concentrated_kernel) return LaunchNarrowOrWide<false>(args, wide);
     }
     if constexpr (Pass::kConcentrated != ConcentratedRank::kNone) {
-      if (concentrated && !wide) {
+      if (concentrated_kernel) {
         if (ran != nullptr) *ran = PassKernel::kConcentrated;
         return LaunchWith<kConcentratedKernel>(args);
       }
