@@ -10,6 +10,8 @@
 
 #include "core/cuda/dependent_launch.cuh"
 #include "core/cuda/merge_kernels.cuh"
+#include "core/cuda/merge_kway.h"
+#include "core/cuda/merge_kway_kernels.cuh"
 #include "core/cuda/radix_transform.cuh"
 
 namespace sortd::cuda {
@@ -369,11 +371,199 @@ RunsPlan PlanRuns(const size_t* offsets, int num_runs, int tile_items) {
   return plan;
 }
 
+// Temp storage enough for two-way rounds over num_items keys in at most
+// max_runs runs, whatever their lengths.
+size_t TwoWayRunsTempBound(size_t key_bytes, size_t num_items, int value_bytes, int max_runs) {
+  const size_t tile_items = key_bytes == 4 ? TileShape<uint32_t>::kTileItems : TileShape<uint64_t>::kTileItems;
+  const size_t runs = static_cast<size_t>(std::max(max_runs, 1));
+  // A pass's tiles: its pairs' lengths rounded up, at most one tile more
+  // per run; pairs over all passes: at most one per run and pass level.
+  const size_t max_tiles = num_items / tile_items + 2 * runs + 1;
+  const size_t max_pairs = 2 * runs + 64;
+  return TempLayout(num_items * key_bytes, num_items * static_cast<size_t>(value_bytes), max_tiles + 1,
+                    max_pairs * sizeof(RunPair))
+      .total;
+}
+
+// The k-way round's tile: NT threads of VT keys (VT odd, as TileShape's).
+// H200, u32 / u64 keys in 8 runs of 2^26 keys in all, us (VT/NT for
+// 4-byte keys, NT for 8-byte ones): 15/512/256 508 / -, 19/416/160 537 /
+// 738, 23/352/128 480 / 726, 31/256/- 538 / -.
+// Blocks an SM held by capping registers: left to itself the compiler took
+// 52 registers for 4-byte keys (3 blocks; the u32 merge above 557 us
+// against 476-488 at 40) and 80-84 for 8-byte ones (6 blocks; u64 788 us
+// against 726-732 at 72).
+template <typename Word>
+struct KWayShape {
+  static constexpr int kThreads = sizeof(Word) <= 4 ? 352 : 128;
+  static constexpr int kItems = 23;
+  static constexpr int kMinBlocks = sizeof(Word) <= 4 ? 4 : 7;
+  static constexpr int kCapacity = merge::KWayTileCapacity(kThreads, kItems);
+};
+
+// The sample stride S (a power of two) and splitter spacing q of a k-way
+// round of k runs with tiles of `capacity` keys: a block's slices hold at
+// most (q + k) S - k keys (merge_kway_kernels.cuh), q S on average. S is
+// the largest that leaves q >= 3k (average tiles at least 3/4 full): the
+// fewer samples, the cheaper their merge.
+struct KWaySpacing {
+  int stride_log2 = 0;
+  uint32_t q = 0;
+};
+
+KWaySpacing SpacingFor(int k, int capacity) {
+  KWaySpacing sp;
+  while ((size_t{2} << sp.stride_log2) * static_cast<size_t>(4 * k) <= static_cast<size_t>(capacity + k)) {
+    ++sp.stride_log2;
+  }
+  sp.q = static_cast<uint32_t>((capacity + k) >> sp.stride_log2) - static_cast<uint32_t>(k);
+  return sp;
+}
+
+// A k-way round's plan, made on the host from the run offsets.
+struct KWayPlan {
+  merge::KWayRuns runs{};
+  uint32_t num_samples = 0;
+  uint32_t q = 0;
+  uint32_t buckets = 0;
+};
+
+// Whether `p` merges in one k-way round (merge_kway.h): keys only,
+// kMergeKWayMinRuns..kMergeKWayMaxRuns non-empty runs, from
+// kway_min_items keys, positions below 2^32.
+template <typename Word>
+bool PlanKWay(const MergeRunsProblem& p, KWayPlan* plan) {
+  const size_t n = p.h_run_offsets[p.num_runs];
+  const size_t min_items =
+      p.kway_min_items != 0 ? p.kway_min_items : sizeof(Word) <= 4 ? kMergeKWayMinItems4 : kMergeKWayMinItems8;
+  if (p.value_bytes != 0 || n < min_items || n >= (size_t{1} << 32)) return false;
+  int k = 0;
+  for (int r = 0; r < p.num_runs; ++r) {
+    if (p.h_run_offsets[r + 1] == p.h_run_offsets[r]) continue;
+    if (k == kMergeKWayMaxRuns) return false;
+    plan->runs.begin[k++] = static_cast<uint32_t>(p.h_run_offsets[r]);
+  }
+  if (k < kMergeKWayMinRuns) return false;
+  const KWaySpacing sp = SpacingFor(k, KWayShape<Word>::kCapacity);
+  plan->runs.num_runs = k;
+  plan->runs.stride_log2 = sp.stride_log2;
+  plan->q = sp.q;
+  uint32_t samples = 0;
+  for (int r = 0; r <= kMergeKWayMaxRuns; ++r) {
+    if (r >= k) plan->runs.begin[r] = static_cast<uint32_t>(n);
+    plan->runs.sample_begin[r] = samples;
+    if (r < k) {
+      const uint32_t len = (r + 1 < k ? plan->runs.begin[r + 1] : static_cast<uint32_t>(n)) - plan->runs.begin[r];
+      samples += ((len - 1) >> sp.stride_log2) + 1;
+    }
+  }
+  plan->num_samples = samples;
+  plan->buckets = (samples + sp.q - 1) / sp.q;
+  return true;
+}
+
+// Temp storage of a k-way round, in order: the encoded keys (unless the
+// keys are their own words), the samples (keys, positions), the merged
+// samples, the splits, and the samples' merge's own storage.
+struct KWayLayout {
+  size_t encoded = 0, sample_keys = 0, sample_pos = 0, merged_keys = 0, merged_pos = 0, splits = 0, inner = 0,
+         total = 0;
+  KWayLayout(size_t n_encoded, size_t samples, size_t buckets, int k, size_t key_bytes, size_t inner_bytes) {
+    size_t at = 0;
+    auto take = [&](size_t bytes) {
+      const size_t here = at;
+      at += AlignUp(bytes);
+      return here;
+    };
+    encoded = take(n_encoded * key_bytes);
+    sample_keys = take(samples * key_bytes);
+    sample_pos = take(samples * sizeof(uint32_t));
+    merged_keys = take(samples * key_bytes);
+    merged_pos = take(samples * sizeof(uint32_t));
+    splits = take((buckets + 1) * static_cast<size_t>(k) * sizeof(uint32_t));
+    inner = take(inner_bytes);
+    total = at + kAlign;  // base aligned up inside
+  }
+};
+
 template <typename Word, bool kFloat, typename Value>
 cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProblem& p,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, bool words_encoded = false);
+
+// One k-way round (merge_kway_kernels.cuh): encode (unless the keys are
+// their own words), sample, merge the samples (two-way rounds over words
+// already encoded), find the splits, merge.
+template <typename Word, bool kFloat>
+cudaError_t MergeRunsKWay(void* d_temp, size_t& temp_bytes, const MergeRunsProblem& p, const KWayPlan& plan,
+                          cudaStream_t stream) {
+  using Less = NumericLess<Word, kFloat>;
+  using Shape = KWayShape<Word>;
+  const size_t n = p.h_run_offsets[p.num_runs];
+  const int k = plan.runs.num_runs;
+  const bool identity = !kFloat && ClassOf(p.key_type) == KeyClass::kUnsigned && !p.descending;
+  std::vector<size_t> sample_offsets(static_cast<size_t>(k) + 1);
+  for (int r = 0; r <= k; ++r) sample_offsets[r] = plan.runs.sample_begin[r];
+  MergeRunsProblem samples;
+  samples.key_type = p.key_type;
+  samples.descending = p.descending;
+  samples.num_runs = k;
+  samples.h_run_offsets = sample_offsets.data();
+  samples.value_bytes = 4;
+  size_t inner_bytes = 0;
+  cudaError_t err = MergeRunsTyped<Word, kFloat, uint32_t>(nullptr, inner_bytes, samples, stream, true);
+  if (err != cudaSuccess) return err;
+  const KWayLayout layout(identity ? 0 : n, plan.num_samples, plan.buckets, k, sizeof(Word), inner_bytes);
+  if (d_temp == nullptr) {
+    temp_bytes = layout.total;
+    return cudaSuccess;
+  }
+  if (temp_bytes < layout.total) return cudaErrorInvalidValue;
+  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
+  const Less less = Less::For(p.key_type, p.descending);
+  const Word* words = static_cast<const Word*>(p.d_keys_in);
+  if (!identity) {
+    Word* encoded = reinterpret_cast<Word*>(base + layout.encoded);
+    EncodeKeys<<<GridFor(n, 256), 256, 0, stream>>>(words, n, encoded, less);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    words = encoded;
+  }
+  Word* sample_keys = reinterpret_cast<Word*>(base + layout.sample_keys);
+  Word* merged_keys = reinterpret_cast<Word*>(base + layout.merged_keys);
+  uint32_t* sample_pos = reinterpret_cast<uint32_t*>(base + layout.sample_pos);
+  uint32_t* merged_pos = reinterpret_cast<uint32_t*>(base + layout.merged_pos);
+  uint32_t* splits = reinterpret_cast<uint32_t*>(base + layout.splits);
+  merge::SampleRunsKernel<<<GridFor(plan.num_samples, 256), 256, 0, stream>>>(words, plan.runs, sample_keys,
+                                                                             sample_pos, plan.num_samples);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  samples.d_keys_in = sample_keys;
+  samples.d_keys_out = merged_keys;
+  samples.d_values_in = sample_pos;
+  samples.d_values_out = merged_pos;
+  err = MergeRunsTyped<Word, kFloat, uint32_t>(base + layout.inner, inner_bytes, samples, stream, true);
+  if (err != cudaSuccess) return err;
+  const size_t searches = (size_t{plan.buckets} + 1) * static_cast<size_t>(k);
+  merge::RunSplitsKernel<<<GridFor(searches, 256), 256, 0, stream>>>(
+      words, sample_keys, merged_keys, merged_pos, plan.runs, plan.buckets, plan.q, less, splits);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  const KeyIo<Less> io{false, !identity, less};
+  merge::KWayMergeKernel<Shape::kThreads, Shape::kItems, Shape::kMinBlocks, Less><<<plan.buckets, Shape::kThreads, 0, stream>>>(
+      words, static_cast<Word*>(p.d_keys_out), plan.runs, splits, io);
+  return cudaGetLastError();
+}
+
+// words_encoded: the keys are the order's words already (the k-way
+// round's samples): no encoding on the way in or decoding on the way out,
+// and always two-way rounds.
+template <typename Word, bool kFloat, typename Value>
+cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProblem& p,
+                           cudaStream_t stream, bool words_encoded) {
   using Less = NumericLess<Word, kFloat>;
   using Shape = TileShape<Word>;
+  if constexpr (std::is_same_v<Value, NoValue>) {
+    if (KWayPlan kway; !words_encoded && PlanKWay<Word>(p, &kway)) {
+      return MergeRunsKWay<Word, kFloat>(d_temp, temp_bytes, p, kway, stream);
+    }
+  }
   const size_t n = p.h_run_offsets[p.num_runs];
   const size_t value_size = std::is_same_v<Value, NoValue> ? 0 : sizeof(Value);
   const RunsPlan plan = PlanRuns(p.h_run_offsets, p.num_runs, Shape::kTileItems);
@@ -413,7 +603,8 @@ cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProb
   // Unsigned keys merged ascending are their own ordered words: the first
   // pass reads them where they are (one read and write of the keys fewer).
   const bool encoded_in_out = passes % 2 == 0;
-  const bool identity = !kFloat && ClassOf(p.key_type) == KeyClass::kUnsigned && !p.descending;
+  const bool identity =
+      words_encoded || (!kFloat && ClassOf(p.key_type) == KeyClass::kUnsigned && !p.descending);
   if (!identity) {
     EncodeKeys<<<GridFor(n, 256), 256, 0, stream>>>(keys_in, n,
                                                     encoded_in_out ? keys_out : b.keys_tmp, less);
@@ -606,15 +797,18 @@ cudaError_t MergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
 
 size_t MergeSortedRunsTempBound(RadixKeyType key_type, size_t num_items, int value_bytes, int max_runs) {
   const size_t key_bytes = RadixKeyBytes(key_type);
-  const size_t tile_items = key_bytes == 4 ? TileShape<uint32_t>::kTileItems : TileShape<uint64_t>::kTileItems;
-  const size_t runs = static_cast<size_t>(std::max(max_runs, 1));
-  // A pass's tiles: its pairs' lengths rounded up, at most one tile more
-  // per run; pairs over all passes: at most one per run and pass level.
-  const size_t max_tiles = num_items / tile_items + 2 * runs + 1;
-  const size_t max_pairs = 2 * runs + 64;
-  return TempLayout(num_items * key_bytes, num_items * static_cast<size_t>(value_bytes), max_tiles + 1,
-                    max_pairs * sizeof(RunPair))
-      .total;
+  size_t bound = TwoWayRunsTempBound(key_bytes, num_items, value_bytes, max_runs);
+  if (value_bytes != 0 || num_items >= (size_t{1} << 32)) return bound;
+  // A k-way round of k non-empty runs (whatever kway_min_items says): at
+  // most n / S + k samples.
+  for (int k = kMergeKWayMinRuns; k <= std::min(max_runs, kMergeKWayMaxRuns); ++k) {
+    const KWaySpacing sp = SpacingFor(k, key_bytes == 4 ? KWayShape<uint32_t>::kCapacity : KWayShape<uint64_t>::kCapacity);
+    const size_t samples = (num_items >> sp.stride_log2) + static_cast<size_t>(k);
+    const size_t buckets = samples / sp.q + 1;
+    const size_t inner = TwoWayRunsTempBound(key_bytes, samples, 4, k);
+    bound = std::max(bound, KWayLayout(num_items, samples, buckets, k, key_bytes, inner).total);
+  }
+  return bound;
 }
 
 cudaError_t MergeSortedRuns(void* d_temp_storage, size_t& temp_storage_bytes,

@@ -294,7 +294,7 @@ TEST(ArgsortBytes, SixteenMillionShortStrings) {
 // input positions.
 template <typename T>
 void CheckMergeRuns(const std::vector<T>& keys, const std::vector<size_t>& lengths,
-                    bool descending, int value_bytes) {
+                    bool descending, int value_bytes, size_t kway_min_items = 0) {
   const size_t n = keys.size();
   std::vector<size_t> offsets(1, 0);
   for (size_t len : lengths) offsets.push_back(offsets.back() + len);
@@ -329,8 +329,11 @@ void CheckMergeRuns(const std::vector<T>& keys, const std::vector<size_t>& lengt
   p.value_bytes = value_bytes;
   p.d_values_in = value_bytes ? d_vin.ptr : nullptr;
   p.d_values_out = value_bytes ? d_vout.ptr : nullptr;
+  p.kway_min_items = kway_min_items;
   size_t temp_bytes = 0;
   ASSERT_EQ(MergeSortedRuns(nullptr, temp_bytes, p, nullptr), cudaSuccess);
+  // The bound the radix sort sizes by holds for this merge too.
+  EXPECT_LE(temp_bytes, MergeSortedRunsTempBound(p.key_type, n, value_bytes, p.num_runs));
   DeviceBuffer temp(temp_bytes);
   ASSERT_EQ(MergeSortedRuns(temp.ptr, temp_bytes, p, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -380,6 +383,67 @@ TEST(MergeSort, MergeRunsFloatSpecials) {
   CheckMergeRuns(keys, {10000, 15000, 1, 14999}, true, 8);
 }
 
+// Keys-only merges of 5..8 non-empty runs take one k-way round
+// (merge_kway_kernels.cuh) from MergeRunsProblem::kway_min_items keys,
+// lowered here to 1 so that ~10^5 keys reach it: mixed lengths with empty
+// and one-key runs, keys from 16 values and from the full range, both
+// orders. The round's sample stride and splitter spacing depend on the
+// number of runs and the key width, not on the keys' number.
+constexpr size_t kAnyKWay = 1;
+
+TYPED_TEST(MergeSortTyped, MergeRunsKWayRound) {
+  SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  const size_t m = 100003;
+  const std::vector<std::vector<size_t>> cases = {
+      {m / 5, m / 5, m / 5, m / 5, m / 5 + 3},                       // 5 runs
+      {m / 2, 0, 1, m / 4, 3 * m / 16, 0, m / 16 + 5, 999, 17},     // 7 non-empty
+      {m / 8, m / 8, m / 8, m / 8, m / 8, m / 8, m / 8, m / 8 + 7},  // 8
+  };
+  uint64_t seed = 31;
+  for (const auto& lengths : cases) {
+    const size_t n = std::accumulate(lengths.begin(), lengths.end(), size_t{0});
+    for (uint64_t range_bits : {uint64_t{4}, uint64_t{64}}) {
+      const auto keys = Random<T>(n, ++seed, range_bits);
+      for (bool descending : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "runs=" << lengths.size() << " n=" << n << " bits=" << range_bits
+                                          << " descending=" << descending);
+        CheckMergeRuns(keys, lengths, descending, 0, kAnyKWay);
+      }
+    }
+  }
+}
+
+// Slices that are empty in most runs: every key equal (the splitters tie
+// and are told apart by run and position alone), and runs whose key
+// ranges do not overlap (each block's keys come from one or two runs).
+// With values the same merges take two-way rounds: also checked.
+TEST(MergeSort, MergeRunsKWayAllEqualAndDisjointRuns) {
+  SKIP_WITHOUT_GPU();
+  const size_t n = 200011;
+  std::vector<size_t> lengths = {n / 8, n / 4, n / 8, n / 16, n / 16, n / 8, n / 8};
+  lengths.push_back(n - std::accumulate(lengths.begin(), lengths.end(), size_t{0}));
+  std::vector<uint32_t> disjoint(n);
+  for (size_t i = 0; i < n; ++i) disjoint[i] = static_cast<uint32_t>(n - i);  // run r above run r + 1
+  for (int value_bytes : {0, 4}) {
+    CheckMergeRuns(std::vector<uint32_t>(n, 7u), lengths, false, value_bytes, kAnyKWay);
+    CheckMergeRuns(std::vector<int64_t>(n, -3), lengths, true, value_bytes, kAnyKWay);
+    CheckMergeRuns(disjoint, lengths, false, value_bytes, kAnyKWay);
+    CheckMergeRuns(disjoint, lengths, true, value_bytes, kAnyKWay);
+  }
+}
+
+// Floats: NaNs compare equal, so their payloads show whether equal keys
+// kept run order.
+TEST(MergeSort, MergeRunsKWayFloatSpecials) {
+  SKIP_WITHOUT_GPU();
+  const size_t n = 150001;
+  const std::vector<size_t> lengths = {n / 6, n / 6, 1, n / 6, n / 6, n - 4 * (n / 6) - 1};
+  CheckMergeRuns(FloatSpecials<float>(n, 23), lengths, false, 0, kAnyKWay);
+  CheckMergeRuns(FloatSpecials<float>(n, 25), lengths, true, 0, kAnyKWay);
+  CheckMergeRuns(FloatSpecials<double>(n, 24), lengths, true, 0, kAnyKWay);
+}
+
 // Small sizes for compute-sanitizer (memcheck, racecheck).
 TEST(MergeSortSanitizer, SmallSortsStringsAndRuns) {
   SKIP_WITHOUT_GPU();
@@ -388,6 +452,9 @@ TEST(MergeSortSanitizer, SmallSortsStringsAndRuns) {
   CheckMergeSort(Random<double>(MergeSortTileItems(8) + 3, 2), true, 8);
   CheckArgsort(RandomStrings(2 * MergeSortTileItems(16) + 1, 40, 3), false);
   CheckMergeRuns(Random<int64_t>(3000, 4, 5), {1000, 0, 1500, 500}, true, 4);
+  // One k-way round each, 4- and 8-byte keys.
+  CheckMergeRuns(Random<uint32_t>(40005, 6, 10), {20000, 10000, 5, 5000, 5000}, false, 0, kAnyKWay);
+  CheckMergeRuns(Random<double>(30000, 7), {5000, 0, 10000, 5000, 5000, 1, 4999}, true, 0, kAnyKWay);
 }
 
 }  // namespace
