@@ -13,9 +13,16 @@
 //     (bytes/engine_st).
 //   sortd_gpu_merge_bench [--repeats=7] [--max_log2=26] [--strings=1]
 //   sortd_gpu_merge_bench --argsort_only [--max_log2=21]   section 2 alone
+//  4. --runs: MergeSortedRuns of 4, 5 and 8 sorted runs (run r holds r,
+//     r + k, r + 2k, ...: every merge step switches runs), u32 keys, u64
+//     keys and u32/u32 pairs, 2^24..max_log2 keys: the library's choice
+//     (the k-way round where merge_kway.h takes it) against pairwise
+//     passes forced (kway_min_items = SIZE_MAX), CUDA events; every output
+//     checked (key i is i).
 //   sortd_gpu_merge_bench --profile=24 [--pairs]   one u32 keys (u32/u32
 //                                         pairs) sort each (ours, CUB) at
 //                                         2^24, for a profiler (ncu)
+//   sortd_gpu_merge_bench --runs [--max_log2=27]   section 4 alone
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -225,6 +233,116 @@ StringRow Strings(size_t n, int repeats, cudaStream_t stream) {
   return row;
 }
 
+// Section 4: run r of k holds r, r + k, r + 2k, ... over its first
+// run_len = n / k keys; the last run's tail (n % k keys) continues above
+// them all, so the merged output is 0 .. n - 1. Values are 3 x the key.
+template <typename Key>
+__global__ void FillRuns(Key* keys, uint32_t* values, size_t n, size_t run_len, int runs) {
+  const size_t interleaved = run_len * runs;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const Key key = static_cast<Key>(i < interleaved ? (i % run_len) * runs + i / run_len : i);
+    keys[i] = key;
+    if (values != nullptr) values[i] = static_cast<uint32_t>(key) * 3u;
+  }
+}
+
+template <typename Key>
+__global__ void CountNotIota(const Key* keys, const uint32_t* values, size_t n, unsigned long long* bad) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    if (keys[i] != static_cast<Key>(i) || (values != nullptr && values[i] != static_cast<uint32_t>(i) * 3u)) {
+      atomicAdd(bad, 1ull);
+    }
+  }
+}
+
+struct RunsRow {
+  std::string name;
+  int log2n, runs;
+  double chosen_us, pairwise_us;
+  bool verified;
+};
+
+template <typename Key, bool kPairs>
+RunsRow MergeRuns(const char* name, int log2n, int runs, int repeats, cudaStream_t stream) {
+  const size_t n = size_t{1} << log2n;
+  const size_t run_len = n / runs;
+  Key *keys, *out;
+  uint32_t *values = nullptr, *values_out = nullptr;
+  unsigned long long* bad;
+  CHECK(cudaMalloc(&keys, n * sizeof(Key)));
+  CHECK(cudaMalloc(&out, n * sizeof(Key)));
+  CHECK(cudaMalloc(&bad, 8));
+  if (kPairs) {
+    CHECK(cudaMalloc(&values, n * 4));
+    CHECK(cudaMalloc(&values_out, n * 4));
+  }
+  std::vector<size_t> offsets(runs + 1);
+  for (int r = 0; r < runs; ++r) offsets[r] = r * run_len;
+  offsets[runs] = n;
+  sortd::cuda::MergeRunsProblem p;
+  p.key_type = sizeof(Key) == 4 ? RadixKeyType::kUint32 : RadixKeyType::kUint64;
+  p.num_runs = runs;
+  p.h_run_offsets = offsets.data();
+  p.d_keys_in = keys;
+  p.d_keys_out = out;
+  if (kPairs) {
+    p.value_bytes = 4;
+    p.d_values_in = values;
+    p.d_values_out = values_out;
+  }
+  RunsRow row{name, log2n, runs, 0, 0, true};
+  for (bool pairwise : {false, true}) {
+    p.kway_min_items = pairwise ? std::numeric_limits<size_t>::max() : 0;
+    size_t bytes = 0;
+    CHECK(sortd::cuda::MergeSortedRuns(nullptr, bytes, p, stream));
+    void* temp;
+    CHECK(cudaMalloc(&temp, bytes));
+    FillRuns<<<1024, 256, 0, stream>>>(keys, values, n, run_len, runs);
+    CHECK(cudaMemsetAsync(out, 0, n * sizeof(Key), stream));
+    const double t =
+        EventTime([&] { CHECK(sortd::cuda::MergeSortedRuns(temp, bytes, p, stream)); }, repeats, stream);
+    (pairwise ? row.pairwise_us : row.chosen_us) = t * 1e6;
+    CHECK(cudaMemsetAsync(bad, 0, 8, stream));
+    CountNotIota<<<1024, 256, 0, stream>>>(out, values_out, n, bad);
+    unsigned long long h = 0;
+    CHECK(cudaMemcpyAsync(&h, bad, 8, cudaMemcpyDeviceToHost, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    row.verified = row.verified && h == 0;
+    CHECK(cudaFree(temp));
+  }
+  CHECK(cudaFree(keys));
+  CHECK(cudaFree(out));
+  CHECK(cudaFree(bad));
+  if (kPairs) {
+    CHECK(cudaFree(values));
+    CHECK(cudaFree(values_out));
+  }
+  return row;
+}
+
+int RunsSection(int max_log2, int repeats, cudaStream_t stream) {
+  std::vector<RunsRow> rows;
+  for (int lg = 24; lg <= max_log2; ++lg) {
+    for (int runs : {4, 5, 8}) {
+      rows.push_back(MergeRuns<uint32_t, false>("u32 keys", lg, runs, repeats, stream));
+      rows.push_back(MergeRuns<uint64_t, false>("u64 keys", lg, runs, repeats, stream));
+      rows.push_back(MergeRuns<uint32_t, true>("u32/u32 pairs", lg, runs, repeats, stream));
+    }
+  }
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("\nGPU: %s (%d SMs), median of %d after warm-up\n", prop.name, prop.multiProcessorCount, repeats);
+  std::printf("MergeSortedRuns, us: the library's choice vs pairwise passes forced\n");
+  std::printf("%-14s %5s %5s %10s %10s %7s %9s\n", "case", "n", "runs", "chosen", "pairwise", "ratio", "verified");
+  bool ok = true;
+  for (const RunsRow& r : rows) {
+    std::printf("%-14s 2^%-3d %5d %10.1f %10.1f %6.2fx %9s\n", r.name.c_str(), r.log2n, r.runs, r.chosen_us,
+                r.pairwise_us, r.pairwise_us / r.chosen_us, r.verified ? "yes" : "NO");
+    ok = ok && r.verified;
+  }
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -232,6 +350,7 @@ int main(int argc, char** argv) {
   bool strings = true;
   int profile_log2 = 0;
   bool profile_pairs = false;
+  bool runs_only = false;     // only section 4
   bool argsort_only = false;  // only section 2 (the --gpu_merge_argsort_max_keys crossover)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--argsort_only") == 0) argsort_only = true;
@@ -240,9 +359,11 @@ int main(int argc, char** argv) {
     if (std::strncmp(argv[i], "--repeats=", 10) == 0) repeats = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--max_log2=", 11) == 0) max_log2 = std::atoi(argv[i] + 11);
     if (std::strncmp(argv[i], "--strings=", 10) == 0) strings = std::atoi(argv[i] + 10) != 0;
+    if (std::strcmp(argv[i], "--runs") == 0) runs_only = true;
   }
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (runs_only) return RunsSection(max_log2, repeats, stream);
   if (profile_log2 > 0) {
     const CubRow r = profile_pairs ? VsCub<uint32_t, true>("u32/u32 pairs", size_t{1} << profile_log2, 1, stream)
                                    : VsCub<uint32_t, false>("u32 keys", size_t{1} << profile_log2, 1, stream);
