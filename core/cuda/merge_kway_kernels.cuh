@@ -1,5 +1,5 @@
-// One k-way round for a keys-only merge of kMergeKWayMinRuns..
-// kMergeKWayMaxRuns sorted runs (MergeSortedRuns; merge_kway.h says when),
+// One k-way round for a merge of kMergeKWayMinRuns..kMergeKWayMaxRuns
+// sorted runs (MergeSortedRuns; merge_kway.h says when),
 // instead of ceil(log2 k) two-way rounds that each read and write every
 // key:
 //   SampleRunsKernel  every S-th key of each run and its position: k short
@@ -16,9 +16,11 @@
 //                     there (each level's threads shared out among its
 //                     pairs by their lengths, so no thread straddles two
 //                     pairs), and stores the last level like a two-way
-//                     merge tile. Keys only: carrying values' positions
-//                     through the levels made it 2x slower than two-way
-//                     rounds (H200, u32/u32).
+//                     merge tile. 4-byte values travel with their keys
+//                     as one 8-byte element (KeyValue): carrying their
+//                     positions through the levels instead, to pick the
+//                     values at the store, made the round 2x slower than
+//                     two-way rounds (H200, u32/u32).
 // Why a block's slices fit: between two consecutive splitters lie q
 // samples in all, c_r of them from run r; run r's keys there lie between
 // its sample before them and its sample after them, so there are at most
@@ -123,16 +125,56 @@ __global__ void RunSplitsKernel(const typename Less::Key* __restrict__ keys,
   splits[b * k + r] = count;
 }
 
+// A key and its value, merged as one element by the key alone.
+template <typename Key, typename Value>
+struct KeyValue {
+  Key key;
+  Value value;
+};
+
+template <typename Less>
+struct KeyValueLess {
+  Less less;
+  template <typename Value>
+  __device__ __forceinline__ bool operator()(const KeyValue<typename Less::Key, Value>& a,
+                                             const KeyValue<typename Less::Key, Value>& b) const {
+    return less(a.key, b.key);
+  }
+};
+
+// What a k-way round merges: keys (Value = NoValue) or KeyValue elements.
+template <typename Less, typename Value>
+struct KWayElement {
+  using Type = KeyValue<typename Less::Key, Value>;
+  using Order = KeyValueLess<Less>;
+  static __device__ __forceinline__ Type Load(const typename Less::Key* keys, const Value* values, uint32_t i) {
+    return {keys[i], values[i]};
+  }
+  static __device__ __forceinline__ const typename Less::Key& KeyOf(const Type& e) { return e.key; }
+  static __device__ __forceinline__ Order OrderOf(const Less& less) { return {less}; }
+};
+
+template <typename Less>
+struct KWayElement<Less, NoValue> {
+  using Type = typename Less::Key;
+  using Order = Less;
+  static __device__ __forceinline__ Type Load(const Type* keys, const NoValue*, uint32_t i) { return keys[i]; }
+  static __device__ __forceinline__ const Type& KeyOf(const Type& e) { return e; }
+  static __device__ __forceinline__ const Less& OrderOf(const Less& less) { return less; }
+};
+
 // NT threads of VT keys; a block's slices hold at most
 // KWayTileCapacity(NT, VT) keys (each level's pairs waste less than VT
 // keys' worth of threads, at most kMergeKWayMaxRuns / 2 pairs).
 __host__ __device__ constexpr int KWayTileCapacity(int nt, int vt) { return (nt - kMergeKWayMaxRuns / 2) * vt; }
 
-template <int NT, int VT, int kMinBlocks, typename Less>
+template <int NT, int VT, int kMinBlocks, typename Less, typename Value>
 __global__ void __launch_bounds__(NT, kMinBlocks)
     KWayMergeKernel(const typename Less::Key* __restrict__ keys_in, typename Less::Key* __restrict__ keys_out,
-                    KWayRuns runs, const uint32_t* __restrict__ splits, KeyIo<Less> io) {
-  using Key = typename Less::Key;
+                    const Value* __restrict__ values_in, Value* __restrict__ values_out, KWayRuns runs,
+                    const uint32_t* __restrict__ splits, KeyIo<Less> io) {
+  using Element = KWayElement<Less, Value>;
+  using Key = typename Element::Type;  // what the levels merge
   constexpr int NV = NT * VT;
   constexpr int kMax = kMergeKWayMaxRuns;
   __shared__ struct {
@@ -143,7 +185,7 @@ __global__ void __launch_bounds__(NT, kMinBlocks)
   __shared__ int off[kMax + 1];
   __shared__ uint32_t base[kMax];
   __shared__ uint32_t out_begin;
-  const Less& less = io.less;
+  const auto less = Element::OrderOf(io.less);
   const int k = runs.num_runs;
   // Warp 0 reads the splits (lane r: run r; all loads at once) and scans
   // the slice lengths.
@@ -184,7 +226,7 @@ __global__ void __launch_bounds__(NT, kMinBlocks)
 #pragma unroll
   for (int i = 0; i < VT; ++i) {
     const int x = i * NT + threadIdx.x;
-    if (x < count) s.keys[x] = keys_in[x + base[slice_of(x)]];
+    if (x < count) s.keys[x] = Element::Load(keys_in, values_in, x + base[slice_of(x)]);
   }
   __syncthreads();
 
@@ -229,7 +271,13 @@ __global__ void __launch_bounds__(NT, kMinBlocks)
 #pragma unroll
   for (int i = 0; i < VT; ++i) s.keys[threadIdx.x * VT + i] = out[i];
   __syncthreads();
-  StoreSharedTile<NT, VT, true, false, Less, NoValue>(s.keys, nullptr, count, keys_out + out_begin, nullptr, io);
+  ForEachTileOutput<NT, VT>(count, io, [&](int j, auto decode) {
+    const Key& e = s.keys[j];
+    typename Less::Key key = Element::KeyOf(e);
+    if constexpr (decltype(decode)::value) key = io.less.Decode(key);
+    keys_out[out_begin + j] = key;
+    if constexpr (!std::is_same_v<Value, NoValue>) values_out[out_begin + j] = e.value;
+  });
 }
 
 }  // namespace sortd::cuda::merge

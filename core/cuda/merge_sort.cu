@@ -385,21 +385,32 @@ size_t TwoWayRunsTempBound(size_t key_bytes, size_t num_items, int value_bytes, 
       .total;
 }
 
-// The k-way round's tile: NT threads of VT keys (VT odd, as TileShape's).
-// H200, u32 / u64 keys in 8 runs of 2^26 keys in all, us (VT/NT for
-// 4-byte keys, NT for 8-byte ones): 15/512/256 508 / -, 19/416/160 537 /
-// 738, 23/352/128 480 / 726, 31/256/- 538 / -.
+// The k-way round's tile: NT threads of VT elements (VT odd, as
+// TileShape's), by element bytes: 4-byte keys, or 8 (8-byte keys, 4-byte
+// keys with 4-byte values). H200, u32 / u64 keys in 8 runs of 2^26 keys in
+// all, us (VT/NT for 4-byte elements, NT for 8-byte ones): 15/512/256 508
+// / -, 19/416/160 537 / 738, 23/352/128 480 / 726, 31/256/- 538 / -.
 // Blocks an SM held by capping registers: left to itself the compiler took
 // 52 registers for 4-byte keys (3 blocks; the u32 merge above 557 us
 // against 476-488 at 40) and 80-84 for 8-byte ones (6 blocks; u64 788 us
 // against 726-732 at 72).
-template <typename Word>
+template <size_t kElementBytes>
 struct KWayShape {
-  static constexpr int kThreads = sizeof(Word) <= 4 ? 352 : 128;
+  static constexpr int kThreads = kElementBytes <= 4 ? 352 : 128;
   static constexpr int kItems = 23;
-  static constexpr int kMinBlocks = sizeof(Word) <= 4 ? 4 : 7;
+  static constexpr int kMinBlocks = kElementBytes <= 4 ? 4 : 7;
   static constexpr int kCapacity = merge::KWayTileCapacity(kThreads, kItems);
 };
+
+// Whether a merge of these widths may take the k-way round: keys only, or
+// 4-byte keys with 4-byte values (an 8-byte element).
+constexpr bool KWayWidths(size_t key_bytes, size_t value_bytes) {
+  return value_bytes == 0 || (key_bytes == 4 && value_bytes == 4);
+}
+
+int KWayCapacity(size_t element_bytes) {
+  return element_bytes <= 4 ? KWayShape<4>::kCapacity : KWayShape<8>::kCapacity;
+}
 
 // The sample stride S (a power of two) and splitter spacing q of a k-way
 // round of k runs with tiles of `capacity` keys: a block's slices hold at
@@ -428,15 +439,19 @@ struct KWayPlan {
   uint32_t buckets = 0;
 };
 
-// Whether `p` merges in one k-way round (merge_kway.h): keys only,
-// kMergeKWayMinRuns..kMergeKWayMaxRuns non-empty runs, from
-// kway_min_items keys, positions below 2^32.
+// Whether `p` merges in one k-way round (merge_kway.h): widths
+// KWayWidths allows, kMergeKWayMinRuns..kMergeKWayMaxRuns non-empty runs,
+// from kway_min_items keys, positions below 2^32.
 template <typename Word>
 bool PlanKWay(const MergeRunsProblem& p, KWayPlan* plan) {
   const size_t n = p.h_run_offsets[p.num_runs];
+  const size_t element_bytes = sizeof(Word) + static_cast<size_t>(p.value_bytes);
   const size_t min_items =
-      p.kway_min_items != 0 ? p.kway_min_items : sizeof(Word) <= 4 ? kMergeKWayMinItems4 : kMergeKWayMinItems8;
-  if (p.value_bytes != 0 || n < min_items || n >= (size_t{1} << 32)) return false;
+      p.kway_min_items != 0 ? p.kway_min_items : element_bytes <= 4 ? kMergeKWayMinItems4 : kMergeKWayMinItems8;
+  if (!KWayWidths(sizeof(Word), static_cast<size_t>(p.value_bytes)) || n < min_items ||
+      n >= (size_t{1} << 32)) {
+    return false;
+  }
   int k = 0;
   for (int r = 0; r < p.num_runs; ++r) {
     if (p.h_run_offsets[r + 1] == p.h_run_offsets[r]) continue;
@@ -444,7 +459,7 @@ bool PlanKWay(const MergeRunsProblem& p, KWayPlan* plan) {
     plan->runs.begin[k++] = static_cast<uint32_t>(p.h_run_offsets[r]);
   }
   if (k < kMergeKWayMinRuns) return false;
-  const KWaySpacing sp = SpacingFor(k, KWayShape<Word>::kCapacity);
+  const KWaySpacing sp = SpacingFor(k, KWayCapacity(element_bytes));
   plan->runs.num_runs = k;
   plan->runs.stride_log2 = sp.stride_log2;
   plan->q = sp.q;
@@ -493,11 +508,11 @@ cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProb
 // One k-way round (merge_kway_kernels.cuh): encode (unless the keys are
 // their own words), sample, merge the samples (two-way rounds over words
 // already encoded), find the splits, merge.
-template <typename Word, bool kFloat>
+template <typename Word, bool kFloat, typename Value>
 cudaError_t MergeRunsKWay(void* d_temp, size_t& temp_bytes, const MergeRunsProblem& p, const KWayPlan& plan,
                           cudaStream_t stream) {
   using Less = NumericLess<Word, kFloat>;
-  using Shape = KWayShape<Word>;
+  using Shape = KWayShape<sizeof(typename merge::KWayElement<Less, Value>::Type)>;
   const size_t n = p.h_run_offsets[p.num_runs];
   const int k = plan.runs.num_runs;
   const bool identity = !kFloat && ClassOf(p.key_type) == KeyClass::kUnsigned && !p.descending;
@@ -546,8 +561,10 @@ cudaError_t MergeRunsKWay(void* d_temp, size_t& temp_bytes, const MergeRunsProbl
       words, sample_keys, merged_keys, merged_pos, plan.runs, plan.buckets, plan.q, less, splits);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   const KeyIo<Less> io{false, !identity, less};
-  merge::KWayMergeKernel<Shape::kThreads, Shape::kItems, Shape::kMinBlocks, Less><<<plan.buckets, Shape::kThreads, 0, stream>>>(
-      words, static_cast<Word*>(p.d_keys_out), plan.runs, splits, io);
+  merge::KWayMergeKernel<Shape::kThreads, Shape::kItems, Shape::kMinBlocks, Less, Value>
+      <<<plan.buckets, Shape::kThreads, 0, stream>>>(words, static_cast<Word*>(p.d_keys_out),
+                                                     static_cast<const Value*>(p.d_values_in),
+                                                     static_cast<Value*>(p.d_values_out), plan.runs, splits, io);
   return cudaGetLastError();
 }
 
@@ -559,9 +576,9 @@ cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProb
                            cudaStream_t stream, bool words_encoded) {
   using Less = NumericLess<Word, kFloat>;
   using Shape = TileShape<Word>;
-  if constexpr (std::is_same_v<Value, NoValue>) {
+  if constexpr (std::is_same_v<Value, NoValue> || (sizeof(Word) == 4 && sizeof(Value) == 4)) {
     if (KWayPlan kway; !words_encoded && PlanKWay<Word>(p, &kway)) {
-      return MergeRunsKWay<Word, kFloat>(d_temp, temp_bytes, p, kway, stream);
+      return MergeRunsKWay<Word, kFloat, Value>(d_temp, temp_bytes, p, kway, stream);
     }
   }
   const size_t n = p.h_run_offsets[p.num_runs];
@@ -798,11 +815,11 @@ cudaError_t MergeSort(void* d_temp_storage, size_t& temp_storage_bytes,
 size_t MergeSortedRunsTempBound(RadixKeyType key_type, size_t num_items, int value_bytes, int max_runs) {
   const size_t key_bytes = RadixKeyBytes(key_type);
   size_t bound = TwoWayRunsTempBound(key_bytes, num_items, value_bytes, max_runs);
-  if (value_bytes != 0 || num_items >= (size_t{1} << 32)) return bound;
+  if (!KWayWidths(key_bytes, static_cast<size_t>(value_bytes)) || num_items >= (size_t{1} << 32)) return bound;
   // A k-way round of k non-empty runs (whatever kway_min_items says): at
   // most n / S + k samples.
   for (int k = kMergeKWayMinRuns; k <= std::min(max_runs, kMergeKWayMaxRuns); ++k) {
-    const KWaySpacing sp = SpacingFor(k, key_bytes == 4 ? KWayShape<uint32_t>::kCapacity : KWayShape<uint64_t>::kCapacity);
+    const KWaySpacing sp = SpacingFor(k, KWayCapacity(key_bytes + static_cast<size_t>(value_bytes)));
     const size_t samples = (num_items >> sp.stride_log2) + static_cast<size_t>(k);
     const size_t buckets = samples / sp.q + 1;
     const size_t inner = TwoWayRunsTempBound(key_bytes, samples, 4, k);

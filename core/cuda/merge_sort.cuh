@@ -97,9 +97,10 @@ struct MergeRunsProblem {
   int value_bytes = 0;              // 0, 4 or 8
   const void* d_values_in = nullptr;
   void* d_values_out = nullptr;
-  // Keys-only merges of 5..8 non-empty runs from this many keys take one
-  // k-way round (merge_kway.h); 0: the default for the key width. Tests
-  // lower it to reach that round with few keys.
+  // Merges of 5..8 non-empty runs (keys only, or 4-byte keys with 4-byte
+  // values) from this many keys take one k-way round (merge_kway.h); 0:
+  // the default for the widths. Tests lower it to reach that round with
+  // few keys.
   size_t kway_min_items = 0;
 };
 

@@ -383,12 +383,15 @@ TEST(MergeSort, MergeRunsFloatSpecials) {
   CheckMergeRuns(keys, {10000, 15000, 1, 14999}, true, 8);
 }
 
-// Keys-only merges of 5..8 non-empty runs take one k-way round
-// (merge_kway_kernels.cuh) from MergeRunsProblem::kway_min_items keys,
-// lowered here to 1 so that ~10^5 keys reach it: mixed lengths with empty
-// and one-key runs, keys from 16 values and from the full range, both
-// orders. The round's sample stride and splitter spacing depend on the
-// number of runs and the key width, not on the keys' number.
+// Merges of 5..8 non-empty runs (keys only, or 4-byte keys with 4-byte
+// values) take one k-way round (merge_kway_kernels.cuh) from
+// MergeRunsProblem::kway_min_items keys, lowered here to 1 so that ~10^5
+// keys reach it: mixed lengths with empty and one-key runs, keys from 16
+// values (with values: input positions, so ties show run order) and from
+// the full range, both orders. The round's sample stride and splitter
+// spacing depend on the number of runs and the widths, not on the keys'
+// number. 8-byte values (and 4-byte ones with 8-byte keys) take two-way
+// rounds: checked alike.
 constexpr size_t kAnyKWay = 1;
 
 TYPED_TEST(MergeSortTyped, MergeRunsKWayRound) {
@@ -406,9 +409,12 @@ TYPED_TEST(MergeSortTyped, MergeRunsKWayRound) {
     for (uint64_t range_bits : {uint64_t{4}, uint64_t{64}}) {
       const auto keys = Random<T>(n, ++seed, range_bits);
       for (bool descending : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "runs=" << lengths.size() << " n=" << n << " bits=" << range_bits
-                                          << " descending=" << descending);
-        CheckMergeRuns(keys, lengths, descending, 0, kAnyKWay);
+        for (int value_bytes : {0, 4, 8}) {
+          if (range_bits == 64 && value_bytes != 0) continue;  // stability needs ties
+          SCOPED_TRACE(::testing::Message() << "runs=" << lengths.size() << " n=" << n << " bits=" << range_bits
+                                            << " descending=" << descending << " values=" << value_bytes);
+          CheckMergeRuns(keys, lengths, descending, value_bytes, kAnyKWay);
+        }
       }
     }
   }
@@ -417,7 +423,7 @@ TYPED_TEST(MergeSortTyped, MergeRunsKWayRound) {
 // Slices that are empty in most runs: every key equal (the splitters tie
 // and are told apart by run and position alone), and runs whose key
 // ranges do not overlap (each block's keys come from one or two runs).
-// With values the same merges take two-way rounds: also checked.
+// With 4-byte values (k-way for 4-byte keys, two-way for 8-byte ones).
 TEST(MergeSort, MergeRunsKWayAllEqualAndDisjointRuns) {
   SKIP_WITHOUT_GPU();
   const size_t n = 200011;
@@ -433,8 +439,8 @@ TEST(MergeSort, MergeRunsKWayAllEqualAndDisjointRuns) {
   }
 }
 
-// Floats: NaNs compare equal, so their payloads show whether equal keys
-// kept run order.
+// Floats: NaNs compare equal, so their payloads (and the values) show
+// whether equal keys kept run order.
 TEST(MergeSort, MergeRunsKWayFloatSpecials) {
   SKIP_WITHOUT_GPU();
   const size_t n = 150001;
@@ -442,6 +448,7 @@ TEST(MergeSort, MergeRunsKWayFloatSpecials) {
   CheckMergeRuns(FloatSpecials<float>(n, 23), lengths, false, 0, kAnyKWay);
   CheckMergeRuns(FloatSpecials<float>(n, 25), lengths, true, 0, kAnyKWay);
   CheckMergeRuns(FloatSpecials<double>(n, 24), lengths, true, 0, kAnyKWay);
+  CheckMergeRuns(FloatSpecials<float>(n, 26), lengths, true, 4, kAnyKWay);
 }
 
 // Small sizes for compute-sanitizer (memcheck, racecheck).
@@ -452,8 +459,8 @@ TEST(MergeSortSanitizer, SmallSortsStringsAndRuns) {
   CheckMergeSort(Random<double>(MergeSortTileItems(8) + 3, 2), true, 8);
   CheckArgsort(RandomStrings(2 * MergeSortTileItems(16) + 1, 40, 3), false);
   CheckMergeRuns(Random<int64_t>(3000, 4, 5), {1000, 0, 1500, 500}, true, 4);
-  // One k-way round each, 4- and 8-byte keys.
-  CheckMergeRuns(Random<uint32_t>(40005, 6, 10), {20000, 10000, 5, 5000, 5000}, false, 0, kAnyKWay);
+  // One k-way round each: 4-byte keys with 4-byte values, 8-byte keys.
+  CheckMergeRuns(Random<uint32_t>(40005, 6, 10), {20000, 10000, 5, 5000, 5000}, false, 4, kAnyKWay);
   CheckMergeRuns(Random<double>(30000, 7), {5000, 0, 10000, 5000, 5000, 1, 4999}, true, 0, kAnyKWay);
 }
 
