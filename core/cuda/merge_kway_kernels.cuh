@@ -213,10 +213,11 @@ __global__ void __launch_bounds__(NT, kMinBlocks)
   __syncthreads();
   const int count = off[kMax];
   // The slice of tile key x (x < count): off[] in registers, so that the
-  // per-key test indexes no array.
+  // per-key test indexes no array. Runs past k are empty: the scan left
+  // their off[] at count.
   int bounds[kMax - 1];
 #pragma unroll
-  for (int r = 1; r < kMax; ++r) bounds[r - 1] = r < k ? off[r] : count;
+  for (int r = 1; r < kMax; ++r) bounds[r - 1] = off[r];
   auto slice_of = [&](int x) {
     int r = 0;
 #pragma unroll

@@ -463,12 +463,12 @@ bool PlanKWay(const MergeRunsProblem& p, KWayPlan* plan) {
   plan->runs.num_runs = k;
   plan->runs.stride_log2 = sp.stride_log2;
   plan->q = sp.q;
+  for (int r = k; r <= kMergeKWayMaxRuns; ++r) plan->runs.begin[r] = static_cast<uint32_t>(n);
   uint32_t samples = 0;
   for (int r = 0; r <= kMergeKWayMaxRuns; ++r) {
-    if (r >= k) plan->runs.begin[r] = static_cast<uint32_t>(n);
     plan->runs.sample_begin[r] = samples;
     if (r < k) {
-      const uint32_t len = (r + 1 < k ? plan->runs.begin[r + 1] : static_cast<uint32_t>(n)) - plan->runs.begin[r];
+      const uint32_t len = plan->runs.begin[r + 1] - plan->runs.begin[r];
       samples += ((len - 1) >> sp.stride_log2) + 1;
     }
   }
@@ -505,6 +505,13 @@ template <typename Word, bool kFloat, typename Value>
 cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProblem& p,
                            cudaStream_t stream, bool words_encoded = false);
 
+// Unsigned keys merged ascending are their own ordered words: merges read
+// them where they are, without an encode pass.
+template <bool kFloat>
+bool KeysAreWords(const MergeRunsProblem& p) {
+  return !kFloat && ClassOf(p.key_type) == KeyClass::kUnsigned && !p.descending;
+}
+
 // One k-way round (merge_kway_kernels.cuh): encode (unless the keys are
 // their own words), sample, merge the samples (two-way rounds over words
 // already encoded), find the splits, merge.
@@ -515,7 +522,7 @@ cudaError_t MergeRunsKWay(void* d_temp, size_t& temp_bytes, const MergeRunsProbl
   using Shape = KWayShape<sizeof(typename merge::KWayElement<Less, Value>::Type)>;
   const size_t n = p.h_run_offsets[p.num_runs];
   const int k = plan.runs.num_runs;
-  const bool identity = !kFloat && ClassOf(p.key_type) == KeyClass::kUnsigned && !p.descending;
+  const bool identity = KeysAreWords<kFloat>(p);
   std::vector<size_t> sample_offsets(static_cast<size_t>(k) + 1);
   for (int r = 0; r <= k; ++r) sample_offsets[r] = plan.runs.sample_begin[r];
   MergeRunsProblem samples;
@@ -617,11 +624,10 @@ cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProb
   const Buffers<Word, Value> b = layout.BuffersAt(base, keys_in, keys_out, values_in, values_out);
   // Encode into the buffer the pass parity needs (odd: tmp, so that the
   // last pass writes out); the first pass reads the caller's values.
-  // Unsigned keys merged ascending are their own ordered words: the first
-  // pass reads them where they are (one read and write of the keys fewer).
+  // Keys that are their own words: the first pass reads them where they
+  // are (one read and write of the keys fewer).
   const bool encoded_in_out = passes % 2 == 0;
-  const bool identity =
-      words_encoded || (!kFloat && ClassOf(p.key_type) == KeyClass::kUnsigned && !p.descending);
+  const bool identity = words_encoded || KeysAreWords<kFloat>(p);
   if (!identity) {
     EncodeKeys<<<GridFor(n, 256), 256, 0, stream>>>(keys_in, n,
                                                     encoded_in_out ? keys_out : b.keys_tmp, less);
