@@ -261,13 +261,14 @@ class CpuEngine final : public SortEngine {
 
   // Stable argsort of 32-bit keys: sort (ordered key << 32 | index) words
   // ascending; descending flips the key bits so that equal keys still keep
-  // ascending indices.
+  // ascending indices. The words live in the caller's index buffer, each
+  // replaced by its index as it is read back: no memory of its own (fresh
+  // memory per call cost more than the sort below 2^17 keys: page faults).
   template <typename T>
   void ArgsortPacked32(T* keys, size_t n, bool descending, uint64_t* indices) {
     using Bits = OrderedBits<T>;
     const uint32_t flip = descending ? ~uint32_t{0} : 0;
-    std::vector<uint64_t> buffer(n);
-    uint64_t* packed = buffer.data();
+    uint64_t* packed = indices;
     bool has_nan = false;
     for (size_t i = 0; i < n; ++i) {
       const uint32_t word = static_cast<uint32_t>(Bits::Encode(keys[i]));
@@ -278,10 +279,10 @@ class CpuEngine final : public SortEngine {
     if (has_nan) originals.assign(keys, keys + n);
     SortWords(packed, n, /*descending=*/false);
     for (size_t i = 0; i < n; ++i) {
-      const uint64_t index = packed[i] & 0xffffffffu;
+      const uint64_t word = packed[i];
+      const uint64_t index = word & 0xffffffffu;
       indices[i] = index;
-      keys[i] = has_nan ? originals[index]
-                        : Bits::Decode(static_cast<uint32_t>(packed[i] >> 32) ^ flip);
+      keys[i] = has_nan ? originals[index] : Bits::Decode(static_cast<uint32_t>(word >> 32) ^ flip);
     }
   }
 
@@ -386,7 +387,8 @@ class CpuEngine final : public SortEngine {
     using Bits = OrderedBits<T>;
     using Word = typename Bits::Word;
     const Word flip = descending ? ~Word{0} : 0;
-    std::vector<hwy::uint128_t> packed(n);
+    const cpu::ScratchLease scratch(n * sizeof(hwy::uint128_t));
+    hwy::uint128_t* packed = scratch.as<hwy::uint128_t>();
     bool has_nan = false;
     for (size_t i = 0; i < n; ++i) {
       has_nan |= keys[i] != keys[i];
@@ -395,7 +397,7 @@ class CpuEngine final : public SortEngine {
     }
     std::vector<T> originals;
     if (has_nan) originals.assign(keys, keys + n);
-    SortWords(packed.data(), n, /*descending=*/false);
+    SortWords(packed, n, /*descending=*/false);
     for (size_t i = 0; i < n; ++i) {
       const uint64_t index = packed[i].lo;
       indices[i] = index;

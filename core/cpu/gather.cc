@@ -2,10 +2,9 @@
 // default SortEngine::SortBatch (arrays one by one), SortPairsNumeric
 // (argsort, then gather) and SortArriving (none).
 #include <cstring>
-#include <memory>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu/scratch_lease.h"
 #include "core/engine.h"
 
 namespace sortd {
@@ -38,13 +37,17 @@ absl::Status SortEngine::SortPairsNumeric(NumericSpan keys, void* values, size_t
   if (value_width != 4 && value_width != 8) {
     return absl::InvalidArgumentError(absl::StrCat("values: unsupported element size ", value_width));
   }
-  std::vector<uint64_t> indices(keys.size);
-  absl::Status status = SortNumeric(keys, order, absl::MakeSpan(indices));
+  // The indices, then a copy of the values (the gather reads them as they
+  // were), in memory the thread keeps: fresh memory per call cost more than
+  // the sort itself up to 2^17 keys (page faults; docs/benchmarks.md).
+  const size_t index_bytes = keys.size * sizeof(uint64_t);
+  const cpu::ScratchLease scratch(index_bytes + keys.size * value_width);
+  const absl::Span<uint64_t> indices(scratch.as<uint64_t>(), keys.size);
+  absl::Status status = SortNumeric(keys, order, indices);
   if (!status.ok() || keys.size == 0) return status;
-  // The gather reads the values as they were: from a copy.
-  std::unique_ptr<char[]> before(new char[keys.size * value_width]);
-  std::memcpy(before.get(), values, keys.size * value_width);
-  return GatherByIndex(before.get(), value_width, indices, values);
+  char* before = scratch.as<char>() + index_bytes;
+  std::memcpy(before, values, keys.size * value_width);
+  return GatherByIndex(before, value_width, indices, values);
 }
 
 absl::Status SortEngine::SortArriving(const ArrivingSort&) {

@@ -15,6 +15,7 @@
 #include "core/cpu/parallel.h"
 #include "core/cpu/parallel_radix.h"
 #include "core/cpu/radix_sort.h"
+#include "core/cpu/scratch_lease.h"
 #include "hwy/contrib/sort/vqsort.h"
 
 namespace sortd::cpu {
@@ -56,63 +57,6 @@ inline constexpr int kParallelRadixMaxThreads = 2;
 // - The parallel radix sort of 4-byte keys from this many keys, under every
 //   CPU tuning (SortWords).
 inline constexpr size_t kParallelRadixMinKeys32 = 512;
-
-// Scratch memory for the radix sort. Up to kKeptScratchBytes stays with the
-// thread and is reused: touching fresh memory costs more than a pass over
-// it on the development VM (page faults; huge pages there may wait for
-// compaction). Larger sorts allocate their own and free it when done, so a
-// server's pool threads never hold more than that each after a large sort
-// (sortd's memory targets count the array, not a copy per thread).
-inline constexpr size_t kKeptScratchBytes = size_t{64} << 20;
-
-// A lease taken while another is alive on the same thread gets its own
-// memory, so the two never share.
-class ScratchLease {
- public:
-  explicit ScratchLease(size_t bytes) {
-    Held& held = ThreadHeld();
-    if (bytes > kKeptScratchBytes || held.leased) {
-      owned_ = AllocateScratch(bytes);
-      data_ = owned_;
-      return;
-    }
-    if (held.bytes < bytes) {
-      std::free(held.data);
-      held.data = nullptr;  // AllocateScratch may throw
-      held.bytes = 0;
-      held.data = AllocateScratch(bytes);
-      held.bytes = bytes;
-    }
-    held.leased = true;
-    data_ = held.data;
-  }
-  ~ScratchLease() {
-    if (owned_ != nullptr) {
-      std::free(owned_);
-    } else {
-      ThreadHeld().leased = false;
-    }
-  }
-  ScratchLease(const ScratchLease&) = delete;
-  ScratchLease& operator=(const ScratchLease&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
-
- private:
-  struct Held {
-    void* data = nullptr;
-    size_t bytes = 0;
-    bool leased = false;
-    ~Held() { std::free(data); }
-  };
-  static Held& ThreadHeld() {
-    thread_local Held held;
-    return held;
-  }
-
-  void* owned_ = nullptr;
-  void* data_ = nullptr;
-};
 
 // vqsort on one contiguous chunk, in the requested direction.
 // A Sorter owns vqsort's small scratch buffer; one per thread is reused.
