@@ -1,4 +1,4 @@
-// CPU engine vs std::sort / std::stable_sort, 2^10 .. 2^24 keys (--cpu_tuning=auto|zen4|avx512|avx2:
+// CPU engine vs std::sort / std::stable_sort, 2^10 .. 2^24 keys (--cpu_tuning=auto|zen4|zen5|avx512|avx2:
 // the engine rows' crossovers, core/cpu/cpu_tuning.h).
 //
 // Benchmarks are named <type>/<method>/<n>/manual_time:
@@ -288,7 +288,7 @@ int main(int argc, char** argv) {
     if (arg.substr(0, kTuningFlag.size()) == kTuningFlag) {
       const auto tuning = sortd::cpu::ParseCpuTuning(arg.substr(kTuningFlag.size()));
       if (!tuning.has_value()) {
-        std::fprintf(stderr, "sortd_cpu_bench: %s: must be auto, zen4, avx512 or avx2\n", argv[i]);
+        std::fprintf(stderr, "sortd_cpu_bench: %s: must be auto, zen4, zen5, avx512 or avx2\n", argv[i]);
         return 2;
       }
       g_tuning = *tuning;

@@ -112,8 +112,9 @@ ABSL_FLAG(uint64_t, cpu_parallel_threshold, uint64_t{1} << 18,
           "arrays with at least this many elements use the multi-threaded CPU path");
 ABSL_FLAG(std::string, cpu_sort_tuning, "auto",
           "where CPU sorts of 4-byte keys switch from vqsort to the radix sort: auto (by the "
-          "CPU's vendor and SIMD level), zen4 (radix from 512 keys), avx512 (vqsort at every "
-          "size) or avx2 (radix from 2^21 keys); the startup line names it");
+          "CPU's vendor, family and SIMD level), zen4 (radix from 512 keys), zen5 or avx512 "
+          "(vqsort at every size; they differ in the permutations' crossovers) or avx2 (radix "
+          "from 2^21 keys); the startup line names it");
 ABSL_FLAG(uint64_t, max_inflight_bytes, 0,
           "payload bytes admitted at once; 0 = half of usable memory (physical, or the "
           "container's memory limit where lower)");
@@ -312,7 +313,7 @@ int main(int argc, char** argv) {
       sortd::cpu::ParseCpuTuning(absl::GetFlag(FLAGS_cpu_sort_tuning));
   if (!cpu_tuning.has_value()) {
     std::cerr << "sortd: --cpu_sort_tuning=" << absl::GetFlag(FLAGS_cpu_sort_tuning)
-              << ": must be auto, zen4, avx512 or avx2\n";
+              << ": must be auto, zen4, zen5, avx512 or avx2\n";
     return 2;
   }
   options.dispatcher.cpu.tuning = *cpu_tuning;

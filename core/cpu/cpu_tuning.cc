@@ -56,6 +56,37 @@ constexpr CpuCrossovers kAvx2Crossovers{
     /*radix_min_argsort64=*/256,
 };
 
+// - AMD Zen 5, AVX-512 (development VM, family 1Ah, 2026-11-29; through
+//   the engine, one thread, isolated processes, alternating, three rounds):
+//   u32 keys, vqsort against radix, 1024 keys 3 vs 5 us, 2^14 37-38 vs
+//   65-70 us, 2^16 0.17-0.19 vs 0.41-0.43 ms, 2^20 3.2-4.1 vs 4.9-6.5 ms,
+//   2^24 60-91 vs 83-134 ms (f32 likewise): unlike Zen 4, whose AVX-512
+//   compress was what made vqsort slow. u32/u32 pairs, argsort + gather
+//   against radix: 4096 19-25 vs 22-37 us, 2^14 79-80 vs 88-89 us, 2^16
+//   0.35-0.36 vs 0.36 ms (2^18: both radix). 32-bit argsort, packed words
+//   against radix: 2^16 0.31 vs 0.44-0.45 ms. 64-bit argsort, radix against
+//   128-bit packed words: 4096 48-50 vs 52-54 us, 2^14 0.19-0.20 vs
+//   0.22-0.24 ms, 2^16 0.79 vs 0.96-1.04 ms.
+constexpr CpuCrossovers kZen5Crossovers{
+    /*radix_min_keys32=*/SIZE_MAX,
+    /*radix_min_pairs=*/size_t{1} << 17,
+    /*radix_min_argsort32=*/size_t{1} << 17,
+    /*radix_min_argsort64=*/256,
+};
+
+// The CPU's family (CPUID leaf 1: base family, plus the extended family
+// when the base is 0Fh): 19h is Zen 3 and Zen 4, 1Ah Zen 5.
+unsigned CpuFamily() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return 0;
+  const unsigned base = (eax >> 8) & 0xf;
+  return base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+#else
+  return 0;
+#endif
+}
+
 bool AmdCpu() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned int max_leaf = 0, ebx = 0, ecx = 0, edx = 0;
@@ -80,25 +111,32 @@ const char* CpuTuningName(CpuTuning tuning) {
     case CpuTuning::kZen4: return "zen4";
     case CpuTuning::kAvx512: return "avx512";
     case CpuTuning::kAvx2: return "avx2";
+    case CpuTuning::kZen5: return "zen5";
   }
   return "?";
 }
 
 std::optional<CpuTuning> ParseCpuTuning(std::string_view name) {
-  for (CpuTuning t : {CpuTuning::kAuto, CpuTuning::kZen4, CpuTuning::kAvx512, CpuTuning::kAvx2}) {
+  for (CpuTuning t : {CpuTuning::kAuto, CpuTuning::kZen4, CpuTuning::kZen5, CpuTuning::kAvx512, CpuTuning::kAvx2}) {
     if (name == CpuTuningName(t)) return t;
   }
   return std::nullopt;
 }
 
+CpuTuning TuningForCpu(bool avx512, bool amd, unsigned family) {
+  // Highway 1.0.3 has no target of its own for Zen 4 or Zen 5, hence the
+  // vendor and the family (AMD CPUs after family 1Ah are taken for Zen 5's
+  // kind: not measured).
+  if (!avx512) return CpuTuning::kAvx2;
+  if (!amd) return CpuTuning::kAvx512;
+  return family >= 0x1a ? CpuTuning::kZen5 : CpuTuning::kZen4;
+}
+
 CpuTuning CpuTuningForThisCpu() {
   // The targets vqsort may dispatch to on this CPU (Highway's runtime
-  // detection); any AVX-512 one means its AVX-512 code runs. Highway 1.0.3
-  // has no target of its own for Zen 4, hence the vendor.
-  static const CpuTuning detected = [] {
-    if ((hwy::SupportedTargets() & (HWY_AVX3 | HWY_AVX3_DL)) == 0) return CpuTuning::kAvx2;
-    return AmdCpu() ? CpuTuning::kZen4 : CpuTuning::kAvx512;
-  }();
+  // detection); any AVX-512 one means its AVX-512 code runs.
+  static const CpuTuning detected =
+      TuningForCpu((hwy::SupportedTargets() & (HWY_AVX3 | HWY_AVX3_DL)) != 0, AmdCpu(), CpuFamily());
   return detected;
 }
 
@@ -112,6 +150,7 @@ CpuTuning ActiveCpuTuning() {
 const CpuCrossovers& ActiveCpuCrossovers() {
   switch (ActiveCpuTuning()) {
     case CpuTuning::kZen4: return kZen4Crossovers;
+    case CpuTuning::kZen5: return kZen5Crossovers;
     case CpuTuning::kAvx512: return kAvx512Crossovers;
     default: return kAvx2Crossovers;
   }

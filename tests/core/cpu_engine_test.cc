@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -634,8 +635,8 @@ TYPED_TEST(CpuEngineTypedTest, PairsSortedTogetherMatchArgsortAndGather) {
 // The CPU tuning (core/cpu/cpu_tuning.h): names, the engine option's pin,
 // and both tunings' routes around their crossovers, against the reference.
 TEST(CpuTuningTest, ParsesItsNamesAndRejectsOthers) {
-  for (cpu::CpuTuning t : {cpu::CpuTuning::kAuto, cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512,
-                           cpu::CpuTuning::kAvx2}) {
+  for (cpu::CpuTuning t : {cpu::CpuTuning::kAuto, cpu::CpuTuning::kZen4, cpu::CpuTuning::kZen5,
+                           cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAvx2}) {
     const std::optional<cpu::CpuTuning> parsed = cpu::ParseCpuTuning(cpu::CpuTuningName(t));
     ASSERT_TRUE(parsed.has_value()) << cpu::CpuTuningName(t);
     EXPECT_EQ(*parsed, t);
@@ -646,8 +647,20 @@ TEST(CpuTuningTest, ParsesItsNamesAndRejectsOthers) {
   EXPECT_NE(cpu::CpuTuningForThisCpu(), cpu::CpuTuning::kAuto);
 }
 
-constexpr cpu::CpuTuning kEveryTuning[] = {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512,
-                                           cpu::CpuTuning::kAvx2};
+// What auto picks, by what the CPU reports: the CPUs measured (Zen 3
+// without AVX-512, Zen 4 = family 19h, Zen 5 = family 1Ah, an Intel Xeon),
+// and later AMD families taken for Zen 5's kind.
+TEST(CpuTuningTest, AutoPicksByVendorFamilyAndSimd) {
+  EXPECT_EQ(cpu::TuningForCpu(/*avx512=*/false, /*amd=*/true, 0x19), cpu::CpuTuning::kAvx2);
+  EXPECT_EQ(cpu::TuningForCpu(/*avx512=*/false, /*amd=*/false, 6), cpu::CpuTuning::kAvx2);
+  EXPECT_EQ(cpu::TuningForCpu(/*avx512=*/true, /*amd=*/true, 0x19), cpu::CpuTuning::kZen4);
+  EXPECT_EQ(cpu::TuningForCpu(/*avx512=*/true, /*amd=*/true, 0x1a), cpu::CpuTuning::kZen5);
+  EXPECT_EQ(cpu::TuningForCpu(/*avx512=*/true, /*amd=*/true, 0x1b), cpu::CpuTuning::kZen5);
+  EXPECT_EQ(cpu::TuningForCpu(/*avx512=*/true, /*amd=*/false, 6), cpu::CpuTuning::kAvx512);
+}
+
+constexpr cpu::CpuTuning kEveryTuning[] = {cpu::CpuTuning::kZen4, cpu::CpuTuning::kZen5,
+                                           cpu::CpuTuning::kAvx512, cpu::CpuTuning::kAvx2};
 
 // An engine pinning `tuning` (for the process, as every engine does).
 std::unique_ptr<SortEngine> TunedEngine(cpu::CpuTuning tuning, int threads,
@@ -660,14 +673,21 @@ std::unique_ptr<SortEngine> TunedEngine(cpu::CpuTuning tuning, int threads,
 }
 
 // Creating an engine pins its tuning for the process; auto resolves to
-// this CPU's. The tunings' crossovers differ (else one would be moot).
+// this CPU's. Every two tunings differ in some crossover (else one would be
+// moot).
 TEST(CpuTuningTest, EngineOptionPinsTheTuning) {
-  size_t previous = 0;
-  for (cpu::CpuTuning t : {cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx2, cpu::CpuTuning::kAvx512}) {
+  std::vector<std::pair<cpu::CpuTuning, cpu::CpuCrossovers>> seen;
+  for (cpu::CpuTuning t : kEveryTuning) {
     auto engine = TunedEngine(t, 1);
     EXPECT_EQ(cpu::ActiveCpuTuning(), t);
-    EXPECT_GT(cpu::ActiveCpuCrossovers().radix_min_keys32, previous) << cpu::CpuTuningName(t);
-    previous = cpu::ActiveCpuCrossovers().radix_min_keys32;
+    const cpu::CpuCrossovers c = cpu::ActiveCpuCrossovers();
+    for (const auto& [other, o] : seen) {
+      EXPECT_FALSE(c.radix_min_keys32 == o.radix_min_keys32 && c.radix_min_pairs == o.radix_min_pairs &&
+                   c.radix_min_argsort32 == o.radix_min_argsort32 &&
+                   c.radix_min_argsort64 == o.radix_min_argsort64)
+          << cpu::CpuTuningName(t) << " has " << cpu::CpuTuningName(other) << "'s crossovers";
+    }
+    seen.emplace_back(t, c);
   }
   auto automatic = TunedEngine(cpu::CpuTuning::kAuto, 1);
   EXPECT_EQ(cpu::ActiveCpuTuning(), cpu::CpuTuningForThisCpu());

@@ -67,7 +67,7 @@ TEST(DispatcherTest, AutoRoutesLargeArraysToTheGpuWhenOneServes) {
 // The description (sortd's startup line) names the CPU tuning in force:
 // the one asked for, or this CPU's for auto.
 TEST(DispatcherTest, DescriptionNamesTheCpuTuning) {
-  for (cpu::CpuTuning asked : {cpu::CpuTuning::kAvx2, cpu::CpuTuning::kZen4, cpu::CpuTuning::kAvx512,
+  for (cpu::CpuTuning asked : {cpu::CpuTuning::kAvx2, cpu::CpuTuning::kZen4, cpu::CpuTuning::kZen5, cpu::CpuTuning::kAvx512,
                                cpu::CpuTuning::kAuto}) {
     DispatcherOptions options;
     options.engine = EngineChoice::kCpu;

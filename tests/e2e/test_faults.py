@@ -415,7 +415,7 @@ class StartupFaults(unittest.TestCase):
             ("--max_chunked_bytes=0", 2, "--max_chunked_bytes=0: must be positive"),
             ("--gpu_streams=0", 2, "--gpu_streams=0: must be positive"),
             ("--gpu_arriving_streams=-1", 2, "--gpu_arriving_streams=-1: must not be negative"),
-            ("--cpu_sort_tuning=avx3", 2, "--cpu_sort_tuning=avx3: must be auto, zen4, avx512 or avx2"),
+            ("--cpu_sort_tuning=avx3", 2, "--cpu_sort_tuning=avx3: must be auto, zen4, zen5, avx512 or avx2"),
             ("--gpu_radix_tuning=a100", 2, "--gpu_radix_tuning=a100: must be auto, h100 or h200"),
             ("--gpu_radix_ranks=fast", 2, "--gpu_radix_ranks=fast: must be auto, count-order or matched"),
             ("--gpu_min_keys=lots", 2, "--gpu_min_keys=lots: must be auto or a number of keys"),
