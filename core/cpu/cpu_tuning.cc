@@ -117,7 +117,8 @@ const char* CpuTuningName(CpuTuning tuning) {
 }
 
 std::optional<CpuTuning> ParseCpuTuning(std::string_view name) {
-  for (CpuTuning t : {CpuTuning::kAuto, CpuTuning::kZen4, CpuTuning::kZen5, CpuTuning::kAvx512, CpuTuning::kAvx2}) {
+  for (CpuTuning t :
+       {CpuTuning::kAuto, CpuTuning::kZen4, CpuTuning::kZen5, CpuTuning::kAvx512, CpuTuning::kAvx2}) {
     if (name == CpuTuningName(t)) return t;
   }
   return std::nullopt;

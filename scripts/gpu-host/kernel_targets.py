@@ -162,8 +162,10 @@ def report(radix_text, small_text, merge_text, segmented_text, no_bounds_text, o
     if mismatched:
         out.write("\nOUTPUTS DIFFER from CUB's in %d rows: %s\n" %
                   (len(mismatched), "; ".join("%s: %s" % m for m in mismatched)))
-    else:
+    elif any(tables.values()):
         out.write("\nEvery row's output matched CUB's (rows: %s).\n" % counts)
+    else:
+        out.write("\nNo table rows were read (did the benches run?).\n")
     ok = all(t.met() for t in ts) and not mismatched
     out.write("%s\n" % ("ALL TARGETS MET" if ok else "TARGETS NOT ALL MET"))
     return 0 if ok else 1
@@ -274,6 +276,8 @@ def selftest():
            ["0.29x (u32 keys 65536 x 64) | NOT MET"])
     expect("a missing table is not measured", (rows[0], "", rows[2], rows[3], rows[4]), 1,
            ["| radix library call at 1..4096 keys <= 1.3x CUB's time | - | not measured |"])
+    expect("no tables at all", ("", "", "", "", ""), 1, ["No table rows were read", "TARGETS NOT ALL MET"],
+           ["matched"])
     expect("a mismatch fails though every ratio is met",
            _sample(merge_rows=[("u32 keys", 1 << 26, 23.0, 22.8, "NO"), ("u32/u32 pairs", 1 << 24, 11.4, 10.0)]),
            1, ["OUTPUTS DIFFER from CUB's in 1 rows: merge: u32 keys 2^26"], ["ALL TARGETS MET"])
@@ -281,7 +285,7 @@ def selftest():
         for f in failures:
             print("FAIL " + f)
         return 1
-    print("OK kernel_targets selftest: 10 cases (each target's miss, a missing table, a mismatch)")
+    print("OK kernel_targets selftest: 11 cases (each target's miss, missing tables, a mismatch)")
     return 0
 
 

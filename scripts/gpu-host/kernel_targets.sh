@@ -3,19 +3,18 @@
 # bench (2^16..2^28, presorted, ties), the library call on few keys, the
 # merge sort and the segmented sort (with and without bounds) against CUB,
 # then kernel_targets.py's table of every target, met or not (exit 1 when
-# one is not, or when any output differs from CUB's). With the test
-# binaries in the bundle (SANITIZE=1), memcheck and racecheck over the
-# radix, merge and segmented sanitizer cases first.
+# one is not, or when any output differs from CUB's). The targets' other
+# condition, compute-sanitizer clean, is sanitize.sh's (TARGETS="radix
+# merge segmented", its own bundle: the test binaries and these benches
+# together are over the carry limit).
 #
 # Bundle, on the dev VM (binaries built there; ~43 MB as xz):
 #   rm -rf .device/targets && ../shared/tools/bundle-libs .device/targets \
 #     build/bench/sortd_gpu_radix_bench build/bench/sortd_gpu_merge_bench \
 #     build/bench/sortd_gpu_segmented_bench
 #   strip .device/targets/bin/* && tar -C .device -cJf .device/targets.tar.xz targets
-# and carry .device/targets.tar.xz. For SANITIZE=1 add
-# build/tests/gpu/sortd_gpu_{radix,merge,segmented}_test to the bundle
-# (over the carry limit with all three benches: make a second bundle).
-# Environment: REPEATS (5), MAX_LOG2 (28), SANITIZE (0), OUT_DIR ($OUT or
+# and carry .device/targets.tar.xz.
+# Environment: REPEATS (5), MAX_LOG2 (28), OUT_DIR ($OUT or
 # /tmp/kernel_targets): the benches' five outputs and targets.md are kept
 # there (six files: the device tool returns at most eight).
 set -u
@@ -32,27 +31,6 @@ REPEATS=${REPEATS:-5}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader || true
 T0=$SECONDS
 status=0
-if [ "${SANITIZE:-0}" = 1 ]; then
-  for t in radix merge segmented; do
-    bin="$B/sortd_gpu_${t}_test"
-    if [ ! -x "$bin" ]; then
-      echo "sanitizer: $bin not in the bundle"
-      status=1
-      continue
-    fi
-    for tool in memcheck racecheck; do
-      out=$(timeout 300 compute-sanitizer --tool "$tool" "$bin" --gtest_filter='*Sanitizer*' 2>&1)
-      summary=$(echo "$out" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY" | tail -1)
-      passed=$(echo "$out" | grep -E "^\[  PASSED  \]" | tail -1)
-      echo "sanitizer $t $tool: ${summary:-no summary} ${passed:-NO PASSED LINE}"
-      case "$summary" in
-        *"ERROR SUMMARY: 0 errors"* | *"RACECHECK SUMMARY: 0 hazards"*) [ -n "$passed" ] || status=1 ;;
-        *) status=1 ;;
-      esac
-    done
-  done
-  echo "sanitizers done at t=$((SECONDS - T0)) s"
-fi
 run() {  # run NAME TIMEOUT COMMAND...: stdout to $D/NAME.txt
   local name=$1 limit=$2
   shift 2
