@@ -170,6 +170,12 @@ ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::InfiniteDuration(),
 ABSL_FLAG(absl::Duration, idle_memory_trim_interval, absl::Seconds(1),
           "when nothing is in flight after serving, give freed heap memory back to the OS "
           "(malloc_trim) at most this often; 0 disables");
+ABSL_FLAG(uint64_t, malloc_mmap_threshold, uint64_t{32} << 20,
+          "glibc malloc (M_MMAP_THRESHOLD): blocks below this come from the heap arenas "
+          "and their freed memory stays there for the next request (the trim threshold is "
+          "fixed at twice this; the idle trim returns it); larger blocks are fresh pages; at "
+          "most 32 MiB (glibc's limit); 0 = glibc's dynamic thresholds, which re-fault "
+          "mid-size payloads' pages on every request");
 ABSL_FLAG(int, malloc_arena_max, 8,
           "glibc malloc arenas (M_ARENA_MAX): each may keep up to 64 MiB of free heap that "
           "the idle trim cannot return, so fewer arenas hold less memory when idle; "
@@ -238,6 +244,18 @@ std::string BelowMinimum(const absl::Flag<T>& flag, T min) {
                       FlagText(absl::GetFlag(flag)), ": ", must);
 }
 
+// "--NAME=VALUE: must be at most MAX" when `flag` is above `max`, else empty.
+template <typename T>
+std::string AboveMaximum(const absl::Flag<T>& flag, T max) {
+  if (absl::GetFlag(flag) <= max) return "";
+  return absl::StrCat("--", absl::GetFlagReflectionHandle(flag).Name(), "=",
+                      FlagText(absl::GetFlag(flag)), ": must be at most ", FlagText(max));
+}
+
+// glibc refuses larger mmap thresholds (half a thread heap, HEAP_MAX_SIZE / 2
+// on 64-bit).
+constexpr uint64_t kMaxMallocMmapThreshold = uint64_t{32} << 20;
+
 // Values the flags' types allow but the server cannot run with (each would
 // otherwise hang, refuse every call or be silently replaced). Empty: none.
 std::string InvalidFlagValue() {
@@ -255,6 +273,7 @@ std::string InvalidFlagValue() {
            BelowMinimum(FLAGS_gpu_errors_to_bench, 0),
            BelowMinimum(FLAGS_gpu_arriving_streams, 0),
            BelowMinimum(FLAGS_malloc_arena_max, 0),
+           AboveMaximum(FLAGS_malloc_mmap_threshold, kMaxMallocMmapThreshold),
            BelowMinimum(FLAGS_chunk_response_bytes, uint64_t{1024}),
            BelowMinimum(FLAGS_max_batch_delay_us, int64_t{0}),
            BelowMinimum(FLAGS_log_lines_per_second, 0.0),
@@ -286,6 +305,21 @@ int main(int argc, char** argv) {
   // at the same throughput (docs/hardening.md, "Memory").
   if (absl::GetFlag(FLAGS_malloc_arena_max) > 0) {
     mallopt(M_ARENA_MAX, absl::GetFlag(FLAGS_malloc_arena_max));
+  }
+  // glibc's dynamic thresholds start at 128 KiB and rise only to the size of
+  // a mapped block when it is freed, so the trim threshold (twice that) stays
+  // near the payload size: every mid-size request's buffers were trimmed from
+  // the heap when freed and page-faulted in again by the next request (2-core
+  // Zen 5 VM, CPU engine: 76-375 page faults a request at 65536-262144 keys;
+  // fixed thresholds, 0-6, and 1.9-3.1x the requests/s; docs/hardening.md,
+  // "Memory"). Fixed: blocks below the mmap threshold stay in the arenas, and
+  // a thread heap (64 MiB at most) never trims its top on free; the idle
+  // trim (--idle_memory_trim_interval) returns what is free once nothing is
+  // in flight. A value over glibc's limit is refused below (exit 2).
+  if (const uint64_t mmap_threshold = absl::GetFlag(FLAGS_malloc_mmap_threshold);
+      mmap_threshold > 0 && mmap_threshold <= kMaxMallocMmapThreshold) {
+    mallopt(M_MMAP_THRESHOLD, static_cast<int>(mmap_threshold));
+    mallopt(M_TRIM_THRESHOLD, static_cast<int>(2 * mmap_threshold));
   }
   const sigset_t signals = BlockShutdownSignals();
   // Exit codes (docs/operations.md): 2 for a flag value sortd refuses, 1

@@ -415,6 +415,8 @@ class StartupFaults(unittest.TestCase):
             ("--max_chunked_bytes=0", 2, "--max_chunked_bytes=0: must be positive"),
             ("--gpu_streams=0", 2, "--gpu_streams=0: must be positive"),
             ("--gpu_arriving_streams=-1", 2, "--gpu_arriving_streams=-1: must not be negative"),
+            ("--malloc_mmap_threshold=33554433", 2,
+             "--malloc_mmap_threshold=33554433: must be at most 33554432"),
             ("--cpu_sort_tuning=avx3", 2, "--cpu_sort_tuning=avx3: must be auto, zen4, zen5, avx512 or avx2"),
             ("--gpu_radix_tuning=a100", 2, "--gpu_radix_tuning=a100: must be auto, h100 or h200"),
             ("--gpu_radix_ranks=fast", 2, "--gpu_radix_ranks=fast: must be auto, count-order or matched"),
