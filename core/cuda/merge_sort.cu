@@ -25,6 +25,23 @@ using merge::RunPair;
 constexpr size_t kAlign = 256;
 size_t AlignUp(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
+// The two calls of every entry point (CUB's convention) in one place: with
+// d_temp null, reports `total` in temp_bytes and returns null with *err =
+// cudaSuccess (the caller returns it); with temp_bytes short of `total`,
+// null and cudaErrorInvalidValue; else the storage's aligned base.
+char* TempBase(void* d_temp, size_t& temp_bytes, size_t total, cudaError_t* err) {
+  *err = cudaSuccess;
+  if (d_temp == nullptr) {
+    temp_bytes = total;
+    return nullptr;
+  }
+  if (temp_bytes < total) {
+    *err = cudaErrorInvalidValue;
+    return nullptr;
+  }
+  return reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
+}
+
 // Numeric keys are sorted as order-preserving words (the radix core's
 // bijective map, without folding NaNs: decoding restores every bit). Floats
 // compare NaNs as equal and last (first when descending) on top of it.
@@ -299,12 +316,9 @@ cudaError_t SortNumericTyped(void* d_temp, size_t& temp_bytes, const MergeSortPr
   const size_t tiles = (n + Shape::kTileItems - 1) / Shape::kTileItems;
   const size_t value_size = std::is_same_v<Value, NoValue> ? 0 : sizeof(Value);
   const TempLayout layout(n * sizeof(Word), n * value_size, tiles + 1, 0);
-  if (d_temp == nullptr) {
-    temp_bytes = layout.total;
-    return cudaSuccess;
-  }
-  if (temp_bytes < layout.total) return cudaErrorInvalidValue;
-  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
+  cudaError_t err;
+  char* base = TempBase(d_temp, temp_bytes, layout.total, &err);
+  if (base == nullptr) return err;
   const Less less = Less::For(p.key_type, p.descending);
   const Buffers<Word, Value> b = layout.BuffersAt(base, static_cast<const Word*>(p.d_keys_in),
                                                   static_cast<Word*>(p.d_keys_out), values_in, values_out);
@@ -535,12 +549,8 @@ cudaError_t MergeRunsKWay(void* d_temp, size_t& temp_bytes, const MergeRunsProbl
   cudaError_t err = MergeRunsTyped<Word, kFloat, uint32_t>(nullptr, inner_bytes, samples, stream, true);
   if (err != cudaSuccess) return err;
   const KWayLayout layout(identity ? 0 : n, plan.num_samples, plan.buckets, k, sizeof(Word), inner_bytes);
-  if (d_temp == nullptr) {
-    temp_bytes = layout.total;
-    return cudaSuccess;
-  }
-  if (temp_bytes < layout.total) return cudaErrorInvalidValue;
-  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
+  char* base = TempBase(d_temp, temp_bytes, layout.total, &err);
+  if (base == nullptr) return err;
   const Less less = Less::For(p.key_type, p.descending);
   const Word* words = static_cast<const Word*>(p.d_keys_in);
   if (!identity) {
@@ -594,31 +604,26 @@ cudaError_t MergeRunsTyped(void* d_temp, size_t& temp_bytes, const MergeRunsProb
   const int passes = static_cast<int>(plan.pass_tiles.size());
   const TempLayout layout(n * sizeof(Word), n * value_size, plan.max_tiles + 1,
                           plan.pairs.size() * sizeof(RunPair));
-  if (d_temp == nullptr) {
-    temp_bytes = layout.total;
-    return cudaSuccess;
-  }
-  if (temp_bytes < layout.total) return cudaErrorInvalidValue;
+  cudaError_t err;
+  char* base = TempBase(d_temp, temp_bytes, layout.total, &err);
+  if (base == nullptr) return err;
   const Word* keys_in = static_cast<const Word*>(p.d_keys_in);
   Word* keys_out = static_cast<Word*>(p.d_keys_out);
   const Value* values_in = static_cast<const Value*>(p.d_values_in);
   Value* values_out = static_cast<Value*>(p.d_values_out);
   if (n == 0) return cudaSuccess;
   if (passes == 0) {  // one run: already merged
-    cudaError_t err = cudaMemcpyAsync(keys_out, keys_in, n * sizeof(Word),
-                                      cudaMemcpyDeviceToDevice, stream);
+    err = cudaMemcpyAsync(keys_out, keys_in, n * sizeof(Word), cudaMemcpyDeviceToDevice, stream);
     if (err == cudaSuccess && value_size != 0) {
       err = cudaMemcpyAsync(values_out, values_in, n * value_size, cudaMemcpyDeviceToDevice,
                             stream);
     }
     return err;
   }
-  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
   RunPair* d_pairs = reinterpret_cast<RunPair*>(base + layout.extra);
   // Pageable source: the runtime copies it to staging before returning.
-  cudaError_t err = cudaMemcpyAsync(d_pairs, plan.pairs.data(),
-                                    plan.pairs.size() * sizeof(RunPair),
-                                    cudaMemcpyHostToDevice, stream);
+  err = cudaMemcpyAsync(d_pairs, plan.pairs.data(), plan.pairs.size() * sizeof(RunPair),
+                        cudaMemcpyHostToDevice, stream);
   if (err != cudaSuccess) return err;
   const Less less = Less::For(p.key_type, p.descending);
   const Buffers<Word, Value> b = layout.BuffersAt(base, keys_in, keys_out, values_in, values_out);
@@ -703,17 +708,13 @@ cudaError_t SegmentedTyped(void* d_temp, size_t& temp_bytes, const SegmentedMerg
   const size_t segments_bytes = plan.segments.size() * sizeof(merge::SegmentSpan);
   const TempLayout layout(n * sizeof(Word), n * scratch_value_size, size_t{plan.tiles} + 1,
                           segments_bytes);
-  if (d_temp == nullptr) {
-    temp_bytes = layout.total;
-    return cudaSuccess;
-  }
-  if (temp_bytes < layout.total) return cudaErrorInvalidValue;
+  cudaError_t err;
+  char* base = TempBase(d_temp, temp_bytes, layout.total, &err);
+  if (base == nullptr) return err;
   if (plan.segments.empty()) return cudaSuccess;
-  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp)));
   auto* d_segments = reinterpret_cast<merge::SegmentSpan*>(base + layout.extra);
   // Pageable source: the runtime stages it before returning.
-  cudaError_t err = cudaMemcpyAsync(d_segments, plan.segments.data(), segments_bytes,
-                                    cudaMemcpyHostToDevice, stream);
+  err = cudaMemcpyAsync(d_segments, plan.segments.data(), segments_bytes, cudaMemcpyHostToDevice, stream);
   if (err != cudaSuccess) return err;
   const int num_segments = static_cast<int>(plan.segments.size());
 
@@ -852,18 +853,15 @@ cudaError_t ArgsortBytes(void* d_temp_storage, size_t& temp_storage_bytes,
   // The keys live in temp storage: the first scratch buffer doubles as the
   // blocksort's input (a block reads its whole tile before writing it).
   const TempLayout layout(n * sizeof(StringKey), 0, tiles + 1, n * sizeof(StringKey));
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = layout.total;
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < layout.total) return cudaErrorInvalidValue;
+  cudaError_t err;
+  char* base = TempBase(d_temp_storage, temp_storage_bytes, layout.total, &err);
+  if (base == nullptr) return err;
   if (n == 0) return cudaSuccess;
-  char* base = reinterpret_cast<char*>(AlignUp(reinterpret_cast<uintptr_t>(d_temp_storage)));
   StringKey* keys_a = reinterpret_cast<StringKey*>(base + layout.keys_tmp);
   StringKey* keys_b = reinterpret_cast<StringKey*>(base + layout.extra);
   MakeStringKeys<<<GridFor(n, 256), 256, 0, stream>>>(problem.d_bytes, problem.d_offsets, n,
                                                       keys_a);
-  cudaError_t err = cudaGetLastError();
+  err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const BytesLess less{problem.d_bytes, problem.d_offsets, problem.descending};
   Buffers<StringKey, NoValue> b{keys_a, keys_b, keys_a, nullptr, nullptr, nullptr,
