@@ -147,7 +147,7 @@ void BM_Pairs(benchmark::State& state, Method method) {
 
   if (method == Method::kEngineSt || method == Method::kEngineMt) {
     // What the service does for numeric pairs on the CPU engine
-    // (server/service/sort_ops.cc): SortPairsNumeric, in place.
+    // (server/wire/sort_ops.cc): SortPairsNumeric, in place.
     auto engine = EngineFor(method);
     std::vector<uint32_t> keys(n);
     std::vector<uint32_t> values(n);

@@ -24,10 +24,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/gpu_info.h"
-#include "sortd_build_info.h"  // generated: SORTD_GIT_COMMIT
+#include "server/grpc/region_service.h"
+#include "server/grpc/sort_service.h"
 #include "server/runtime/host_resources.h"
-#include "server/service/region_service.h"
-#include "server/service/sort_service.h"
+#include "sortd_build_info.h"  // generated: SORTD_GIT_COMMIT
 
 namespace sortd {
 namespace {
@@ -136,106 +136,139 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
     const ServerOptions& options) {
   std::unique_ptr<SortdServer> s(new SortdServer());
   s->options_ = options;
-  int threads = options.worker_threads;
+  s->StartRuntime();
+  if (absl::Status status = s->StartEngine(); !status.ok()) return status;
+  if (absl::Status status = s->StartMetricsExposer(); !status.ok()) return status;
+  s->StartServiceContext();
+  s->StartSessions();
+  s->StartRegions();
+  if (absl::Status status = s->StartGrpc(); !status.ok()) return status;
+  if (options.serving_at_start) s->MarkServing();
+  return s;
+}
+
+// The CPU work pool, admission control and the idle memory trim.
+void SortdServer::StartRuntime() {
+  int threads = options_.worker_threads;
   if (threads <= 0) threads = UsableCpus();
-  s->pool_ = std::make_unique<WorkPool>(threads, "sortd-cpu");
+  pool_ = std::make_unique<WorkPool>(threads, "sortd-cpu");
 
-  uint64_t max_bytes = options.max_inflight_bytes;
+  uint64_t max_bytes = options_.max_inflight_bytes;
   if (max_bytes == 0) max_bytes = std::max<uint64_t>(UsableMemoryBytes() / 2, uint64_t{1} << 30);
-  s->admission_ = std::make_unique<AdmissionControl>(max_bytes, options.max_queued_requests);
-  if (options.idle_memory_trim_interval > absl::ZeroDuration()) {
-    s->memory_trimmer_ =
-        std::make_unique<MemoryTrimmer>(s->admission_.get(), options.idle_memory_trim_interval);
+  admission_ = std::make_unique<AdmissionControl>(max_bytes, options_.max_queued_requests);
+  if (options_.idle_memory_trim_interval > absl::ZeroDuration()) {
+    memory_trimmer_ =
+        std::make_unique<MemoryTrimmer>(admission_.get(), options_.idle_memory_trim_interval);
   }
+}
 
-  s->registry_ = std::make_shared<prometheus::Registry>();
+// Metrics families, then the dispatcher (CPU and GPU engines) reporting to them, and the request log.
+absl::Status SortdServer::StartEngine() {
+  registry_ = std::make_shared<prometheus::Registry>();
   MetricsOptions metrics_options;
   metrics_options.version = SORTD_VERSION;
   metrics_options.git_commit = SORTD_GIT_COMMIT;
   metrics_options.cuda_built = CudaBuilt();
   metrics_options.gpu_devices = static_cast<int>(ListGpus().size());
-  metrics_options.gpus_expected = options.expect_gpus;
-  s->metrics_ = std::make_unique<ServiceMetrics>(s->registry_, metrics_options);
-  s->metrics_->WatchAdmission(s->admission_.get());
-  s->gpu_observer_ = std::make_unique<GpuMetricsObserver>(s->metrics_.get());
-  DispatcherOptions dispatcher_options = options.dispatcher;
+  metrics_options.gpus_expected = options_.expect_gpus;
+  metrics_ = std::make_unique<ServiceMetrics>(registry_, metrics_options);
+  AdmissionControl* admission = admission_.get();
+  metrics_->WatchAdmission([admission] {
+    return AdmissionGauges{admission->inflight_requests(), admission->inflight_bytes(),
+                           admission->max_requests(), admission->max_bytes()};
+  });
+  gpu_observer_ = std::make_unique<GpuMetricsObserver>(metrics_.get());
+  DispatcherOptions dispatcher_options = options_.dispatcher;
   if (dispatcher_options.cpu.max_threads <= 0) dispatcher_options.cpu.max_threads = UsableCpus();
-  dispatcher_options.gpu.observer = s->gpu_observer_.get();
+  dispatcher_options.gpu.observer = gpu_observer_.get();
   absl::StatusOr<std::unique_ptr<Dispatcher>> dispatcher = Dispatcher::Create(dispatcher_options);
   if (!dispatcher.ok()) return dispatcher.status();
-  s->dispatcher_ = std::move(*dispatcher);
-  s->request_log_ = std::make_unique<RequestLog>(options.request_log, &std::cerr);
-  if (!options.metrics_listen.empty()) {
+  dispatcher_ = std::move(*dispatcher);
+  request_log_ = std::make_unique<RequestLog>(options_.request_log, &std::cerr);
+  return absl::OkStatus();
+}
+
+// Prometheus /metrics on --metrics_listen (none when empty).
+absl::Status SortdServer::StartMetricsExposer() {
+  if (!options_.metrics_listen.empty()) {
     try {
-      s->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+      exposer_ = std::make_unique<prometheus::Exposer>(options_.metrics_listen);
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(
-          "metrics_listen: cannot bind ", options.metrics_listen, ": ", e.what()));
+          "metrics_listen: cannot bind ", options_.metrics_listen, ": ", e.what()));
     }
-    s->exposer_->RegisterCollectable(s->registry_);
-    s->exposer_->RegisterCollectable(s->metrics_->inflight_collectable());
-    const std::vector<int> ports = s->exposer_->GetListeningPorts();
-    s->metrics_port_ = ports.empty() ? 0 : ports.front();
+    exposer_->RegisterCollectable(registry_);
+    exposer_->RegisterCollectable(metrics_->inflight_collectable());
+    const std::vector<int> ports = exposer_->GetListeningPorts();
+    metrics_port_ = ports.empty() ? 0 : ports.front();
   }
+  return absl::OkStatus();
+}
 
-  s->context_ = std::make_unique<ServiceContext>();
-  s->context_->metrics = s->metrics_.get();
-  s->context_->request_log = s->request_log_.get();
-  s->context_->dispatcher = s->dispatcher_.get();
-  s->context_->pool = s->pool_.get();
-  if (s->dispatcher_->has_gpu()) {
+// What every handler shares: engines, pools, the batcher, limits.
+void SortdServer::StartServiceContext() {
+  context_ = std::make_unique<ServiceContext>();
+  context_->metrics = metrics_.get();
+  context_->request_log = request_log_.get();
+  context_->dispatcher = dispatcher_.get();
+  context_->pool = pool_.get();
+  if (dispatcher_->has_gpu()) {
     // Enough threads to keep every slot busy plus as many queued behind it.
-    s->gpu_pool_ = std::make_unique<WorkPool>(
-        std::max(2, 2 * s->dispatcher_->gpu_count() * options.dispatcher.gpu.slots_per_gpu),
+    gpu_pool_ = std::make_unique<WorkPool>(
+        std::max(2, 2 * dispatcher_->gpu_count() * options_.dispatcher.gpu.slots_per_gpu),
         "sortd-gpu");
-    s->context_->gpu_pool = s->gpu_pool_.get();
+    context_->gpu_pool = gpu_pool_.get();
   }
-  s->context_->admission = s->admission_.get();
-  const bool batch = options.batching_mode == BatchingMode::kOn ||
-                     (options.batching_mode == BatchingMode::kAuto && s->dispatcher_->BatchesOnGpu());
+  context_->admission = admission_.get();
+  const bool batch = options_.batching_mode == BatchingMode::kOn ||
+                     (options_.batching_mode == BatchingMode::kAuto && dispatcher_->BatchesOnGpu());
   if (batch) {
-    BatcherOptions batching = options.batching;
+    BatcherOptions batching = options_.batching;
     batching.enabled = true;
-    if (options.batch_hold_while_busy) {
+    if (options_.batch_hold_while_busy) {
       // A batch holds one GPU stream slot or one CPU pool thread while it
       // sorts; more would only wait there, unable to take later arrivals.
       batching.max_running_gpu_batches =
-          s->dispatcher_->gpu_count() * options.dispatcher.gpu.slots_per_gpu;
-      batching.max_running_cpu_batches = s->pool_->threads();
+          dispatcher_->gpu_count() * options_.dispatcher.gpu.slots_per_gpu;
+      batching.max_running_cpu_batches = pool_->threads();
     }
-    s->batcher_ = std::make_unique<Batcher>(batching, s->dispatcher_.get(), s->pool_.get(),
-                                            s->gpu_pool_.get(), s->metrics_.get());
-    s->context_->batcher = s->batcher_.get();
+    batcher_ = std::make_unique<Batcher>(batching, dispatcher_.get(), pool_.get(),
+                                            gpu_pool_.get(), metrics_.get());
+    context_->batcher = batcher_.get();
   }
-  s->description_ = s->dispatcher_->description();
-  absl::StrAppend(&s->description_, "; batching ",
-                  batch ? absl::StrCat(s->dispatcher_->BatchesOnGpu() ? "on gpu_segmented" : "on cpu",
-                                       " for requests of <= ", options.batching.max_request_keys,
+  description_ = dispatcher_->description();
+  absl::StrAppend(&description_, "; batching ",
+                  batch ? absl::StrCat(dispatcher_->BatchesOnGpu() ? "on gpu_segmented" : "on cpu",
+                                       " for requests of <= ", options_.batching.max_request_keys,
                                        " keys, delay <= ",
-                                       absl::FormatDuration(options.batching.max_delay))
+                                       absl::FormatDuration(options_.batching.max_delay))
                         : std::string("off"));
-  s->context_->limits = options.limits;
-  s->context_->limits.max_response_bytes = static_cast<uint64_t>(options.max_message_bytes);
-  s->context_->test_site_hook = options.test_site_hook;
-  s->context_->inline_max_keys = options.inline_max_keys;
-  if (options.inline_max_keys > 0) {
-    absl::StrAppend(&s->description_, "; CPU-routed requests of <= ", options.inline_max_keys,
+  context_->limits = options_.limits;
+  context_->limits.max_response_bytes = static_cast<uint64_t>(options_.max_message_bytes);
+  context_->test_site_hook = options_.test_site_hook;
+  context_->inline_max_keys = options_.inline_max_keys;
+  if (options_.inline_max_keys > 0) {
+    absl::StrAppend(&description_, "; CPU-routed requests of <= ", options_.inline_max_keys,
                     " keys sorted inline");
   }
-  SessionLimits session_limits = options.sessions;
-  session_limits.max_payload_bytes = options.limits.max_chunked_bytes;
+}
+
+// The sort-session store, its buffers from the pinned host pool.
+void SortdServer::StartSessions() {
+  SessionLimits session_limits = options_.sessions;
+  session_limits.max_payload_bytes = options_.limits.max_chunked_bytes;
   // Room for the part's header fields within one message.
   session_limits.max_part_bytes =
-      static_cast<uint64_t>(std::max(options.max_message_bytes - 1024, 1024));
+      static_cast<uint64_t>(std::max(options_.max_message_bytes - 1024, 1024));
   session_limits.download_part_bytes =
       std::min(session_limits.download_part_bytes, session_limits.max_part_bytes);
-  session_limits.allow_transfer_only = options.enable_diagnostics;
-  ServiceContext* context = s->context_.get();
-  s->host_memory_ = std::make_unique<HostMemoryPool>(
-      /*pin=*/s->dispatcher_->has_gpu(), /*min_pinned_bytes=*/size_t{1} << 20,
-      std::min<uint64_t>(options.pinned_cache_bytes, UsableMemoryBytes() / 8));
-  s->sessions_ = std::make_unique<SessionStore>(
-      session_limits, s->admission_.get(),
+  session_limits.allow_transfer_only = options_.enable_diagnostics;
+  ServiceContext* context = context_.get();
+  host_memory_ = std::make_unique<HostMemoryPool>(
+      /*pin=*/dispatcher_->has_gpu(), /*min_pinned_bytes=*/size_t{1} << 20,
+      std::min<uint64_t>(options_.pinned_cache_bytes, UsableMemoryBytes() / 8));
+  sessions_ = std::make_unique<SessionStore>(
+      session_limits, admission_.get(),
       [context](const SortSession& session, const absl::Status& status) {
         RequestRecord record;
         record.method = RpcMethod::kSortSession;
@@ -245,20 +278,23 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
         record.bytes_sent = session.bytes_sent();
         if (status.ok()) {
           record.engine = session.engine();
-          record.keys_sorted = session.request().transfer_only() ? 0 : session.total_keys();
+          record.keys_sorted = session.spec().transfer_only ? 0 : session.total_keys();
         }
-        context->Report(record, session.request().request_id(), status);
+        context->Report(record, session.spec().request_id, status);
       },
-      s->host_memory_.get());
-  s->context_->sessions = s->sessions_.get();
-  SessionStore* store = s->sessions_.get();
-  s->metrics_->WatchSessions([store] { return store->open_sessions(); },
+      host_memory_.get());
+  context_->sessions = sessions_.get();
+  SessionStore* store = sessions_.get();
+  metrics_->WatchSessions([store] { return store->open_sessions(); },
                              [store] { return store->expired_total(); },
                              [store] { return store->sorted_arriving_total(); });
-  s->service_ = std::make_unique<SortServiceImpl>(s->context_.get());
-  RegionLimits region_limits = options.regions;
+}
+
+// The same-host region registry and its service.
+void SortdServer::StartRegions() {
+  RegionLimits region_limits = options_.regions;
   std::string regions_note;
-  if (region_limits.allow_cuda && !s->dispatcher_->has_gpu()) {
+  if (region_limits.allow_cuda && !dispatcher_->has_gpu()) {
     // Device memory is sorted only by a GPU engine: registering it here
     // would only lead to refused sorts.
     region_limits.allow_cuda = false;
@@ -267,15 +303,23 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
         "only)";
     regions_note = " (cuda regions off: no GPU engine)";
   }
-  region_limits.cuda_devices = s->dispatcher_->gpu_devices();
-  s->regions_ = std::make_unique<RegionRegistry>(region_limits);
-  s->regions_->SetTestHook(options.test_site_hook);
-  s->context_->regions = s->regions_.get();
-  s->region_service_ = std::make_unique<RegionServiceImpl>(s->context_.get());
-  RegionRegistry* regions = s->regions_.get();
-  s->metrics_->WatchRegions([regions] { return regions->counts(); });
-  if (options.regions.allow_system || options.regions.allow_cuda) {
-    absl::StrAppend(&s->description_, "; shared-memory regions: ",
+  region_limits.cuda_devices = dispatcher_->gpu_devices();
+  regions_ = std::make_unique<RegionRegistry>(region_limits);
+  regions_->SetTestHook(options_.test_site_hook);
+  context_->regions = regions_.get();
+  region_service_ = std::make_unique<RegionServiceImpl>(context_.get());
+  RegionRegistry* regions = regions_.get();
+  metrics_->WatchRegions([regions] {
+    const RegionCounts c = regions->counts();
+    std::vector<RegionGauge> gauges;
+    for (int k = 0; k < kRegionKinds; ++k) {
+      gauges.push_back({RegionKindName(static_cast<RegionKind>(k)), c.regions[k], c.bytes[k],
+                        c.requests[k]});
+    }
+    return gauges;
+  });
+  if (options_.regions.allow_system || options_.regions.allow_cuda) {
+    absl::StrAppend(&description_, "; shared-memory regions: ",
                     region_limits.allow_system && region_limits.allow_cuda ? "system, cuda"
                     : region_limits.allow_system                          ? "system"
                     : region_limits.allow_cuda                            ? "cuda"
@@ -284,66 +328,69 @@ absl::StatusOr<std::unique_ptr<SortdServer>> SortdServer::Start(
                     region_limits.unix_socket_only ? " for the Unix socket's peers"
                                                    : " for local peers");
   }
+}
 
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(options);
+// The gRPC server: credentials, listeners and channel arguments, services, the drain-counting context allocator.
+absl::Status SortdServer::StartGrpc() {
+  service_ = std::make_unique<SortServiceImpl>(context_.get());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeCredentials(options_);
   if (!creds.ok()) return creds.status();
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address, *creds, &s->port_);
+  builder.AddListeningPort(options_.listen_address, *creds, &port_);
   // gRPC binds with SO_REUSEPORT by default, so a second sortd given the
   // same address would start and share the port (and its traffic) with the
   // first; refusing to start is what an operator expects.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  builder.SetMaxSendMessageSize(options.max_message_bytes);
-  if (options.receive_window_bytes > 0) {
+  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  if (options_.receive_window_bytes > 0) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.receive_window_bytes);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options_.receive_window_bytes);
   }
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
-                             ChannelArgMillis(options.max_connection_age));
+                             ChannelArgMillis(options_.max_connection_age));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
-                             ChannelArgMillis(options.max_connection_age_grace));
-  if (!options.unix_socket.empty()) {
+                             ChannelArgMillis(options_.max_connection_age_grace));
+  if (!options_.unix_socket.empty()) {
     // Plaintext: who may connect is decided by the socket file's
     // permissions (set below), not by TLS.
-    builder.AddListeningPort("unix:" + options.unix_socket, grpc::InsecureServerCredentials());
+    builder.AddListeningPort("unix:" + options_.unix_socket, grpc::InsecureServerCredentials());
   }
-  s->calls_in_flight_ = std::make_unique<CallsInFlight>();
+  calls_in_flight_ = std::make_unique<CallsInFlight>();
   builder.SetContextAllocator(std::make_unique<DrainCountingContextAllocator>(
-      s->calls_in_flight_.get(), &s->context_->draining));
-  builder.RegisterService(s->service_.get());
-  builder.RegisterService(s->region_service_.get());
-  if (options.enable_diagnostics) {
-    s->diagnostics_ = std::make_unique<DiagnosticsServiceImpl>(&s->context_->draining);
-    builder.RegisterService(s->diagnostics_.get());
+      calls_in_flight_.get(), &context_->draining));
+  builder.RegisterService(service_.get());
+  builder.RegisterService(region_service_.get());
+  if (options_.enable_diagnostics) {
+    diagnostics_ = std::make_unique<DiagnosticsServiceImpl>(&context_->draining);
+    builder.RegisterService(diagnostics_.get());
   }
   // The Unix socket is created owner-only (umask), then opened up to
   // --unix_socket_mode below: never briefly wider than asked for.
-  const mode_t umask_before = options.unix_socket.empty() ? 0 : umask(0177);
-  s->server_ = builder.BuildAndStart();
-  if (!options.unix_socket.empty()) umask(umask_before);
-  if (s->server_ == nullptr && !options.unix_socket.empty()) {
+  const mode_t umask_before = options_.unix_socket.empty() ? 0 : umask(0177);
+  server_ = builder.BuildAndStart();
+  if (!options_.unix_socket.empty()) umask(umask_before);
+  if (server_ == nullptr && !options_.unix_socket.empty()) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot serve on ", options.listen_address, " and unix:", options.unix_socket,
+        "cannot serve on ", options_.listen_address, " and unix:", options_.unix_socket,
         " (an address in use or not local, or a socket path that cannot be created?)"));
   }
-  if (s->server_ == nullptr || s->port_ == 0) {
+  if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(
-        absl::StrCat("listen: cannot serve on ", options.listen_address,
-                     options.tls_cert_file.empty()
+        absl::StrCat("listen: cannot serve on ", options_.listen_address,
+                     options_.tls_cert_file.empty()
                          ? " (address in use or not local?)"
                          : " (address in use or not local, or tls_key is not the key of "
                            "tls_cert?)"));
   }
-  if (!options.unix_socket.empty()) {
-    absl::Status mode = SetSocketMode(options.unix_socket, options.unix_socket_mode);
+  if (!options_.unix_socket.empty()) {
+    absl::Status mode = SetSocketMode(options_.unix_socket, options_.unix_socket_mode);
     if (!mode.ok()) return mode;
   }
-  if (options.serving_at_start) s->MarkServing();
-  return s;
+  return absl::OkStatus();
 }
 
 void SortdServer::MarkServing() {

@@ -15,13 +15,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/dispatcher.h"
+#include "server/grpc/diagnostics_service.h"
+#include "server/grpc/service_context.h"
+#include "server/regions/regions.h"
 #include "server/runtime/batcher.h"
 #include "server/runtime/calls_in_flight.h"
 #include "server/runtime/memory_trimmer.h"
-#include "server/service/diagnostics_service.h"
-#include "server/service/regions.h"
-#include "server/service/service_context.h"
-#include "server/service/sort_session.h"
+#include "server/sessions/session_store.h"
 
 namespace sortd {
 
@@ -150,6 +150,15 @@ class SortdServer {
 
  private:
   SortdServer() = default;
+
+  // Start's stages, in the order it runs them (each on options_).
+  void StartRuntime();
+  absl::Status StartEngine();
+  absl::Status StartMetricsExposer();
+  void StartServiceContext();
+  void StartSessions();
+  void StartRegions();
+  absl::Status StartGrpc();
 
   ServerOptions options_;
   std::unique_ptr<Dispatcher> dispatcher_;

@@ -1,6 +1,6 @@
 // Host and device memory that sortd does not own: shared-memory regions
 // pinned for DMA, and device memory opened from another process's CUDA IPC
-// handle (server/service/regions.h registers them).
+// handle (server/regions/regions.h registers them).
 #include <cuda_runtime.h>
 
 #include <cstring>

@@ -7,7 +7,6 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
-#include "server/runtime/admission.h"
 
 namespace sortd {
 namespace {
@@ -86,10 +85,13 @@ const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
   return *buckets;
 }
 
-// Reads admission control's atomics when Prometheus scrapes.
+// Reads admission control, sessions and regions when Prometheus scrapes.
 class ServiceMetrics::InflightCollector : public prometheus::Collectable {
  public:
-  void Watch(const AdmissionControl* admission) { admission_.store(admission); }
+  void WatchAdmission(std::function<AdmissionGauges()> admission) {
+    std::lock_guard<std::mutex> lock(mu_);
+    admission_ = std::move(admission);
+  }
   void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired,
                      std::function<uint64_t()> sorted_arriving) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -97,13 +99,14 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
     expired_sessions_ = std::move(expired);
     sorted_arriving_ = std::move(sorted_arriving);
   }
-  void WatchRegions(std::function<RegionCounts()> counts) {
+  void WatchRegions(std::function<std::vector<RegionGauge>()> counts) {
     std::lock_guard<std::mutex> lock(mu_);
     region_counts_ = std::move(counts);
   }
   std::vector<prometheus::MetricFamily> Collect() const override {
-    std::vector<prometheus::MetricFamily> families = CollectAdmission();
+    std::vector<prometheus::MetricFamily> families;
     std::lock_guard<std::mutex> lock(mu_);
+    if (admission_) CollectAdmission(admission_(), &families);
     if (region_counts_) CollectRegions(region_counts_(), &families);
     if (open_sessions_) {
       families.push_back(GaugeFamily("sortd_sort_sessions", "Sort sessions open (started, not ended or expired).",
@@ -129,7 +132,8 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
   }
 
  private:
-  static void CollectRegions(const RegionCounts& c, std::vector<prometheus::MetricFamily>* out) {
+  static void CollectRegions(const std::vector<RegionGauge>& gauges,
+                             std::vector<prometheus::MetricFamily>* out) {
     prometheus::MetricFamily regions{"sortd_shm_regions",
                                      "Same-host memory regions registered now, by kind.",
                                      prometheus::MetricType::Gauge, {}};
@@ -141,16 +145,15 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
         "Sort and SortPairs requests served from same-host regions, by the kind of the keys' "
         "region.",
         prometheus::MetricType::Counter, {}};
-    for (int k = 0; k < kRegionKinds; ++k) {
-      const std::string kind = RegionKindName(static_cast<RegionKind>(k));
+    for (const RegionGauge& g : gauges) {
       prometheus::ClientMetric m;
-      m.label = {{"kind", kind}};
-      m.gauge.value = static_cast<double>(c.regions[k]);
+      m.label = {{"kind", g.kind}};
+      m.gauge.value = static_cast<double>(g.regions);
       regions.metric.push_back(m);
-      m.gauge.value = static_cast<double>(c.bytes[k]);
+      m.gauge.value = static_cast<double>(g.bytes);
       bytes.metric.push_back(m);
       m.gauge = {};
-      m.counter.value = static_cast<double>(c.requests[k]);
+      m.counter.value = static_cast<double>(g.requests);
       requests.metric.push_back(m);
     }
     out->push_back(std::move(regions));
@@ -158,27 +161,25 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
     out->push_back(std::move(requests));
   }
 
-  std::vector<prometheus::MetricFamily> CollectAdmission() const {
-    const AdmissionControl* a = admission_.load();
-    if (a == nullptr) return {};
-    return {
-        GaugeFamily("sortd_inflight_requests", "Requests admitted and not finished (queued or running).",
-                    static_cast<double>(a->inflight_requests())),
-        GaugeFamily("sortd_inflight_bytes", "Payload bytes reserved by admitted requests.",
-                    static_cast<double>(a->inflight_bytes())),
-        GaugeFamily("sortd_inflight_requests_limit", "--max_queued_requests.",
-                    static_cast<double>(a->max_requests())),
-        GaugeFamily("sortd_inflight_bytes_limit", "--max_inflight_bytes (resolved).",
-                    static_cast<double>(a->max_bytes())),
-    };
+  static void CollectAdmission(const AdmissionGauges& a,
+                               std::vector<prometheus::MetricFamily>* out) {
+    out->push_back(GaugeFamily("sortd_inflight_requests",
+                               "Requests admitted and not finished (queued or running).",
+                               static_cast<double>(a.inflight_requests)));
+    out->push_back(GaugeFamily("sortd_inflight_bytes", "Payload bytes reserved by admitted requests.",
+                               static_cast<double>(a.inflight_bytes)));
+    out->push_back(GaugeFamily("sortd_inflight_requests_limit", "--max_queued_requests.",
+                               static_cast<double>(a.max_requests)));
+    out->push_back(GaugeFamily("sortd_inflight_bytes_limit", "--max_inflight_bytes (resolved).",
+                               static_cast<double>(a.max_bytes)));
   }
 
-  std::atomic<const AdmissionControl*> admission_{nullptr};
+  std::function<AdmissionGauges()> admission_;
   mutable std::mutex mu_;
   std::function<uint64_t()> open_sessions_;
   std::function<uint64_t()> expired_sessions_;
   std::function<uint64_t()> sorted_arriving_;
-  std::function<RegionCounts()> region_counts_;
+  std::function<std::vector<RegionGauge>()> region_counts_;
 };
 
 ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
@@ -346,11 +347,11 @@ void ServiceMetrics::SetGpuInRotation(int gpu, bool in_rotation) {
   if (gpu >= 0 && gpu < static_cast<int>(rotation_cells_.size())) rotation_cells_[gpu]->Set(in_rotation ? 1 : 0);
 }
 
-void ServiceMetrics::WatchAdmission(const AdmissionControl* admission) {
-  inflight_->Watch(admission);
+void ServiceMetrics::WatchAdmission(std::function<AdmissionGauges()> gauges) {
+  inflight_->WatchAdmission(std::move(gauges));
 }
 
-void ServiceMetrics::WatchRegions(std::function<RegionCounts()> counts) {
+void ServiceMetrics::WatchRegions(std::function<std::vector<RegionGauge>()> counts) {
   inflight_->WatchRegions(std::move(counts));
 }
 

@@ -25,11 +25,9 @@
 #include "absl/status/status.h"
 #include "core/gpu_engine.h"
 #include "core/types.h"
-#include "server/service/regions.h"
 
 namespace sortd {
 
-class AdmissionControl;
 class RequestLog;
 
 // kSortSession: one sort session, recorded when it ends (docs/metrics.md).
@@ -58,6 +56,23 @@ struct MetricsOptions {
   int gpus_expected = 0;    // --expect_gpus, for the "GPU missing" alert
 };
 
+// Admission control's state, as /metrics shows it.
+struct AdmissionGauges {
+  uint64_t inflight_requests = 0;
+  uint64_t inflight_bytes = 0;
+  uint64_t max_requests = 0;
+  uint64_t max_bytes = 0;
+};
+
+// One kind of same-host region, as /metrics shows it (label "kind").
+// Plain numbers: the metrics layer does not know the region registry.
+struct RegionGauge {
+  std::string kind;  // "system", "cuda"
+  uint64_t regions = 0;
+  uint64_t bytes = 0;
+  uint64_t requests = 0;
+};
+
 class ServiceMetrics {
  public:
   ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
@@ -79,15 +94,16 @@ class ServiceMetrics {
   // CUDA errors (core/gpu_rotation.h).
   void SetGpuInRotation(int gpu, bool in_rotation);
 
-  // In-flight gauges are read from admission control at scrape time.
-  void WatchAdmission(const AdmissionControl* admission);
+  // In-flight gauges, read from admission control at scrape time.
+  void WatchAdmission(std::function<AdmissionGauges()> gauges);
   // Sort sessions open now and expired since start, read at scrape time.
   void WatchSessions(std::function<uint64_t()> open, std::function<uint64_t()> expired,
                      std::function<uint64_t()> sorted_arriving);
 
-  // Same-host regions registered now (by kind) and requests served from
-  // them, read at scrape time.
-  void WatchRegions(std::function<RegionCounts()> counts);
+  // Same-host regions registered now (one gauge per kind, every kind
+  // present even when zero) and requests served from them, read at scrape
+  // time.
+  void WatchRegions(std::function<std::vector<RegionGauge>()> gauges);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
   // Scrape-time gauges (in-flight requests/bytes and their limits); expose

@@ -13,10 +13,10 @@
 #include <memory>
 #include <string>
 
+#include "server/grpc/raw_message.h"
 #include "server/runtime/admission.h"
-#include "server/service/chunked_upload.h"
-#include "server/service/raw_message.h"
-#include "server/service/typed_array.h"
+#include "server/wire/chunked_upload.h"
+#include "server/wire/typed_array.h"
 #include "tests/fuzz/fuzz_oracle.h"
 
 namespace sortd::fuzz {

@@ -18,11 +18,11 @@
 #include <string>
 
 #include "core/dispatcher.h"
-#include "server/service/raw_message.h"
-#include "server/service/region_ops.h"
-#include "server/service/regions.h"
-#include "server/service/sort_ops.h"
-#include "server/service/typed_array.h"
+#include "server/grpc/raw_message.h"
+#include "server/regions/regions.h"
+#include "server/wire/region_ops.h"
+#include "server/wire/sort_ops.h"
+#include "server/wire/typed_array.h"
 #include "tests/fuzz/fuzz_oracle.h"
 
 namespace sortd::fuzz {

@@ -22,7 +22,8 @@
 
 #include "core/dispatcher.h"
 #include "server/runtime/admission.h"
-#include "server/service/sort_session.h"
+#include "server/sessions/session_store.h"
+#include "server/wire/session_spec.h"
 #include "sortd/v1/session_part_codec.h"
 #include "tests/fuzz/fuzz_oracle.h"
 
@@ -114,7 +115,9 @@ void Run(const uint8_t* data, size_t size) {
     start.set_total_keys(n);
     start.set_order(descending ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
     start.set_return_indices(with_indices);
-    auto started = store.Start(start);
+    auto spec = SessionSpecFromProto(start);
+    Check(spec.ok(), "SessionSpecFromProto: " + spec.status().ToString());
+    auto started = store.Start(*spec);
     Check(started.ok(), "Start: " + started.status().ToString());
     SortSession& session = **started;
     const size_t key_width = ElementSize(session.key_type());

@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "server/service/service_context.h"
+#include "server/grpc/service_context.h"
 #include "tests/service/test_server.h"
 
 namespace sortd::testing {

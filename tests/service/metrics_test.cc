@@ -1,7 +1,7 @@
 // Metrics recorded by a real in-process server for a known mix of requests,
 // read back from the Prometheus registry; and the request log's rate limit.
-#include "server/metrics/request_log.h"
 #include "core/gpu_info.h"
+#include "server/metrics/request_log.h"
 #include "tests/service/test_server.h"
 
 namespace sortd::testing {

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "client/shared_region.h"
-#include "server/service/regions.h"
+#include "server/regions/regions.h"
 #include "tests/service/gate.h"
 #include "tests/service/test_server.h"
 

@@ -1,0 +1,340 @@
+// Sort-session handlers. Uploads copy each part once, from the received
+// slices into the session's buffer, on the gRPC thread that read it (parts
+// on several connections copy in parallel). Downloads send slices over the
+// session's buffer: no copy before the socket; each slice keeps the session
+// alive until gRPC lets go of it.
+#include "server/grpc/session_handlers.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc/guarded.h"
+#include "server/grpc/raw_message.h"
+#include "server/grpc/status_mapping.h"
+#include "server/sessions/session_store.h"
+#include "server/wire/session_spec.h"
+#include "server/wire/typed_array.h"
+#include "sortd/v1/session_part_codec.h"
+
+namespace sortd {
+namespace {
+
+namespace part = v1::session_part;
+
+// Connections a client is told to use: one per 32 MiB, 1 to 8 (one HTTP/2
+// connection carries ~0.3-0.7 GB/s of large messages; 8 carry ~2.6 GB/s on
+// the GPU hosts, docs/benchmarks.md).
+uint32_t SuggestedConnections(uint64_t bytes) {
+  return static_cast<uint32_t>(std::clamp<uint64_t>(bytes / (uint64_t{32} << 20), 1, 8));
+}
+
+// A use of a session for the length of one call (idle expiry skips it).
+class SessionUse {
+ public:
+  SessionUse() = default;
+  explicit SessionUse(std::shared_ptr<SortSession> session) : session_(std::move(session)) {
+    session_->BeginUse();
+  }
+  SessionUse(SessionUse&&) = default;
+  SessionUse& operator=(SessionUse&& other) {
+    Reset();
+    session_ = std::move(other.session_);
+    return *this;
+  }
+  ~SessionUse() { Reset(); }
+  void Reset() {
+    if (session_ != nullptr) session_->EndUse();
+    session_.reset();
+  }
+  SortSession* get() const { return session_.get(); }
+  const std::shared_ptr<SortSession>& shared() const { return session_; }
+
+ private:
+  std::shared_ptr<SortSession> session_;
+};
+
+absl::StatusOr<SessionUse> UseSession(const ServiceContext* context, const std::string& id) {
+  absl::StatusOr<std::shared_ptr<SortSession>> found = context->sessions->Find(id);
+  if (!found.ok()) return found.status();
+  return SessionUse(*std::move(found));
+}
+
+template <typename Request>
+absl::Status ParseUnary(const grpc::ByteBuffer* raw, Request* request) {
+  return Guarded("request", [&] {
+    return ParseRawMessage(const_cast<grpc::ByteBuffer*>(raw), request, "request");
+  });
+}
+
+template <typename Response>
+void FinishUnary(grpc::ServerUnaryReactor* reactor, absl::Status status, const Response& response,
+                 grpc::ByteBuffer* raw_response) {
+  if (status.ok()) {
+    status = Guarded("response", [&] {
+      SerializeRawMessage(response, raw_response);
+      return absl::OkStatus();
+    });
+  }
+  reactor->Finish(ToGrpcStatus(status));
+}
+
+// Reads parts until the client half-closes; any bad part ends the stream
+// with its error (parts accepted before it stay in the session).
+class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  UploadReactor(ServiceContext* context, grpc::CallbackServerContext* ctx,
+                grpc::ByteBuffer* response)
+      : context_(context), ctx_(ctx), response_(response) {
+    StartRead(&read_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      session_.Reset();
+      if (ctx_->IsCancelled()) {
+        Finish(ToGrpcStatus(absl::CancelledError("UploadParts cancelled")));
+        return;
+      }
+      v1::UploadPartsResponse answer;
+      answer.set_parts(parts_);
+      answer.set_elements(elements_);
+      absl::Status status = Guarded("response", [&] {
+        SerializeRawMessage(answer, response_);
+        return absl::OkStatus();
+      });
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    absl::Status status = Guarded("UploadParts", [this] { return Accept(); });
+    if (!status.ok()) {
+      session_.Reset();
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    StartRead(&read_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status Accept() {
+    ++parts_;
+    const uint64_t message_bytes = read_.Length();
+    part::Reader reader(&read_);
+    part::Header header;
+    if (!reader.Start(&header)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("UploadParts message ", parts_, ": not a SessionPart (", reader.error(), ")"));
+    }
+    if (session_.get() == nullptr) {
+      absl::StatusOr<SessionUse> use = UseSession(context_, header.session_id);
+      if (!use.ok()) return use.status();
+      session_ = *std::move(use);
+    } else if (!header.session_id.empty() && header.session_id != session_.get()->id()) {
+      return absl::InvalidArgumentError(
+          "session_id: one UploadParts stream carries parts of one session");
+    }
+    context_->AtTestSite("session.part");
+    absl::StatusOr<uint64_t> accepted = session_.get()->AcceptPart(
+        reader, header, message_bytes, context_->sessions->limits().max_part_bytes);
+    if (!accepted.ok()) {
+      return absl::Status(accepted.status().code(), absl::StrCat("UploadParts message ", parts_,
+                                                                 ": ", accepted.status().message()));
+    }
+    elements_ += *accepted;
+    read_.Clear();
+    return absl::OkStatus();
+  }
+
+  ServiceContext* const context_;
+  grpc::CallbackServerContext* const ctx_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer read_;
+  SessionUse session_;
+  uint64_t parts_ = 0;
+  uint64_t elements_ = 0;
+};
+
+// Writes [offset, offset + count) of one array in parts of part_bytes.
+class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  DownloadReactor(ServiceContext* context, const grpc::ByteBuffer* raw_request)
+      : context_(context) {
+    v1::DownloadPartsRequest request;
+    absl::Status status = ParseUnary(raw_request, &request);
+    if (status.ok()) {
+      absl::StatusOr<SessionUse> use = UseSession(context_, request.session_id());
+      status = use.status();
+      if (use.ok()) session_ = *std::move(use);
+    }
+    if (status.ok()) {
+      absl::StatusOr<SortSession::Range> range =
+          session_.get()->DownloadRange(request.array(), request.offset(), request.count());
+      status = range.status();
+      if (range.ok()) range_ = *range;
+    }
+    if (!status.ok()) {
+      session_.Reset();
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    array_ = request.array();
+    const SessionLimits& limits = context_->sessions->limits();
+    uint64_t part_bytes = request.part_bytes() > 0 ? request.part_bytes() : limits.download_part_bytes;
+    part_bytes = std::min(part_bytes, limits.max_part_bytes);
+    per_part_ = std::max<uint64_t>(1, part_bytes / range_.width);
+    next_ = range_.offset;
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      session_.Reset();
+      Finish(ToGrpcStatus(absl::CancelledError("DownloadParts: the client stopped reading")));
+      return;
+    }
+    WriteNext();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNext() {
+    const uint64_t end = range_.offset + range_.count;
+    if (next_ >= end && wrote_any_) {
+      session_.Reset();
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const uint64_t count = std::min(per_part_, end - next_);
+    part::Header header;
+    header.array = array_;
+    header.offset = next_;
+    // The slice holds the session until gRPC has sent it.
+    auto* hold = new std::shared_ptr<SortSession>(session_.shared());
+    buffer_ = part::Encode(
+        header, range_.data + next_ * range_.width, count * range_.width,
+        [](void* arg) { delete static_cast<std::shared_ptr<SortSession>*>(arg); }, hold);
+    session_.get()->AddBytesSent(count * range_.width);
+    next_ += count;
+    wrote_any_ = true;
+    StartWrite(&buffer_);
+  }
+
+  ServiceContext* const context_;
+  SessionUse session_;
+  SortSession::Range range_;
+  int array_ = 0;
+  uint64_t per_part_ = 1;
+  uint64_t next_ = 0;
+  bool wrote_any_ = false;  // an empty range still gets one (empty) part
+  grpc::ByteBuffer buffer_;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
+                                                 grpc::CallbackServerContext* ctx,
+                                                 const grpc::ByteBuffer* raw_request,
+                                                 grpc::ByteBuffer* raw_response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  v1::StartSortSessionRequest request;
+  v1::StartSortSessionResponse response;
+  absl::Status status = ParseUnary(raw_request, &request);
+  if (status.ok()) status = context->CheckNotDraining();
+  if (status.ok()) {
+    status = Guarded("StartSortSession", [&]() -> absl::Status {
+          absl::StatusOr<SessionSpec> spec = SessionSpecFromProto(request);
+          if (!spec.ok()) return spec.status();
+          absl::StatusOr<std::shared_ptr<SortSession>> started = context->sessions->Start(*spec);
+          if (started.ok()) {
+            (*started)->StartArriving(*context->dispatcher);
+            const SessionLimits& limits = context->sessions->limits();
+            response.set_session_id((*started)->id());
+            response.set_max_part_bytes(limits.max_part_bytes);
+            response.set_suggested_connections(SuggestedConnections(
+                request.total_keys() * (ElementSize((*started)->key_type()))));
+            response.set_idle_timeout_ms(absl::ToInt64Milliseconds(limits.idle_timeout));
+            response.set_direct_target(limits.direct_target);
+          }
+          return started.status();
+        });
+  }
+  FinishUnary(reactor, status, response, raw_response);
+  return reactor;
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* HandleUploadParts(ServiceContext* context,
+                                                             grpc::CallbackServerContext* ctx,
+                                                             grpc::ByteBuffer* response) {
+  return new UploadReactor(context, ctx, response);
+}
+
+grpc::ServerUnaryReactor* HandleFinishSortSession(ServiceContext* context,
+                                                  grpc::CallbackServerContext* ctx,
+                                                  const grpc::ByteBuffer* raw_request,
+                                                  grpc::ByteBuffer* raw_response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  v1::FinishSortSessionRequest request;
+  absl::Status status = ParseUnary(raw_request, &request);
+  absl::StatusOr<SessionUse> use = status.ok() ? UseSession(context, request.session_id())
+                                               : absl::StatusOr<SessionUse>(status);
+  absl::StatusOr<bool> already_sorted = use.ok() ? use->get()->BeginSort() : use.status();
+  auto answer = [reactor, raw_response](SortSession& session) {
+    v1::FinishSortSessionResponse response;
+    if (std::optional<EngineKind> engine = session.engine()) {
+      response.set_engine(ToProtoEngine(*engine));
+    }
+    response.set_total_keys(session.total_keys());
+    FinishUnary(reactor, absl::OkStatus(), response, raw_response);
+  };
+  if (!already_sorted.ok()) {
+    FinishUnary(reactor, already_sorted.status(), v1::FinishSortSessionResponse(), raw_response);
+    return reactor;
+  }
+  if (*already_sorted) {
+    answer(*use->get());
+    return reactor;
+  }
+  auto session = std::make_shared<SessionUse>(*std::move(use));
+  SortSession& s = *session->get();
+  context->PoolFor(s.key_type(), s.total_keys()).Submit([context, session, reactor, raw_response,
+                                                         answer] {
+    SortSession& s = *session->get();
+    absl::Status status = Guarded("FinishSortSession: sort", [&] {
+      context->AtTestSite("session.sort");
+      return s.RunSort(*context->dispatcher);
+    });
+    if (!status.ok()) {
+      // A failed sort ends the session (its memory goes back now).
+      context->sessions->Fail(s.id(), status);
+      FinishUnary(reactor, status, v1::FinishSortSessionResponse(), raw_response);
+      return;
+    }
+    if (context->metrics != nullptr && s.engine()) context->metrics->RecordBatch(*s.engine(), 1);
+    context->sessions->NoteSorted(s);
+    answer(s);
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* HandleDownloadParts(ServiceContext* context,
+                                                                grpc::CallbackServerContext*,
+                                                                const grpc::ByteBuffer* request) {
+  return new DownloadReactor(context, request);
+}
+
+grpc::ServerUnaryReactor* HandleEndSortSession(ServiceContext* context,
+                                               grpc::CallbackServerContext* ctx,
+                                               const grpc::ByteBuffer* raw_request,
+                                               grpc::ByteBuffer* raw_response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  v1::EndSortSessionRequest request;
+  absl::Status status = ParseUnary(raw_request, &request);
+  if (status.ok()) status = context->sessions->End(request.session_id());
+  FinishUnary(reactor, status, v1::EndSortSessionResponse(), raw_response);
+  return reactor;
+}
+
+}  // namespace sortd

@@ -1,0 +1,432 @@
+#include "server/sessions/sort_session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "core/cpu/parallel.h"
+#include "core/engine.h"
+
+namespace sortd {
+namespace {
+
+const char* ArrayName(int array) {
+  switch (array) {
+    case v1::SESSION_ARRAY_KEYS: return "keys";
+    case v1::SESSION_ARRAY_VALUES: return "values";
+    case v1::SESSION_ARRAY_INDICES: return "indices";
+    default: return "unknown array";
+  }
+}
+
+// dst[i] = src[indices[i]] over several threads: a random gather of a large
+// array is bound by memory latency, which threads overlap.
+absl::Status ParallelGather(const SessionBuffer& src, absl::Span<const uint64_t> indices,
+                            SessionBuffer* dst) {
+  const size_t n = indices.size();
+  const size_t width = src.width();
+  const int tasks = static_cast<int>(std::clamp<size_t>(
+      n / (size_t{1} << 20), 1, std::max(1u, std::thread::hardware_concurrency())));
+  std::vector<absl::Status> results(tasks);
+  cpu::RunTasks(tasks, [&](int t) {
+    const size_t begin = cpu::PartBegin(n, tasks, t);
+    const size_t end = cpu::PartBegin(n, tasks, t + 1);
+    results[t] = GatherByIndex(src.data(), width, indices.subspan(begin, end - begin),
+                               dst->data() + begin * width);
+  });
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SessionBuffer::SessionBuffer(size_t elements, size_t width, HostMemoryPool* pool)
+    : elements_(elements), width_(width) {
+  if (elements * width == 0) return;
+  data_ = pool != nullptr ? pool->Allocate(elements * width) : HostBuffer::Heap(elements * width);
+}
+
+// The ranges a session received, handed to its arriving sort in the order
+// they landed (core/arriving_input.h), and that sort's result.
+class SortSession::Arrivals final : public ArrivingInput {
+ public:
+  void Add(const ArrivedRange& range) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;  // the sort is over (it did not take the input)
+      ranges_.push_back(range);
+    }
+    wake_.notify_all();
+  }
+  void Complete() { Set(&complete_); }
+  void Abandon() { Set(&abandoned_); }
+
+  Next Wait(ArrivedRange* range) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait(lock, [&] { return abandoned_ || complete_ || !ranges_.empty(); });
+    if (abandoned_) return Next::kAbandoned;
+    if (!ranges_.empty()) {
+      *range = ranges_.front();
+      ranges_.pop_front();
+      return Next::kRange;
+    }
+    return Next::kComplete;
+  }
+
+  void Finish(absl::StatusOr<EngineKind> result) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      result_ = std::move(result);
+      finished_ = true;
+      ranges_.clear();
+    }
+    wake_.notify_all();
+  }
+  // Waits for the arriving sort to return.
+  absl::StatusOr<EngineKind> Result() {
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait(lock, [&] { return finished_; });
+    return result_;
+  }
+
+ private:
+  void Set(bool* flag) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      *flag = true;
+    }
+    wake_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<ArrivedRange> ranges_;
+  bool complete_ = false;
+  bool abandoned_ = false;
+  bool finished_ = false;
+  absl::StatusOr<EngineKind> result_ = absl::UnknownError("arriving sort still running");
+};
+
+SortSession::SortSession(std::string id, SessionSpec spec, Admitted admitted,
+                         HostMemoryPool* memory)
+    : id_(std::move(id)),
+      spec_(std::move(spec)),
+      key_type_(spec_.key_type),
+      value_type_(spec_.value_type),
+      admitted_(std::move(admitted)),
+      memory_(memory),
+      keys_(spec_.total_keys, ElementSize(key_type_), memory) {
+  // Values go to the GPU with the keys (an arriving sort) or are gathered
+  // on the host; the indices a gather needs are made only then (RunSort).
+  if (value_type_) {
+    values_ = SessionBuffer(spec_.total_keys, ElementSize(*value_type_), memory);
+  }
+  if (spec_.return_indices) indices_ = SessionBuffer(spec_.total_keys, 8, memory);
+}
+
+SortSession::~SortSession() {
+  if (arrivals_ != nullptr) arrivals_->Abandon();
+  if (arriving_.joinable()) arriving_.join();
+}
+
+void SortSession::StartArriving(Dispatcher& dispatcher) {
+  const size_t n = keys_.elements();
+  if (spec_.transfer_only || n == 0) return;
+  if (!dispatcher.RoutesToGpu(key_type_, n)) {
+    // The CPU engine takes keys only, and holds a pool about the keys' size
+    // for the whole upload: reserved like the buffers (released with them),
+    // else the sort waits for the upload, as it does without room.
+    if (value_type_.has_value() || spec_.return_indices) return;
+    if (!admitted_.AcquireMoreBytes(keys_.bytes()).ok()) return;
+  }
+  ArrivingSort sort;
+  sort.keys = NumericSpan(key_type_, keys_.data(), n);
+  sort.order = spec_.order;
+  // Values without indices are permuted on the device; with indices, the
+  // host gathers them by the indices after the sort.
+  values_on_gpu_ = value_type_.has_value() && !spec_.return_indices;
+  if (values_on_gpu_) {
+    sort.values = values_.data();
+    sort.value_width = values_.width();
+  }
+  if (indices_.elements() > 0) {
+    sort.indices = absl::MakeSpan(reinterpret_cast<uint64_t*>(indices_.data()), n);
+  }
+  auto arrivals = std::make_unique<Arrivals>();
+  sort.input = arrivals.get();
+  {
+    // No part can have arrived yet (the client learns the id from the
+    // answer that follows), so the sort is handed every range.
+    std::lock_guard<std::mutex> lock(mu_);
+    arrivals_ = std::move(arrivals);
+  }
+  arriving_ = std::thread([this, &dispatcher, sort] { arrivals_->Finish(dispatcher.SortArriving(sort)); });
+}
+
+SessionBuffer* SortSession::BufferFor(int array) {
+  return const_cast<SessionBuffer*>(static_cast<const SortSession*>(this)->BufferFor(array));
+}
+
+const SessionBuffer* SortSession::BufferFor(int array) const {
+  switch (array) {
+    case v1::SESSION_ARRAY_KEYS: return &keys_;
+    case v1::SESSION_ARRAY_VALUES: return value_type_ ? &values_ : nullptr;
+    case v1::SESSION_ARRAY_INDICES: return spec_.return_indices ? &indices_ : nullptr;
+    default: return nullptr;
+  }
+}
+
+absl::StatusOr<uint64_t> SortSession::AcceptPart(v1::session_part::Reader& reader,
+                                     const v1::session_part::Header& header,
+                                     uint64_t message_bytes, uint64_t max_part_bytes) {
+  const int array = header.array;
+  if (array != v1::SESSION_ARRAY_KEYS && array != v1::SESSION_ARRAY_VALUES) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.array: uploads carry SESSION_ARRAY_KEYS or SESSION_ARRAY_VALUES, got ",
+                     array));
+  }
+  SessionBuffer* buffer = BufferFor(array);
+  if (buffer == nullptr) {
+    return absl::InvalidArgumentError(
+        "part.array: SESSION_ARRAY_VALUES, but the session was started without value_type");
+  }
+  if (!reader.has_body()) return absl::InvalidArgumentError("part.body: missing (an empty part)");
+  const uint64_t bytes = reader.body_bytes();
+  if (bytes > max_part_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part.body: ", bytes, " bytes, over max_part_bytes ", max_part_bytes));
+  }
+  // The body must end the message: then the copy below cannot come up short.
+  if (reader.position() + bytes != message_bytes) {
+    return absl::InvalidArgumentError(
+        "part.body: must be the last field and end the message (length does not match)");
+  }
+  const size_t width = buffer->width();
+  if (bytes == 0 || bytes % width != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("part.body: ", bytes,
+                                                   " bytes is not a positive multiple of the ",
+                                                   width, "-byte element"));
+  }
+  const uint64_t count = bytes / width;
+  const uint64_t n = buffer->elements();
+  if (header.offset > n || count > n - header.offset) {
+    return absl::InvalidArgumentError(absl::StrCat("part.offset: elements [", header.offset, ", ",
+                                                   header.offset + count, ") of ",
+                                                   ArrayName(array), " past total_keys ", n));
+  }
+  const uint64_t begin = header.offset;
+  const uint64_t end = begin + count;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ != State::kUploading) {
+      return absl::FailedPreconditionError("part: the session is finished; uploads are closed");
+    }
+    std::map<uint64_t, uint64_t>& got = received_[array == v1::SESSION_ARRAY_KEYS ? 0 : 1];
+    // The first range ending after `begin` overlaps if it starts before `end`.
+    auto next = got.upper_bound(begin);
+    if (next != got.begin()) {
+      auto prev = std::prev(next);
+      if (prev->second > begin) next = prev;
+    }
+    if (next != got.end() && next->first < end) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "part: ", ArrayName(array), " [", begin, ", ", end, ") overlaps elements already sent [",
+          std::max(begin, next->first), ", ", std::min(end, next->second), ")"));
+    }
+    // Claim the range now (a concurrent part overlapping it is refused),
+    // merged with its neighbours.
+    uint64_t merged_begin = begin, merged_end = end;
+    auto after = got.lower_bound(end);
+    if (after != got.end() && after->first == end) {
+      merged_end = after->second;
+      got.erase(after);
+    }
+    auto before = got.lower_bound(begin);
+    if (before != got.begin()) {
+      auto prev = std::prev(before);
+      if (prev->second == begin) {
+        merged_begin = prev->first;
+        got.erase(prev);
+      }
+    }
+    got[merged_begin] = merged_end;
+    ++copying_;
+    last_activity_ = SteadyClock::now();
+  }
+  const bool copied = reader.ReadBody(buffer->data() + begin * width);
+  std::lock_guard<std::mutex> lock(mu_);
+  --copying_;
+  if (!copied) {
+    // Cannot happen after the length check above; never leave a claimed
+    // range unwritten behind a successful answer.
+    state_ = State::kFailed;
+    sort_status_ = absl::InternalError(absl::StrCat("part: ", reader.error()));
+    return sort_status_;
+  }
+  bytes_received_.fetch_add(bytes);
+  if (arrivals_ != nullptr) {
+    arrivals_->Add({array == v1::SESSION_ARRAY_KEYS ? ArrivedRange::kKeys : ArrivedRange::kValues,
+                    begin, end});
+  }
+  return count;
+}
+
+std::string SortSession::MissingLocked(int array, const SessionBuffer& buffer) const {
+  const std::map<uint64_t, uint64_t>& got = received_[array == v1::SESSION_ARRAY_KEYS ? 0 : 1];
+  std::string out;
+  int listed = 0;
+  uint64_t missing = 0;
+  uint64_t at = 0;
+  auto note = [&](uint64_t b, uint64_t e) {
+    missing += e - b;
+    if (listed++ < 4) absl::StrAppend(&out, out.empty() ? "" : " ", "[", b, ", ", e, ")");
+  };
+  for (const auto& [b, e] : got) {
+    if (b > at) note(at, b);
+    at = e;
+  }
+  if (at < buffer.elements()) note(at, buffer.elements());
+  if (missing == 0) return "";
+  return absl::StrCat(missing, " ", ArrayName(array), " not received: ", out,
+                      listed > 4 ? " ..." : "");
+}
+
+absl::StatusOr<bool> SortSession::BeginSort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  switch (state_) {
+    case State::kSorted: return true;
+    case State::kSorting:
+      return absl::FailedPreconditionError("FinishSortSession: the session is already sorting");
+    case State::kFailed: return sort_status_;
+    case State::kUploading: break;
+  }
+  if (copying_ > 0) {
+    return absl::FailedPreconditionError(
+        "FinishSortSession: parts are still arriving (finish after every UploadParts returned)");
+  }
+  std::string missing = MissingLocked(v1::SESSION_ARRAY_KEYS, keys_);
+  if (missing.empty() && value_type_) missing = MissingLocked(v1::SESSION_ARRAY_VALUES, values_);
+  if (!missing.empty()) return absl::FailedPreconditionError(absl::StrCat("FinishSortSession: ", missing));
+  state_ = State::kSorting;
+  if (arrivals_ != nullptr) arrivals_->Complete();
+  return false;
+}
+
+absl::Status SortSession::RunSort(Dispatcher& dispatcher) {
+  absl::Status status;
+  std::optional<EngineKind> engine;
+  const size_t n = keys_.elements();
+  if (!spec_.transfer_only && n > 0) {
+    bool values_sorted = false;
+    if (arrivals_ != nullptr) {
+      // UNAVAILABLE: the GPU did not take it, the arrays are as received.
+      absl::StatusOr<EngineKind> ran = arrivals_->Result();
+      if (ran.ok()) {
+        engine = *ran;
+        values_sorted = values_on_gpu_;
+        std::lock_guard<std::mutex> lock(mu_);
+        sorted_arriving_ = true;
+      } else if (!absl::IsUnavailable(ran.status())) {
+        status = ran.status();
+      }
+    }
+    // A gather of the values needs the permutation.
+    if (value_type_ && !values_sorted && indices_.elements() == 0) {
+      indices_ = SessionBuffer(n, 8, memory_);
+    }
+    absl::Span<uint64_t> indices;
+    if (indices_.elements() > 0) indices = absl::MakeSpan(reinterpret_cast<uint64_t*>(indices_.data()), n);
+    if (status.ok() && !engine) {
+      absl::StatusOr<EngineKind> ran = dispatcher.SortNumeric(
+          NumericSpan(key_type_, keys_.data(), n), spec_.order, indices);
+      status = ran.status();
+      if (ran.ok()) engine = *ran;
+    }
+    if (status.ok() && value_type_ && !values_sorted) {
+      SessionBuffer gathered(n, values_.width(), nullptr);
+      status = ParallelGather(values_, indices, &gathered);
+      if (status.ok()) values_.Swap(gathered);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  state_ = status.ok() ? State::kSorted : State::kFailed;
+  sort_status_ = status;
+  engine_ = engine;
+  last_activity_ = SteadyClock::now();
+  return status;
+}
+
+absl::Status SortSession::sort_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sort_status_;
+}
+
+bool SortSession::sorted_arriving() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sorted_arriving_;
+}
+
+std::optional<EngineKind> SortSession::engine() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return engine_;
+}
+
+SortSession::State SortSession::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_;
+}
+
+absl::StatusOr<SortSession::Range> SortSession::DownloadRange(int array, uint64_t offset,
+                                                              uint64_t count) const {
+  const SessionBuffer* buffer = BufferFor(array);
+  if (buffer == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "array: ", ArrayName(array),
+        array == v1::SESSION_ARRAY_VALUES    ? " (the session has no value_type)"
+        : array == v1::SESSION_ARRAY_INDICES ? " (the session was started without return_indices)"
+                                             : " is not downloadable"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ != State::kSorted) {
+      return absl::FailedPreconditionError(
+          "DownloadParts: the session is not sorted yet (FinishSortSession first)");
+    }
+  }
+  const uint64_t n = buffer->elements();
+  if (offset > n) {
+    return absl::InvalidArgumentError(absl::StrCat("offset: ", offset, " past total_keys ", n));
+  }
+  if (count == 0) count = n - offset;
+  if (count > n - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("count: elements [", offset, ", ",
+                                                   offset + count, ") past total_keys ", n));
+  }
+  return Range{buffer->data(), buffer->width(), offset, count};
+}
+
+void SortSession::BeginUse() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++uses_;
+  last_activity_ = SteadyClock::now();
+}
+
+void SortSession::EndUse() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --uses_;
+  last_activity_ = SteadyClock::now();
+}
+
+bool SortSession::IdleSince(SteadyClock::time_point now, absl::Duration timeout) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return uses_ == 0 && state_ != State::kSorting &&
+         now - last_activity_ >= absl::ToChronoNanoseconds(timeout);
+}
+
+}  // namespace sortd

@@ -1,0 +1,74 @@
+// The upload half of SortChunked, apart from gRPC: a header, then chunks,
+// each checked against the header, the limits and admission before anything
+// is sized from it, and appended to host columns. The reactor feeds it the
+// messages it reads; the fuzzer (tests/fuzz) feeds it arbitrary ones.
+#ifndef SORTD_SERVER_WIRE_CHUNKED_UPLOAD_H_
+#define SORTD_SERVER_WIRE_CHUNKED_UPLOAD_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "server/runtime/admission.h"
+#include "server/wire/typed_array.h"
+
+namespace sortd {
+
+class ChunkedUpload {
+ public:
+  // `max_bytes`: the largest payload one upload may carry
+  // (--max_chunked_bytes). `max_response_bytes`: the largest message the
+  // answer may use (--max_message_bytes; 0: unchecked): an element that
+  // could not be sent back within it is refused on arrival, not after the
+  // sort.
+  ChunkedUpload(uint64_t max_bytes, AdmissionControl* admission, uint64_t max_response_bytes = 0)
+      : max_bytes_(max_bytes), max_response_bytes_(max_response_bytes), admission_(admission) {}
+
+  // What a response message costs beyond its elements (offset, total_keys,
+  // engine, the request_id's tag and length, the nested chunk and arrays),
+  // generously; and what a byte string costs beyond its bytes (tag and
+  // length prefix, lengths below 2^35).
+  static constexpr uint64_t kResponseFramingBytes = 256;
+  static constexpr uint64_t kBytesElementFraming = 6;
+
+  // The next message of the stream: the header first, chunks after it.
+  // Any error ends the upload (the caller ends the RPC with it).
+  absl::Status Accept(const v1::SortChunkedRequest& message);
+  // At half-close: whether what arrived is a complete upload.
+  absl::Status Finish() const;
+
+  bool has_header() const { return have_header_; }
+  const v1::ChunkedSortHeader& header() const { return header_; }
+  HostColumn& keys() { return keys_; }
+  HostColumn& values() { return values_; }
+  const HostColumn& keys() const { return keys_; }
+  // Payload bytes received so far (keys and values).
+  uint64_t payload_bytes() const { return payload_bytes_; }
+  // Gives the admission back early (the RPC's end releases it anyway).
+  void Release() { admitted_.Reset(); }
+
+ private:
+  absl::Status AcceptHeader(const v1::SortChunkedRequest& message);
+  absl::Status AcceptChunk(const v1::SortChunkedRequest& message);
+  // On the first chunk, when the header announced total_keys of numeric
+  // types: checks the announced size against the limit, admits it whole and
+  // reserves the columns (no growth, no per-chunk admission after that).
+  absl::Status ReserveAnnounced(const v1::ArrayChunk& first);
+
+  // Refuses a byte-string element too large to return in one response.
+  absl::Status CheckReturnable(const v1::ArrayChunk& chunk) const;
+
+  const uint64_t max_bytes_;
+  const uint64_t max_response_bytes_;
+  AdmissionControl* const admission_;
+  bool have_header_ = false;
+  v1::ChunkedSortHeader header_;
+  Admitted admitted_;
+  uint64_t payload_bytes_ = 0;
+  bool announced_admitted_ = false;  // ReserveAnnounced admitted everything
+  HostColumn keys_;
+  HostColumn values_;
+};
+
+}  // namespace sortd
+
+#endif  // SORTD_SERVER_WIRE_CHUNKED_UPLOAD_H_
