@@ -15,7 +15,7 @@ deps:
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) > $(BUILD).configure.log 2>&1 \
 	  || (cat $(BUILD).configure.log; exit 1)
-	@grep -E "^-- sortd:" $(BUILD).configure.log || true
+	@awk '/^-- sortd:/ {print} /^  sortd: / {p=1} p && /^$$/ {p=0} p {print}' $(BUILD).configure.log
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
@@ -25,8 +25,8 @@ build: configure
 run: build
 	$(BUILD)/server/sortd $(ARGS)
 
-# The suite, then a short run of each fuzzer and the service tests under
-# ASan+UBSan (both in the clang build tree of the fuzzers).
+# The suite, then a short run of each fuzzer and the core and service tests
+# under ASan+UBSan (both in the clang build tree of the fuzzers).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	@$(MAKE) --no-print-directory fuzz-smoke
@@ -86,14 +86,19 @@ fuzz: fuzz-build
 fuzz-smoke: fuzz-build
 	bash tests/fuzz/run.sh $(BUILD)-fuzz 20
 
-# The service tests (every RPC, hostile input, injected allocation
-# failures, gated drains and deadlines) under ASan+UBSan, in the fuzz tree:
-# the sanitizer subset CI runs (make test-asan runs core and service tests
-# in a gcc tree of their own).
+# The core tests (both engines' CPU paths, the arriving sorts, the
+# dispatcher; SORTD_WITH_CUDA=OFF) and the service tests (every RPC, hostile
+# input, injected allocation failures, gated drains and deadlines) under
+# ASan+UBSan, in the fuzz tree, whose libraries the fuzzers already built:
+# the sanitizer subset CI runs (make test-asan runs the same two in a gcc
+# tree of its own). Any sanitizer report fails (leak detection on).
+# SANITIZE_CORE_FILTER (a --gtest_filter) can leave out core tests.
+SANITIZE_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+SANITIZE_CORE_FILTER ?= *
 sanitize-smoke: fuzz-build
-	cmake --build $(BUILD)-fuzz -j$(JOBS) --target sortd_service_test
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(BUILD)-fuzz/tests/service/sortd_service_test --gtest_brief=1
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target sortd_core_test sortd_service_test
+	$(SANITIZE_ENV) $(BUILD)-fuzz/tests/core/sortd_core_test --gtest_brief=1 '--gtest_filter=$(SANITIZE_CORE_FILTER)'
+	$(SANITIZE_ENV) $(BUILD)-fuzz/tests/service/sortd_service_test --gtest_brief=1
 
 bench-cpu: build
 	SORTD_BENCH_BIN=$(BUILD)/bench/sortd_cpu_bench bash bench/run_cpu_bench.sh

@@ -59,15 +59,24 @@ How the server's counters are reconciled
     S[CANCELLED] + S[DEADLINE_EXCEEDED] <= cancelled + deadline calls
     S[other codes] <= the client's unexpected errors
   The server records a cancelled call (client gone or deadline passed) as
-  CANCELLED, never DEADLINE_EXCEEDED (server/service/*.cc); one that it
+  CANCELLED, never DEADLINE_EXCEEDED (server/grpc/*.cc); one that it
   finished before the cancellation arrived is OK (reported as "late OK").
   With more than 50 cancelled/deadline calls, at least one must be counted
   CANCELLED. A --target server must have no other clients while the soak
   runs, or its counters will not add up.
 
+What must have happened (a soak that made no call proves nothing)
+  The warm-up (unless --warmup=0) and the load phase each made calls;
+  every RPC (Sort, SortPairs, SortStream, SortChunked) and every key type
+  had at least --min_ok calls (default 1) answered and checked against numpy; the
+  soak's own tallies agree (per method, the calls made are the answered plus
+  the unanswered ones); the server's counters were read (always when sortd
+  was started here) and counted at least as many requests per method.
+
 Exit status: 1 when any call was unexpected or wrong, the counters do not
-add up, or sortd (when started here) did not exit 0; also when the RSS did
-not return within 10% of the baseline and --require_rss is given.
+add up, a method or key type had fewer than --min_ok checked answers, or
+sortd (when started here) did not exit 0; also when the RSS did not return
+within 10% of the baseline and --require_rss is given.
 """
 import argparse
 import collections
@@ -344,6 +353,7 @@ class Stats:
         self.unanswered = collections.Counter()    # given up: may or may not have reached the server
         self.unanswered_x = collections.Counter()  # ... of which cancelled or past a short deadline
         self.key_types = collections.Counter()
+        self.ok_key_types = collections.Counter()  # key type -> calls answered OK and checked
         self.keys = 0
         self.failures = []
 
@@ -508,6 +518,8 @@ class Soaker:
         with st.lock:
             st.outcomes[(method, outcome)] += 1
             st.key_types[kind] += 1
+            if outcome == "ok":
+                st.ok_key_types[kind] += 1
             if outcome in ("ok", "late"):
                 st.keys += n
             if outcome == "unexpected":
@@ -637,7 +649,39 @@ def fmt_samples(samples):
     return "%.0f MiB at +%.1f s" % (samples[-1][1], samples[-1][0])
 
 
-def reconcile(stats, before, after):
+def coverage(stats, min_ok, phase_calls):
+    """What must have happened: calls in each phase, every method and key type
+    answered and checked at least min_ok times, the soak's tallies agreeing
+    with each other. Returns failures."""
+    failures = []
+    for phase, calls in phase_calls:
+        if calls == 0:
+            failures.append("no calls were made in the %s" % phase)
+    for m in METHODS:
+        made = sum(v for (mm, _), v in stats.outcomes.items() if mm == m)
+        ok = stats.outcomes[(m, "ok")]
+        if ok < min_ok:
+            failures.append("%s: %d calls answered and checked (of %d made), fewer than "
+                            "--min_ok=%d" % (m, ok, made, min_ok))
+        if m == "SortStream":
+            # answered counts the streams' requests: each stream answered OK
+            # had at least two.
+            if stats.answered_ok[m] < 2 * ok:
+                failures.append("SortStream: %d requests answered OK on %d streams answered OK" % (
+                    stats.answered_ok[m], ok))
+        elif stats.answered[m] + stats.unanswered[m] != made:
+            failures.append("%s: %d answered + %d unanswered != %d calls made (the soak's "
+                            "tallies)" % (m, stats.answered[m], stats.unanswered[m], made))
+    for kind in KEY_TYPES:
+        if stats.ok_key_types[kind] < min_ok:
+            failures.append("key type %s: %d calls answered and checked, fewer than --min_ok=%d" % (
+                kind, stats.ok_key_types[kind], min_ok))
+    if min_ok > 0 and stats.keys == 0:
+        failures.append("no keys were sorted and checked")
+    return failures
+
+
+def reconcile(stats, before, after, min_ok=0):
     """Checks the counter increase per method; returns (rows, failures)."""
     rows, failures = [], []
     for m in METHODS:
@@ -650,6 +694,9 @@ def reconcile(stats, before, after):
         x = stats.unanswered_x[m]
         unexpected = sum(v for (mm, _), v in stats.codes.items() if mm == m)
         problems = []
+        if total < min_ok:
+            problems.append("the server counted %d requests, fewer than --min_ok=%d" % (
+                total, min_ok))
         if not answered <= total <= answered + unanswered:
             problems.append("total %d not in [%d, %d]" % (total, answered, answered + unanswered))
         if ok < stats.answered_ok[m]:
@@ -698,6 +745,9 @@ def main():
     p.add_argument("--require_rss", action="store_true",
                    help="fail unless the RSS returns within 10%% of the post-warm-up level")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--min_ok", type=int, default=1,
+                   help="calls answered and checked that each RPC and each key type must have "
+                        "(0: none required)")
     args, extra = p.parse_known_args()
     extra = [f for f in extra if f != "--"]
     if args.warmup is None:
@@ -733,6 +783,7 @@ def main():
         rss["start"] = server.rss_mib()
         run_phase(soaker, args.warmup, args.clients, args.seed)
         warm_calls = sum(stats.outcomes.values())
+        warm_ok = sum(v for (_, o), v in stats.outcomes.items() if o == "ok")
         idle1 = server.wait_idle()
         if idle1 is None:
             failures.append("requests still in flight 120 s after the warm-up")
@@ -752,6 +803,7 @@ def main():
         tail = run_phase(soaker, args.duration, args.clients, args.seed + 1, tick)
         load_seconds = time.time() - t0
         load_calls = sum(stats.outcomes.values()) - warm_calls
+        load_ok = sum(v for (_, o), v in stats.outcomes.items() if o == "ok") - warm_ok
         idle2 = server.wait_idle()
         if idle2 is None:
             failures.append("requests still in flight 120 s after the load")
@@ -789,7 +841,13 @@ def main():
           "%.0f calls/s), %.1f M keys sorted and checked (%.2f M keys/s); warm-up %d calls" % (
               load_calls, load_seconds, tail, load_calls / load_seconds,
               (stats.keys - keys0) / 1e6, (stats.keys - keys0) / 1e6 / load_seconds, warm_calls))
-    print("key types: " + ", ".join("%s %d" % (k, stats.key_types[k]) for k in KEY_TYPES))
+    print("key types (calls, of which answered OK and checked): " + ", ".join(
+        "%s %d/%d" % (k, stats.key_types[k], stats.ok_key_types[k]) for k in KEY_TYPES))
+    if args.min_ok > 0:
+        phases = ((("warm-up", warm_calls),) if args.warmup > 0 else ()) + (("load phase", load_calls),)
+        failures += coverage(stats, args.min_ok, phases)
+        if load_ok == 0:
+            failures.append("no call of the load phase was answered OK")
     unexpected, wrong = tot[outcomes.index("unexpected")], tot[outcomes.index("wrong")]
     if unexpected or wrong:
         failures.append("%d unexpected errors, %d wrong answers" % (unexpected, wrong))
@@ -797,7 +855,7 @@ def main():
             print("  unexpected %s %s: %d" % (m, c, v))
 
     if after_counts is not None:
-        rows, problems = reconcile(stats, before, after_counts)
+        rows, problems = reconcile(stats, before, after_counts, args.min_ok)
         print()
         print("Server counters (sortd_requests_total increase; SortStream per request on a stream)")
         print("%-12s %9s %11s %8s %8s %10s %7s  %s" % (
@@ -815,6 +873,8 @@ def main():
         failures += problems
     else:
         print("\nServer counters: not checked (no metrics URL)")
+        if server_proc is not None:
+            failures.append("the server's counters were not read (sortd started here has no metrics URL)")
 
     print()
     during_txt = ("min %.0f / mean %.0f / max %.0f MiB over %d samples" % (

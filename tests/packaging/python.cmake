@@ -3,12 +3,12 @@
 # --no-build-isolation --no-index), then the installed client against the
 # real sortd; and the stubs shipped in client/python/sortd must equal the ones
 # protoc generates now (target sortd_python_stubs, part of `all`).
-add_test(NAME packaging.python_pip_install
+sortd_tool_test(NAME packaging.python_pip_install NEEDS SORTD_PYTHON
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/python_package_test.sh)
 set_tests_properties(packaging.python_pip_install PROPERTIES
   LABELS packaging
   TIMEOUT 180
-  ENVIRONMENT "SORTD_BIN=$<TARGET_FILE:sortd>;REPO=${PROJECT_SOURCE_DIR};PYTHON=/usr/bin/python3")
+  ENVIRONMENT "SORTD_BIN=$<TARGET_FILE:sortd>;REPO=${PROJECT_SOURCE_DIR};PYTHON=${SORTD_PYTHON}")
 
 add_test(NAME packaging.python_stubs_current
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/refresh-python-stubs.sh --check ${PROJECT_BINARY_DIR})
