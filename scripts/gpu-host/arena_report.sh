@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# A report (it prints numbers and asserts nothing; formerly arena_check.sh):
 # --malloc_arena_max values (ARENAS, default "0 1"; sortd's default is 8), on the
 # real sortd: Sort/SortStream throughput at 1024 keys, 16 MiB and 256 MiB,
 # then a soak reporting the idle RSS after load (docs/hardening.md,

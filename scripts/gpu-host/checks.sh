@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Sourced by the device scripts that must be able to fail (sanitize.sh,
-# gpu_e2e.sh, bytes_e2e.sh): every check records one row (PASS or FAIL)
+# gpu_e2e.sh, bytes_e2e.sh and the *_check.sh / multi_gpu.sh runs): every
+# check records one row (PASS or FAIL)
 # into a rows file; the summary table is printed last and the script exits
 # non-zero when any row is not PASS (also when the script dies part-way).
 #
@@ -12,6 +13,9 @@
 #   gtest_verdict LOG RC                sets VERDICT_OK (1/0) and VERDICT
 #   sanitizer_verdict TOOL LOG RC       likewise for a compute-sanitizer log
 #   gtest_check NAME TIMEOUT TOOL|- BIN ARGS...   a gtest binary (sanitized): one row
+#   core_build TARGET...                the core-only build into BUILD_GPU: one row
+#   bench_check NAME TIMEOUT ROWS BIN ARGS...     a bench: its table printed (the
+#                                       report), exit 0 and no "NO" row asserted: one row
 #   start_sortd NAME LOGFILE CMD...     background server on a free port
 #   wait_serving NAME PID TIMEOUT       polls `sortctl health`; sets PORT
 #   stop_sortd NAME PID TIMEOUT         SIGTERM, wait, record "exit 0"
@@ -29,6 +33,8 @@ ROOT=$PWD
 if [ -f .device/bundle.tar.xz ] && [ ! -d .device/bundle ]; then tar -C .device -xJf .device/bundle.tar.xz; fi
 B=${B:-$ROOT/.device/bundle/bin}
 export LD_LIBRARY_PATH=$ROOT/.device/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Where core_build puts the core-only build (tests/gpu, bench below it).
+BUILD_GPU=${BUILD_GPU:-$ROOT/build-gpu}
 
 CHECKS_NAME=${CHECKS_NAME:-$(basename "$0")}
 W=${W:?W (work directory) must be set before sourcing checks.sh}
@@ -176,6 +182,62 @@ gtest_check() {
   else
     record FAIL "$name" "$SECS" "$g"
     show_log "$name" "$log"
+  fi
+}
+
+# core_build TARGET...: the core-only build (no server: the GPU host has no
+# gRPC C++ libraries) of TARGETs into BUILD_GPU; one row. A failed build is
+# a FAIL row here; the binaries it did not make then fail gtest_check as
+# "not there" (a stale one from an earlier build may run, but this row
+# already fails the script).
+core_build() {
+  local start=$SECONDS
+  if ! cmake -S "$ROOT" -B "$BUILD_GPU" -DSORTD_BUILD_SERVER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_BUILD_TYPE=Release > "$W/cfg.log" 2>&1; then
+    record FAIL "core-only build (configure)" $((SECONDS - start)) "$(tail -3 "$W/cfg.log" | tr '\n' ' ')"
+  elif ! cmake --build "$BUILD_GPU" -j"$(nproc)" --target "$@" > "$W/build.log" 2>&1; then
+    record FAIL "core-only build" $((SECONDS - start)) "$(grep -m3 -E 'error' "$W/build.log" | tr '\n' ' ')"
+  else
+    record PASS "core-only build" $((SECONDS - start)) "$*"
+  fi
+}
+
+# A bench table's row saying its output matched CUB's ("match"/"verified"
+# column of the GPU benches: yes or NO).
+BENCH_MATCHED='(^|[[:space:]])yes([[:space:]]|$)'
+
+# bench_check NAME TIMEOUT ROWS BIN ARGS...: a benchmark. Its table (stdout)
+# is the report and is printed whole; stderr (progress) goes to a log. The
+# check, one row: exit 0, at least one line matching the ERE ROWS (a table
+# cut short or empty must not pass; BENCH_MATCHED for the GPU benches) and
+# no line with the word NO (a row whose output differed from CUB's).
+bench_check() {
+  local name=$1 t=$2 rows=$3 bin=$4 log start=$SECONDS pid rc=0 n bad
+  shift 4
+  log=$W/bench.${name//[^A-Za-z0-9_.-]/_}
+  if [ ! -x "$bin" ]; then
+    record FAIL "$name" 0 "$bin: not there (bundle or build)"
+    return 0
+  fi
+  echo "== $name: $(basename "$bin") $*"
+  timeout -k 15 "$t" "$bin" "$@" > "$log" 2> "$log.err" < /dev/null &
+  pid=$!
+  echo "$pid" > "$W/running.d/$pid"
+  wait "$pid" || rc=$?
+  rm -f "$W/running.d/$pid"
+  cat "$log"
+  n=$(grep -cE "$rows" "$log" || true)
+  bad=$(grep -E '(^|[[:space:]])NO([[:space:]]|$)' "$log" | head -3 | tr -s ' ' | tr '\n' ';' || true)
+  if timed_out "$rc"; then
+    record FAIL "$name" $((SECONDS - start)) "timed out after $t s ($n rows)"
+  elif [ "$rc" != 0 ]; then
+    record FAIL "$name" $((SECONDS - start)) "exit $rc: $(tail -2 "$log.err" | tr '\n' ' ')"
+  elif [ -n "$bad" ]; then
+    record FAIL "$name" $((SECONDS - start)) "output differs from the reference: $bad"
+  elif [ "$n" = 0 ]; then
+    record FAIL "$name" $((SECONDS - start)) "no table row (none matches $rows)"
+  else
+    record PASS "$name" $((SECONDS - start)) "exit 0, $n table rows, none says NO (table above)"
   fi
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device run for the GPU engine, able to fail: core tests (radix, worker;
-# bundled, else a core-only build here), memcheck/racecheck on the radix
+# bundled, else a core-only build here), the pinned host-memory pool tests
+# (bundled sortd_core_test), memcheck/racecheck on the radix
 # sanitizer case and memcheck on worker cases, the bundled service test;
 # the real sortd (GPU) sent sortctl sorts of every numeric type, both
 # orders, with indices at each of $SIZES and keys only at $N, each checked
@@ -12,7 +13,7 @@
 # when any check did not pass.
 #
 # Bundle (.device/bundle, or .device/bundle.tar.xz unpacked here; see
-# README.md): sortd sortctl sortd_gpu_service_test, plus
+# README.md): sortd sortctl sortd_gpu_service_test sortd_core_test, plus
 # sortd_gpu_radix_test sortd_gpu_worker_test (else they are built here).
 # Environment: BENCH=0 skips the bench (BENCH_KEYS="4194304 67108864",
 # BENCH_SECONDS=5); BUILD=0 forbids the core-only build
@@ -55,6 +56,11 @@ if [ "${TESTS:-1}" = 1 ]; then
   # The radix tests take 246-258 s on the H200 (2026-11-28): room for slower GPUs.
   gtest_check "radix tests" 480 - "$T/sortd_gpu_radix_test"
   gtest_check "worker tests" 300 - "$T/sortd_gpu_worker_test"
+  # The pinned pool's GPU test skips without a GPU, which fails here; its
+  # no-GPU counterpart skips where a GPU is, so it is left out. sortd_core_test
+  # needs the CPU engine's libraries (abseil, Highway): bundled only.
+  gtest_check "host memory pool tests (bundled)" 120 - "$B/sortd_core_test" \
+    --gtest_filter='HostMemoryPool.*-HostMemoryPool.WithoutAGpu*'
   if [ "${SANITIZE:-1}" = 1 ]; then
     gtest_check "memcheck radix" 240 memcheck "$T/sortd_gpu_radix_test" --gtest_filter='RadixSortSanitizerTest.*'
     gtest_check "racecheck radix" 240 racecheck "$T/sortd_gpu_radix_test" --gtest_filter='RadixSortSanitizerTest.*'

@@ -1,31 +1,39 @@
 #!/usr/bin/env bash
-# Device run for the GPU merge sort (#4), from binaries bundled on the dev VM
-# (../shared/tools/bundle-libs .device/bundle build/tests/gpu/sortd_gpu_merge_test
-#  build/bench/sortd_gpu_merge_bench build/bench/sortd_cpu_bench [...]; carry .device):
-# merge tests, sanitizers on small sizes, the merge benchmark (vs CUB, argsort
-# vs radix, strings) and the CPU engine's string rate on the same inputs.
-#   TESTS=0 SANITIZE=0 BENCH=0 CPU=0 skip parts; EXTRA="cmd" runs a command first.
-set -u
-B=${B:-.device/bundle}
-export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-summary() { grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure|differs|Expected|Which is|got index" | head -${1:-30}; }
+# Device run for the GPU merge sort (#4), able to fail, from binaries
+# bundled on the dev VM (../shared/tools/bundle-libs .device/bundle
+# build/tests/gpu/sortd_gpu_merge_test build/bench/sortd_gpu_merge_bench
+# build/bench/sortd_cpu_bench [...]; carry .device/bundle.tar.xz, unpacked
+# by checks.sh): merge tests, sanitizers on small sizes, the CPU engine's
+# string rate and the merge benchmark (vs CUB, argsort vs radix, strings).
+# Every check is one row of the summary table printed last (checks.sh);
+# the exit status is 1 when any row did not pass: a binary missing, a test
+# failing or skipping (no GPU), a sanitizer error, a bench exiting nonzero
+# or printing a row whose output differed ("NO"). The benches' rates are
+# the report: printed, not judged.
+#   TESTS=0 SANITIZE=0 BENCH=0 CPU=0 skip parts; EXTRA="cmd" runs a command
+#   first; REPEATS (7), BENCH_ARGS (split on spaces); B: the bundle's bin
+#   directory (.device/bundle/bin); W=/tmp/sortd_merge_check.
+set -euo pipefail
+CHECKS_NAME=merge_check.sh
+W=${W:-/tmp/sortd_merge_check}
+# shellcheck source=checks.sh
+. "$(dirname "$0")/checks.sh"
+
 if [ -n "${EXTRA:-}" ]; then eval "$EXTRA"; fi
 if [ "${TESTS:-1}" = 1 ]; then
-  echo "== merge tests"
-  timeout 400 $B/bin/sortd_gpu_merge_test 2>&1 | summary
+  gtest_check "merge tests" 400 - "$B/sortd_gpu_merge_test"
 fi
 if [ "${SANITIZE:-1}" = 1 ]; then
-  echo "== memcheck merge"
-  timeout 240 compute-sanitizer --tool memcheck $B/bin/sortd_gpu_merge_test --gtest_filter='MergeSortSanitizer.*' 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | tail -2
-  echo "== racecheck merge"
-  timeout 240 compute-sanitizer --tool racecheck $B/bin/sortd_gpu_merge_test --gtest_filter='MergeSortSanitizer.*' 2>&1 | grep -E "HAZARD|RACECHECK SUMMARY|PASSED|FAILED" | tail -3
+  gtest_check "memcheck merge" 240 memcheck "$B/sortd_gpu_merge_test" --gtest_filter='MergeSortSanitizer.*'
+  gtest_check "racecheck merge" 240 racecheck "$B/sortd_gpu_merge_test" --gtest_filter='MergeSortSanitizer.*'
 fi
 if [ "${CPU:-1}" = 1 ]; then
-  echo "== CPU engine, byte strings"
-  timeout 200 $B/bin/sortd_cpu_bench --benchmark_filter='bytes/' 2>/dev/null | grep -E "bytes/"
+  # Google Benchmark: no match column; its rows are the bytes/ cases.
+  bench_check "CPU engine byte strings" 200 '^bytes/' "$B/sortd_cpu_bench" --benchmark_filter='bytes/'
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-  echo "== merge bench"
-  timeout 300 $B/bin/sortd_gpu_merge_bench --repeats=${REPEATS:-7} ${BENCH_ARGS:-} 2>/dev/null
+  read -r -a bench_args <<< "${BENCH_ARGS:-}"
+  bench_check "merge bench vs CUB" 300 "$BENCH_MATCHED" "$B/sortd_gpu_merge_bench" \
+    --repeats="${REPEATS:-7}" "${bench_args[@]+"${bench_args[@]}"}"
 fi
+finish
