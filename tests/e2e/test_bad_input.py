@@ -189,11 +189,7 @@ class BadInput(unittest.TestCase):
 
     def tearDown(self):
         # After every case: nothing left in flight, and the server still sorts.
-        deadline = time.time() + 10
-        while (metric(self.server.metrics_url, "sortd_inflight_requests") != 0
-               or metric(self.server.metrics_url, "sortd_inflight_bytes") != 0):
-            self.assertLess(time.time(), deadline, "requests still in flight")
-            time.sleep(0.01)
+        self.wait_released()
         out = sort_pb2.SortResponse.FromString(self.sort(u32_request([3, 1, 2]), timeout=10))
         self.assertEqual(list(out.keys.uint32.values), [1, 2, 3])
 
@@ -212,6 +208,45 @@ class BadInput(unittest.TestCase):
             list(self.chunked(iter(messages), timeout=10))
         self.assertStatus(cm.exception, code, prefix)
         return cm.exception
+
+    def assertChunkedRefusedWhileOpen(self, messages, code, prefix):
+        """A SortChunked call that sends `messages` and then holds its stream
+        open (no half-close): it must be refused while still open, i.e. on
+        arrival of what was sent, not at the end of the upload (waiting for
+        that, it would run into its deadline)."""
+        gate = threading.Event()
+        self.addCleanup(gate.set)
+
+        def held():
+            yield from messages
+            gate.wait(30)
+        try:
+            with self.assertRaises(grpc.RpcError) as cm:
+                list(self.chunked(held(), timeout=10))
+        finally:
+            gate.set()
+        self.assertStatus(cm.exception, code, prefix)
+        return cm.exception
+
+    # What a sort leaves on /metrics: keys sorted (successes), engine
+    # launches, and the queue time of a unary call that reached its sort.
+    SORT_TRACES = ("sortd_keys_sorted_total", "sortd_batch_size_count",
+                   "sortd_queue_duration_seconds_count")
+
+    def assertNothingSorted(self, before, counted):
+        """Waits until the calls `counted` ({(method, code): how many}) are
+        counted since `before` (a call is counted when it ends, which can be
+        after its client saw the status), then asserts that none of them
+        was sorted."""
+        def grown(s):
+            return {key: self.requests(*key, samples=s) - self.requests(*key, samples=before)
+                    for key in counted}
+        self.assertTrue(wait_until(lambda: grown(self.samples()) == counted, 10),
+                        "calls counted: %s, expected %s" % (grown(self.samples()), counted))
+        after = self.samples()
+        self.assertEqual({name: total(after, name) - total(before, name)
+                          for name in self.SORT_TRACES},
+                         dict.fromkeys(self.SORT_TRACES, 0), "sorted before it was refused")
 
     def samples(self):
         return scrape(self.server.metrics_url)
@@ -468,7 +503,7 @@ class BadInput(unittest.TestCase):
     # over 4096 bytes it is refused naming the field (docs/api.md); the
     # longest allowed is echoed by every RPC, within the message limit.
     def test_request_id_over_4096_bytes_is_refused_naming_the_field(self):
-        before = total(self.samples(), "sortd_keys_sorted_total")
+        before = self.samples()
         pairs = sort_pb2.SortPairsRequest(request_id=ONE_MB_ID)
         pairs.keys.uint32.values.extend([2, 1])
         pairs.values.uint32.values.extend([0, 1])
@@ -477,7 +512,8 @@ class BadInput(unittest.TestCase):
                             (self.sort_pairs, pairs.SerializeToString())):
             err = self.assertRefused(method, raw, grpc.StatusCode.INVALID_ARGUMENT, "request_id: ")
             self.assertIn("more than the 4096 allowed", err.details())
-        self.assertEqual(total(self.samples(), "sortd_keys_sorted_total"), before)
+        self.assertNothingSorted(before, {("Sort", "INVALID_ARGUMENT"): 2,
+                                          ("SortPairs", "INVALID_ARGUMENT"): 1})
 
     def test_stream_item_with_a_long_request_id_gets_its_error_and_the_stream_goes_on(self):
         responses = self.run_stream([u32_request([2, 1], request_id=ONE_MB_ID),
@@ -507,10 +543,11 @@ class BadInput(unittest.TestCase):
         # It fits an upload message, but its response (framing, an 8-byte
         # index) would not fit the limit: refused before the sort, not after.
         big = b"x" * (MESSAGE_LIMIT - 100)
-        before = total(self.samples(), "sortd_keys_sorted_total")
-        self.assertChunkedRefused([header(return_indices=True), chunk([big], kind="bytes")],
-                                  grpc.StatusCode.RESOURCE_EXHAUSTED, "chunk.keys: element 0 takes")
-        self.assertEqual(total(self.samples(), "sortd_keys_sorted_total"), before)
+        before = self.samples()
+        self.assertChunkedRefusedWhileOpen(
+            [header(return_indices=True), chunk([big], kind="bytes")],
+            grpc.StatusCode.RESOURCE_EXHAUSTED, "chunk.keys: element 0 takes")
+        self.assertNothingSorted(before, {("SortChunked", "RESOURCE_EXHAUSTED"): 1})
 
     def test_chunked_request_id_over_4096_bytes_is_refused_naming_the_field(self):
         self.assertChunkedRefused([header(request_id=ONE_MB_ID), chunk([3, 1, 2])],
@@ -842,25 +879,25 @@ class BadInput(unittest.TestCase):
 
     # --- sizes ----------------------------------------------------------
     def test_huge_chunked_announcement_is_refused_at_once(self):
-        # Issue #16's wedge: 2^40 keys announced, 3 sent.
-        header = sort_pb2.SortChunkedRequest()
-        header.header.total_keys = 1 << 40
-        chunk = sort_pb2.SortChunkedRequest()
-        chunk.chunk.keys.uint64.values.extend([3, 1, 2])
-        with self.assertRaises(grpc.RpcError) as cm:
-            list(self.chunked(iter([header.SerializeToString(), chunk.SerializeToString()]),
-                              timeout=10))
-        self.assertStatus(cm.exception, grpc.StatusCode.RESOURCE_EXHAUSTED, "header.total_keys:")
-        self.assertIn("--max_chunked_bytes", cm.exception.details())
+        # Issue #16's wedge: 2^40 keys announced, 3 sent, the stream left
+        # open: refused at the header, not at the end of the upload.
+        before = self.samples()
+        err = self.assertChunkedRefusedWhileOpen(
+            [header(total_keys=1 << 40), chunk([3, 1, 2], kind="uint64")],
+            grpc.StatusCode.RESOURCE_EXHAUSTED, "header.total_keys:")
+        self.assertIn("--max_chunked_bytes", err.details())
+        self.assertNothingSorted(before, {("SortChunked", "RESOURCE_EXHAUSTED"): 1})
 
     def test_response_over_the_message_limit_is_refused_before_sorting(self):
         keys = np.arange(100000, dtype=np.uint64)  # 800 KB in; 1.6 MB out with indices
         r = sort_pb2.SortRequest(return_indices=True)
         r.keys.uint64.values.extend(keys.tolist())
+        before = self.samples()
         with self.assertRaises(grpc.RpcError) as cm:
             self.sort(r.SerializeToString(), timeout=30)
         self.assertStatus(cm.exception, grpc.StatusCode.RESOURCE_EXHAUSTED, "response:")
         self.assertIn("SortChunked", cm.exception.details())
+        self.assertNothingSorted(before, {("Sort", "RESOURCE_EXHAUSTED"): 1})
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ unset), PYTHONPATH with <build>/python and client/python.
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -18,7 +19,8 @@ import urllib.request
 import numpy as np
 
 from sortd_client import Client, SortdError
-from sortd_process import SortdProcess, metric, wait_until
+from sort_reference import bits, reference_permutation
+from sortd_process import SortdProcess, metric, scrape, total, wait_until
 
 SORTD = os.environ["SORTD_BIN"]
 SORTCTL = os.environ["SORTCTL_BIN"]
@@ -140,9 +142,18 @@ class EndToEnd(unittest.TestCase):
         os.remove(dst)
 
     def test_sortctl_bench_runs(self):
+        url = self.server.metrics_url
+        before = total(scrape(url), "sortd_requests_total", method="Sort", code="OK")
         r = self.sortctl("bench", "--duration=1s", "--concurrency=2", "--keys=256")
         self.assertIn("req/s", r.stdout)
-        self.assertIn("0 errors", r.stdout)
+        m = re.search(r"requests: (\d+) ok, (\d+) errors", r.stdout)
+        self.assertIsNotNone(m, r.stdout)
+        ok, errors = int(m.group(1)), int(m.group(2))
+        self.assertGreater(ok, 0, r.stdout)
+        self.assertEqual(errors, 0, r.stdout)
+        # The server answered at least the calls the bench counted.
+        self.assertGreaterEqual(
+            total(scrape(url), "sortd_requests_total", method="Sort", code="OK") - before, ok)
 
     def test_sortctl_bench_against_echo_unary_and_stream(self):
         for method in ("sort", "stream"):
@@ -187,8 +198,18 @@ class EndToEnd(unittest.TestCase):
 
     def test_python_forced_chunked(self):
         a = np.random.default_rng(4).standard_normal(300_000)
+        a[::7] = a[0]  # ties: the permutation shows stability
+        url = self.server.metrics_url
+        before = total(scrape(url), "sortd_requests_total", method="SortChunked", code="OK")
         out, idx = self.client.sort(a, return_indices=True, chunked=True)
-        np.testing.assert_array_equal(idx, np.argsort(a, kind="stable"))
+        perm = reference_permutation(a, descending=False)
+        np.testing.assert_array_equal(idx, perm)
+        self.assertEqual(bits(out).tobytes(), bits(a[perm]).tobytes())
+        # It went through SortChunked (the client would otherwise send one
+        # Sort message: 2.4 MB fits the limit).
+        self.assertTrue(wait_until(lambda: total(scrape(url), "sortd_requests_total",
+                                                 method="SortChunked", code="OK") == before + 1, 10),
+                        "the sort did not go through SortChunked")
 
     def test_python_errors(self):
         with self.assertRaises(SortdError) as cm:

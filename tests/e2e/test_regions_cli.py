@@ -16,7 +16,7 @@ import unittest
 
 import numpy as np
 
-from sortd_process import SortdProcess
+from sortd_process import SortdProcess, scrape, total
 
 SORTD = os.environ["SORTD_BIN"]
 SORTCTL = os.environ["SORTCTL_BIN"]
@@ -78,9 +78,17 @@ class RegionsCli(unittest.TestCase):
     def test_sortctl_shm_over_loopback_tcp(self):
         keys = np.random.default_rng(6).standard_normal(1 << 20)
         keys.tofile(self.path("f.bin"))
+        before = scrape(self.server.metrics_url)
         self.sortctl("sort", "--shm", "--type=float64", "--in=" + self.path("f.bin"),
                      "--out=" + self.path("f.out"), target=self.server.target)
         np.testing.assert_array_equal(np.fromfile(self.path("f.out")), np.sort(keys, kind="stable"))
+        # Sorted in shared memory: one system-region request, and the 8 MB
+        # of keys did not cross the socket.
+        after = scrape(self.server.metrics_url)
+        self.assertEqual(total(after, "sortd_shm_requests_total", kind="system")
+                         - total(before, "sortd_shm_requests_total", kind="system"), 1)
+        self.assertLess(total(after, "sortd_bytes_received_total")
+                        - total(before, "sortd_bytes_received_total"), 4096)
 
     def test_sortctl_shm_against_a_server_without_regions(self):
         with SortdProcess(SORTD) as plain:

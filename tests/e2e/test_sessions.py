@@ -640,10 +640,19 @@ class TransferOnly(SessionTest):
     def test_transfer_only_under_diagnostics_returns_the_upload_unsorted(self):
         with SortdProcess(SORTD, "--diagnostics") as server:
             keys = np.random.default_rng(5).integers(0, 1 << 32, 100003, dtype=np.uint32)
+            before = scrape(server.metrics_url)
             with Client(server.target, connections=3, part_bytes=4096) as client:
                 got = client.transfer_roundtrip(keys)
             np.testing.assert_array_equal(got, keys)
             self.assertFalse(np.array_equal(got, np.sort(keys)))
+            # Counted when it ended, as a session that sorted nothing: no
+            # keys sorted, no engine launched.
+            after = self.wait_metrics(server, lambda s: total(
+                s, "sortd_requests_total", code="OK", method="SortSession", key_type="uint32")
+                == total(before, "sortd_requests_total", code="OK", method="SortSession",
+                         key_type="uint32") + 1, "the transfer-only session counted")
+            for name in ("sortd_keys_sorted_total", "sortd_batch_size_count"):
+                self.assertEqual(total(after, name), total(before, name), name)
             self.wait_idle(server)
 
 
