@@ -1,7 +1,8 @@
-// Tuning of the OneSweep radix sort, per key width (sm_90 measured; the
-// same values are a portable default). Kernels take these as template
-// parameters; no magic numbers inside them. bench/gpu_radix_bench.cu
-// instantiates alternatives next to these to re-measure them.
+// Tuning of the OneSweep radix sort, per key width and GPU kind (sm_90
+// measured; the same values are a portable default). Kernels take these as
+// template parameters; no magic numbers inside them. bench/gpu_radix_bench.cu
+// instantiates alternatives next to these to re-measure them; the numbers
+// behind each choice are in docs/benchmarks.md and docs/benchmarks-history.md.
 #ifndef SORTD_CORE_CUDA_RADIX_TUNING_CUH_
 #define SORTD_CORE_CUDA_RADIX_TUNING_CUH_
 
@@ -13,40 +14,27 @@ namespace sortd::cuda {
 inline constexpr int kRadixBits = 8;
 inline constexpr int kRadixBins = 1 << kRadixBits;
 
-// Chosen by `sortd_gpu_radix_bench --tune` on an H200 (docs/benchmarks.md):
-// kAtomicOr peer matching (10-20% faster than 8 ballots everywhere); 3
-// blocks of 384 threads per SM (56 registers) for keys-only passes, 2 for
-// pairs. 256x24 at 4 blocks/SM and 384x21..27 measured within 2% of these;
-// 512-thread blocks were slower.
 // How a warp finds the lanes whose key has the same digit (the peer group
 // it ranks as one): kBallot, one ballot per digit bit (8 votes and masks
 // per key); kAtomicOr, each lane ORs its bit into a per-warp shared word
 // of its digit and reads the group back (one shared atomic, one load, and
-// the group leader clears the word).
-// (Mixing the two per key, to share the work between the ALU and the
-// shared-memory pipe, measured no faster than kAtomicOr alone.)
+// the group leader clears the word: cheaper than the ballots);
 // kCountOrder: no matching in the plain kernel; the digit-count atomics'
 // return values are the ranks, as in the unstable first pass (the hot-digit
 // kernel matches as kAtomicOr). Stable only if a warp's atomicAdd(&word,
 // 1) into shared memory returns to the lanes that share a word consecutive
 // values in lane order, and a warp's atomics of consecutive keys take
-// effect in program order: what sm_90 does (2026-11-28, H200: 31 billion
-// lanes checked, every pass of every benchmark row equal to CUB's), but
-// CUDA does not document. So each device is checked before it gets these
-// kernels (RadixRanksFor, radix_sort.cuh; docs/architecture.md,
-// "Count-order ranks"); a device that fails gets WithMatchedRanks.
+// effect in program order: what sm_90 does, but CUDA does not document.
+// So each device is checked before it gets these kernels (RadixRanksFor,
+// radix_sort.cuh; docs/architecture.md, "GPU radix sort"); a device that
+// fails gets WithMatchedRanks.
 enum class RankMatch : int { kBallot, kAtomicOr, kCountOrder };
 
 // How concentrated passes (few distinct digits per warp: few distinct
 // keys, skewed bits; kConcentratedDistinct in radix_kernels.cuh) find
 // digit groups: kNone, as plain passes; kMatchAny, the match.any
-// instruction, whose time grows with the distinct digits in the warp (35%
-// slower for whole sorts of uniform keys on the H200, where warps hold ~30
-// distinct digits; in concentrated passes on the H100 u32 keys from 16
-// values 0.72x -> 1.07x CUB). Tried and not kept (H100, 2^26): lane 0's
-// group by one ballot, and the pass's most frequent digit's by another,
-// before the match word (0.55-0.85x for those keys: the extra votes per
-// key spill registers at 2-3 blocks per SM).
+// instruction, whose time grows with the distinct digits in the warp (so
+// only where the plan marks a pass concentrated).
 enum class ConcentratedRank : int { kNone, kMatchAny };
 
 // One digit pass: kBlockThreads x kItemsPerThread keys per tile (larger
@@ -61,10 +49,8 @@ enum class ConcentratedRank : int { kNone, kMatchAny };
 // begins, and each output value is read from there by its key's input
 // position, instead of being loaded after the keys are stored and moved
 // through shared memory by rank (OneSweepPassKernel; no profile stages
-// since 2026-11-29: count order without staging won on the H200, see
-// below). kHotDigit: passes
-// the plan marks hot run the hot-digit kernel (kHotShift in
-// radix_kernels.cuh).
+// today). kHotDigit: passes the plan marks hot run the hot-digit kernel
+// (kHotShift in radix_kernels.cuh).
 template <int Threads, int Items, int MinBlocks, RankMatch Match = RankMatch::kBallot,
           bool UnstableFirstPass = true, ConcentratedRank Concentrated = ConcentratedRank::kMatchAny,
           bool StageValues = false, bool HotDigit = true>
@@ -100,9 +86,8 @@ using WithMatchedRanksConfig =
 // where there are many of them; by default the same as below that size).
 // SmallConfig (void: none), for every pass of sorts of at most
 // SmallTilesMaxItems keys, keys-only or pairs: small tiles give such
-// sorts blocks for more of the SMs. A pass over few tiles takes as long
-// as one block takes over its tile (H100, 2^16 u32 keys: 7 tiles of 384 x
-// 25 keys, 11 us a pass, against 10 tiles and 9.6 us for CUB).
+// sorts blocks for more of the SMs (a pass over few tiles takes as long
+// as one block takes over its tile).
 inline constexpr size_t kLargeTilesMinItems = size_t{1} << 24;
 inline constexpr size_t kSmallTilesMaxItems = size_t{1} << 18;
 template <typename KeysConfig, typename PairsConfig, typename WidePairsConfig = PairsConfig,
@@ -138,43 +123,21 @@ using WithMatchedRanks =
                    P::kSmallTilesMaxItems>;
 
 // Small tiles (SmallConfig) of both profiles: 256 x 8 keys, 4 blocks per
-// SM (64 registers). sortd_gpu_radix_bench --tune --tune_log2=14,16,18,20,
-// H100, 2026-11-28, ours / CUB against the profiles' tiles: 2^14
-// 0.80-0.95x -> 1.11-1.36x, 2^16 0.95-1.09x -> 1.21-1.33x, 2^18
-// 0.94-1.05x -> 0.99-1.17x over u32, u64 keys and the three pairs; at 2^20
-// 0.87-0.99x against 1.00-1.14x, hence the size (small tiles up to 2^20,
-// three rounds: 2^19 0.96-1.05x against the profiles' 0.96-1.09x). 256 x 4
-// and 256 x 16 (3 blocks) measured no better at 2^18 and worse below
-// (docs/benchmarks.md).
+// SM (64 registers), up to kSmallTilesMaxItems keys: past 2^18 the regular
+// tiles are as fast or faster.
 using OneSweepSmallTiles = OneSweepConfig<256, 8, 4, RankMatch::kAtomicOr>;
 
-// Per GPU kind (RadixTuning in radix_sort.cuh). The history (H100 and
-// H200, 2026-11-27/28, docs/benchmarks.md and git history of this file):
-// with match words in every pass the H100 gained from 2 blocks of 384 x 20
-// for 64-bit keys and for 32-bit keys with 8-byte values (staged: kStageValues),
-// and from 2 blocks of 384 x 32 for 32-bit keys-only sorts and 4-byte
-// values from 2^24 keys (large tiles); the H200 took the same, except the
-// staging. Count-order ranks (RankMatch::kCountOrder, 2026-11-28) then
-// made keys-only passes and 4-byte values ~20% faster on the H200; 8-byte
-// values kept match words (count order lost there: the rank array held in
-// registers spilled).
-// Re-tuned for the count-order kernel whose tile lies apart from its
-// counters (OneSweepTileOffset: no rank array, one barrier less), H200,
-// 2026-11-29, `sortd_gpu_radix_bench --tune`, ours / CUB, three rounds
-// against the profiles before in one call (docs/benchmarks.md, "Tiles apart
-// from the counters"): 32-bit keys with 8-byte values by count order,
-// 384 x 25 x 2 (u32/u64 pairs 2^24 / 2^28 1.04-1.05x -> 1.09-1.10x /
-// 1.13x; 384 x 20 x 2 1.09-1.10x, 384 x 32 x 2 1.00-1.03x); 32-bit
-// keys-only sorts keep 3 blocks of 384 x 25 from 2^24 keys too (skewed keys
-// 1.01x -> 1.05-1.06x, 3 distinct 1.03x -> 1.05-1.06x, u32 keys 2^28
-// 1.26x -> 1.31x with the kernel change; 384 x 24 x 3 and 256 x 32 x 3 no
-// better); 64-bit keys-only from 2^24 keys 2 blocks of 384 x 24 (u64 keys
-// 2^26 / 2^28 1.25x -> 1.29-1.31x; 384 x 16 x 3 no better at 2^28; the
-// same for u64/u32 pairs 1.07-1.11x, no better than 384 x 20); 4-byte
-// values at 3 blocks of 384 x 25: 1.03-1.12x against 1.23-1.28x, so pairs
-// keep 2 blocks. The H100 was not lent: it gets the same (the same SM;
-// the bench's "h100 2026-11-28" variant is its profile before, for the
-// A/B on the next H100), so the two profiles are one today.
+// Per GPU kind (RadixTuning in radix_sort.cuh). The two profiles are one
+// today: re-tuned on an H200 for the count-order kernel whose tile lies
+// apart from its counters (OneSweepTileOffset); no H100 was lent since (the
+// bench's "h100 2026-11-28" variant is the H100's choice before, for the
+// A/B on the next H100). Each policy lists, in order: keys-only passes,
+// 4-byte values, 8-byte values, keys-only passes from kLargeTilesMinItems
+// keys, 4-byte values from there, small tiles.
+// 32-bit keys: keys-only passes at 3 blocks of 384 x 25 (more resident
+// warps hide the passes' latency, at every size); values at 2 blocks (3
+// measured slower), 384 x 32 for 4-byte values from 2^24 keys (large
+// tiles where there are many).
 template <typename Word>
 struct OneSweepTuningH100;
 
@@ -186,6 +149,9 @@ struct OneSweepTuningH100<uint32_t>
                      OneSweepConfig<384, 25, 3, RankMatch::kCountOrder>,
                      OneSweepConfig<384, 32, 2, RankMatch::kCountOrder>, OneSweepSmallTiles> {};
 
+// 64-bit keys: 2 blocks of 384 x 20 (keys-only 384 x 24 from 2^24 keys);
+// 8-byte values behind 64-bit keys keep match words (count order measured
+// slower there).
 template <>
 struct OneSweepTuningH100<uint64_t>
     : OneSweepPolicy<OneSweepConfig<384, 20, 2, RankMatch::kCountOrder>,
@@ -204,17 +170,15 @@ template <>
 struct OneSweepTuningH200<uint64_t> : OneSweepTuningH100<uint64_t> {};
 
 struct HistogramTuning {
+  // Block shape and loads per thread of GlobalHistogramKernel: the other
+  // shapes and load counts measured no faster (docs/benchmarks-history.md).
   static constexpr int kBlockThreads = 512;
   static constexpr int kBlocksPerSm = 4;
   static constexpr int kLoadsPerThread = 8;
   // Copies of each digit's shared counter a block (GlobalHistogramKernel),
-  // for 4-byte and 8-byte keys. H200, 2^26 keys, Nsight Compute, one
-  // copy -> these: u32 keys 122.7 -> 116.0 us, skewed u32 keys (bits set
-  // with p = 1/8) 148.4 -> 132.9 us; u64 keys with 4 copies 230.6 ->
-  // 235.0 us, so they keep one. Removing most bank conflicts gained only
-  // 5% for uniform keys: the kernel still takes ~3.4 cycles an SM per
-  // warp-wide count atomic (from these times), and reads 2.3 TB/s, half
-  // the memory's speed.
+  // for 4-byte and 8-byte keys: lane l counts in copy l % 8, so a warp's
+  // count atomic meets fewer bank conflicts; 64-bit keys keep one (more
+  // copies measured slower).
   static constexpr int kCounterCopies4 = 8;
   static constexpr int kCounterCopies8 = 1;
 };
