@@ -149,7 +149,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     return reactor;
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
-  if (!regions && context->Batches(record.key_type, KeysOf(*request))) {
+  if (!regions && context->Batches(record.key_type, KeysOf(*request)) && Batchable(*request)) {
     absl::Status queued = Guarded(RpcMethodName(method), [&] {
       return EnqueueBatched(
           *context, request, response, [ctx] { return ctx->IsCancelled(); },

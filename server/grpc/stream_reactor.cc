@@ -99,7 +99,7 @@ void SortStreamReactor::Submit(std::unique_ptr<v1::SortRequest> request) {
     } else {
       auto admitted = std::make_shared<Admitted>(context_->admission, bytes);
       std::shared_ptr<v1::SortRequest> shared(std::move(request));
-      if (!regions && context_->Batches(record.key_type, KeysOf(*shared))) {
+      if (!regions && context_->Batches(record.key_type, KeysOf(*shared)) && Batchable(*shared)) {
         auto response = std::make_shared<std::unique_ptr<v1::SortResponse>>(
             std::make_unique<v1::SortResponse>());
         absl::Status queued = Guarded("SortStream", [&] {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/wire/converted_arrays.h"
 #include "server/wire/region_ops.h"
 #include "server/wire/request_checks.h"
 #include "server/wire/typed_array.h"
@@ -17,16 +18,40 @@ namespace sortd {
 namespace {
 
 constexpr absl::string_view kKeysRequired =
-    "keys: required (set one of uint32, int32, float32, uint64, int64, "
-    "float64, bytes)";
+    "keys: required (set one of uint32, int32, float32, uint64, int64, float64, bytes, int8, "
+    "uint8, int16, uint16, float16, bfloat16, boolean, datetime64, timedelta64)";
+
+// An array is set when it has a core type or a converted one; converted
+// arrays are checked (width, bool bytes, time unit).
+absl::Status ValidateArray(const v1::TypedArray& array, absl::string_view field,
+                           absl::string_view required) {
+  if (IsConvertedArray(array)) return ValidateConvertedArray(array, field);
+  if (!TypeOf(array)) return absl::InvalidArgumentError(required);
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNulls(int nulls) {
+  if (!v1::NullPlacement_IsValid(nulls)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nulls: unknown value ", nulls, " (expected NULL_PLACEMENT_LAST or NULL_PLACEMENT_FIRST)"));
+  }
+  return absl::OkStatus();
+}
+
+NullPlacement ToCoreNulls(v1::NullPlacement nulls) {
+  return nulls == v1::NULL_PLACEMENT_FIRST ? NullPlacement::kFirst : NullPlacement::kLast;
+}
 
 // Sorts `keys` into `out_keys`; fills `indices` (when non-empty; it must
 // then hold one slot per key) with the permutation. Returns the engine that
 // ran.
 absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
                                     const v1::TypedArray& keys,
-                                    SortOrder order, v1::TypedArray* out_keys,
+                                    SortOrder order, NullPlacement nulls, v1::TypedArray* out_keys,
                                     absl::Span<uint64_t> indices) {
+  if (IsConvertedArray(keys)) {
+    return SortConvertedKeys(dispatcher, keys, order, nulls, out_keys, indices);
+  }
   const DataType type = *TypeOf(keys);
   const size_t n = LengthOf(keys);
   if (type == DataType::kBytes) {
@@ -62,6 +87,7 @@ absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
 std::optional<absl::StatusOr<EngineKind>> SortNumericPairsOnCpu(Dispatcher& dispatcher,
                                                                 const v1::SortPairsRequest& request,
                                                                 v1::SortPairsResponse* response) {
+  if (IsConvertedArray(request.keys())) return std::nullopt;
   const DataType key_type = *TypeOf(request.keys());
   const std::optional<DataType> value_type = TypeOf(request.values());
   if (key_type == DataType::kBytes || !value_type || *value_type == DataType::kBytes) {
@@ -93,9 +119,10 @@ absl::Status ValidateSortRequest(const v1::SortRequest& request) {
   if (UsesRegions(request)) return ValidateRegionSort(request);
   absl::Status id = ValidateRequestId(request.request_id());
   if (!id.ok()) return id;
-  if (!request.has_keys() || !TypeOf(request.keys())) {
-    return absl::InvalidArgumentError(kKeysRequired);
-  }
+  absl::Status keys = ValidateArray(request.keys(), "keys", kKeysRequired);
+  if (!keys.ok()) return keys;
+  absl::Status nulls = ValidateNulls(request.nulls());
+  if (!nulls.ok()) return nulls;
   return ValidateOrder(request.order());
 }
 
@@ -103,14 +130,14 @@ absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request) {
   if (UsesRegions(request)) return ValidateRegionSortPairs(request);
   absl::Status id = ValidateRequestId(request.request_id());
   if (!id.ok()) return id;
-  if (!request.has_keys() || !TypeOf(request.keys())) {
-    return absl::InvalidArgumentError(kKeysRequired);
-  }
-  if (!request.has_values() || !TypeOf(request.values())) {
-    return absl::InvalidArgumentError(
-        "values: required (set one of uint32, int32, float32, uint64, int64, "
-        "float64, bytes)");
-  }
+  absl::Status keys_ok = ValidateArray(request.keys(), "keys", kKeysRequired);
+  if (!keys_ok.ok()) return keys_ok;
+  absl::Status values_ok = ValidateArray(
+      request.values(), "values",
+      absl::StrCat("values: required", kKeysRequired.substr(kKeysRequired.find(" ("))));
+  if (!values_ok.ok()) return values_ok;
+  absl::Status nulls_ok = ValidateNulls(request.nulls());
+  if (!nulls_ok.ok()) return nulls_ok;
   const size_t keys = LengthOf(request.keys());
   const size_t values = LengthOf(request.values());
   if (keys != values) {
@@ -222,10 +249,12 @@ uint64_t PayloadOut(const v1::SortPairsResponse& response) {
 }
 std::optional<DataType> KeyTypeOf(const v1::SortRequest& request) {
   if (request.has_keys_region()) return RegionKeyType(request.keys_region());
+  if (IsConvertedArray(request.keys())) return ConvertedSortType(request.keys());
   return TypeOf(request.keys());
 }
 std::optional<DataType> KeyTypeOf(const v1::SortPairsRequest& request) {
   if (request.has_keys_region()) return RegionKeyType(request.keys_region());
+  if (IsConvertedArray(request.keys())) return ConvertedSortType(request.keys());
   return TypeOf(request.keys());
 }
 
@@ -255,7 +284,7 @@ absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
   }
   absl::StatusOr<EngineKind> engine =
       SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),
-               response->mutable_keys(), indices);
+               ToCoreNulls(request.nulls()), response->mutable_keys(), indices);
   if (!engine.ok()) return engine.status();
   response->set_engine(ToProtoEngine(*engine));
   return absl::OkStatus();
@@ -280,7 +309,7 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
   std::vector<uint64_t> indices(LengthOf(request.keys()));
   absl::StatusOr<EngineKind> engine =
       SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),
-               response->mutable_keys(), absl::MakeSpan(indices));
+               ToCoreNulls(request.nulls()), response->mutable_keys(), absl::MakeSpan(indices));
   if (!engine.ok()) return engine.status();
   absl::Status status =
       GatherTypedArray(request.values(), indices, response->mutable_values());
@@ -288,6 +317,9 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
   response->set_engine(ToProtoEngine(*engine));
   return absl::OkStatus();
 }
+
+bool Batchable(const v1::SortRequest& request) { return !IsConvertedArray(request.keys()); }
+bool Batchable(const v1::SortPairsRequest& request) { return !IsConvertedArray(request.keys()); }
 
 namespace {
 

@@ -64,6 +64,11 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
                           v1::SortPairsResponse* response, RegionRegistry* regions = nullptr,
                           bool device_allowed = true);
 
+// Whether a request may join a batch: its keys have a core type (converted
+// keys, converted_arrays.h, are sorted one request at a time).
+bool Batchable(const v1::SortRequest& request);
+bool Batchable(const v1::SortPairsRequest& request);
+
 // Batched execution (server/runtime/batcher.h). PrepareBatched sizes the
 // response's arrays and points `out` at request and response memory
 // (`scratch`, SortPairs only, holds the permutation; null for Sort); after

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/engine.h"
+#include "server/wire/converted_arrays.h"
 
 namespace sortd {
 
@@ -21,14 +22,15 @@ std::optional<DataType> TypeOf(const v1::TypedArray& array) {
     case v1::TypedArray::kInt64: return DataType::kInt64;
     case v1::TypedArray::kFloat64: return DataType::kFloat64;
     case v1::TypedArray::kBytes: return DataType::kBytes;
-    case v1::TypedArray::ARRAY_NOT_SET: break;
+    // Sorted by conversion (converted_arrays.h), not a core type.
+    default: break;
   }
   return std::nullopt;
 }
 
 size_t LengthOf(const v1::TypedArray& array) {
   std::optional<DataType> type = TypeOf(array);
-  if (!type) return 0;
+  if (!type) return ConvertedLength(array);
   if (*type == DataType::kBytes) return array.bytes().values_size();
   size_t n = 0;
   VisitNumeric(*type, [&](auto t) {
@@ -39,7 +41,7 @@ size_t LengthOf(const v1::TypedArray& array) {
 
 uint64_t PayloadBytes(const v1::TypedArray& array) {
   std::optional<DataType> type = TypeOf(array);
-  if (!type) return 0;
+  if (!type) return ConvertedPayloadBytes(array);
   if (*type != DataType::kBytes) return LengthOf(array) * ElementSize(*type);
   uint64_t total = 0;
   for (const std::string& s : array.bytes().values()) total += s.size();
@@ -59,6 +61,7 @@ v1::Engine ToProtoEngine(EngineKind kind) {
 absl::Status GatherTypedArray(const v1::TypedArray& src,
                               absl::Span<const uint64_t> indices,
                               v1::TypedArray* dst) {
+  if (IsConvertedArray(src)) return GatherConvertedArray(src, indices, dst);
   std::optional<DataType> type = TypeOf(src);
   if (!type) return absl::InvalidArgumentError("values: required");
   dst->Clear();
@@ -106,6 +109,11 @@ void HostColumn::Reserve(DataType type, size_t n) {
 
 absl::Status HostColumn::Append(const v1::TypedArray& chunk,
                                 absl::string_view field) {
+  if (IsConvertedArray(chunk)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", ConvertedTypeName(chunk),
+        " arrays are sorted by Sort, SortPairs and SortStream (not yet by SortChunked)"));
+  }
   std::optional<DataType> type = TypeOf(chunk);
   if (!type) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
   if (type_ && *type_ != *type) {

@@ -72,6 +72,51 @@ def request_seeds():
     write("request", b"\x01" + no_values.SerializeToString())
 
 
+# Types sorted by conversion: packed 8/16-bit elements and bool, times
+# with NaT and a unit, both null placements (field 8 of SortRequest).
+CONVERTED = {
+    "int8": struct.pack("<6b", 3, -1, -128, 127, -1, 0),
+    "uint8": bytes([3, 1, 255, 0, 1, 7]),
+    "int16": struct.pack("<5h", 3, -32768, 32767, -1, 3),
+    "uint16": struct.pack("<5H", 3, 65535, 0, 3, 1),
+    # +0, -0, NaN, -NaN with a payload, +inf, -inf, 1.0
+    "float16": struct.pack("<7H", 0x0000, 0x8000, 0x7E00, 0xFE01, 0x7C00, 0xFC00, 0x3C00),
+    "bfloat16": struct.pack("<7H", 0x0000, 0x8000, 0x7FC0, 0xFFC1, 0x7F80, 0xFF80, 0x3F80),
+    "boolean": bytes([1, 0, 1, 1, 0]),
+}
+NAT = -9223372036854775808
+
+
+def converted_seeds():
+    for t, data in CONVERTED.items():
+        for order in (0, 1):
+            r = sort_pb2.SortRequest(order=order, return_indices=order == 1)
+            getattr(r.keys, t).values = data
+            write("request", b"\x00" + r.SerializeToString())
+        p = sort_pb2.SortPairsRequest(order=1)
+        getattr(p.keys, t).values = data[:4]
+        fill(p.values, "uint32", [1, 2, 3, 4][:len(data[:4]) // (1 if t in ("int8", "uint8", "boolean") else 2)])
+        write("request", b"\x01" + p.SerializeToString())
+        odd = sort_pb2.SortRequest()
+        getattr(odd.keys, t).values = data[:3]
+        write("request", b"\x00" + odd.SerializeToString())
+    for t in ("datetime64", "timedelta64"):
+        for order in (0, 1):
+            for nulls in (0, 1):
+                r = sort_pb2.SortRequest(order=order, return_indices=True, nulls=nulls)
+                getattr(r.keys, t).values.extend([5, NAT, -1, 9223372036854775807, NAT, 5, NAT + 1])
+                getattr(r.keys, t).unit = sort_pb2.TIME_UNIT_NANOSECOND
+                write("request", b"\x00" + r.SerializeToString())
+        no_unit = sort_pb2.SortRequest()
+        getattr(no_unit.keys, t).values.extend([1, 2])
+        write("request", b"\x00" + no_unit.SerializeToString())
+        p = sort_pb2.SortPairsRequest(nulls=1)
+        fill(p.keys, "int32", [2, 1, 2])
+        getattr(p.values, t).values.extend([NAT, 1, 2])
+        getattr(p.values, t).unit = sort_pb2.TIME_UNIT_DAY
+        write("request", b"\x01" + p.SerializeToString())
+
+
 def region_seeds():
     """Region references against the fuzzer's 64 KiB region "fuzz" (and
     "fuzz2", the same memory under another name): in place, out of place,
@@ -208,6 +253,7 @@ def session_seeds():
 
 if __name__ == "__main__":
     request_seeds()
+    converted_seeds()
     region_seeds()
     chunked_seeds()
     cpu_seeds()

@@ -14,6 +14,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -42,9 +45,87 @@ std::vector<T> Numbers(const v1::TypedArray& a) {
   return {field.begin(), field.end()};
 }
 
+// The packed bytes of a narrow (8/16-bit, bool) array and its width;
+// null when `a` is not one.
+const std::string* NarrowPayload(const v1::TypedArray& a, size_t* width) {
+  *width = 1;
+  switch (a.array_case()) {
+    case v1::TypedArray::kInt8: return &a.int8().values();
+    case v1::TypedArray::kUint8: return &a.uint8().values();
+    case v1::TypedArray::kBoolean: return &a.boolean().values();
+    default: break;
+  }
+  *width = 2;
+  switch (a.array_case()) {
+    case v1::TypedArray::kInt16: return &a.int16().values();
+    case v1::TypedArray::kUint16: return &a.uint16().values();
+    case v1::TypedArray::kFloat16: return &a.float16().values();
+    case v1::TypedArray::kBfloat16: return &a.bfloat16().values();
+    default: return nullptr;
+  }
+}
+
+// Element i of a narrow array as a double, by the type's own rules (exact
+// for every 8- and 16-bit value; the 16-bit floats decoded by hand).
+double NarrowValue(const v1::TypedArray& a, const std::string& bytes, size_t width, size_t i) {
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data()) + i * width;
+  const uint32_t v = width == 1 ? p[0] : uint32_t(p[0] | (p[1] << 8));
+  switch (a.array_case()) {
+    case v1::TypedArray::kInt8: return int8_t(v);
+    case v1::TypedArray::kInt16: return int16_t(v);
+    case v1::TypedArray::kFloat16: {
+      const int exponent = (v >> 10) & 0x1F, mantissa = v & 0x3FF;
+      double m = exponent == 0x1F ? (mantissa ? std::nan("") : HUGE_VAL)
+                 : exponent == 0  ? std::ldexp(mantissa, -24)
+                                  : std::ldexp(1024 + mantissa, exponent - 25);
+      return (v & 0x8000) ? -m : m;
+    }
+    case v1::TypedArray::kBfloat16: {
+      const uint32_t bits = v << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    default: return v;  // uint8, uint16, bool
+  }
+}
+
+// datetime64 / timedelta64 values; null when `a` is neither.
+const google::protobuf::RepeatedField<int64_t>* TimeValues(const v1::TypedArray& a) {
+  if (a.has_datetime64()) return &a.datetime64().values();
+  if (a.has_timedelta64()) return &a.timedelta64().values();
+  return nullptr;
+}
+
 // The stable reference permutation of `keys` in `order`.
-std::vector<uint64_t> Permutation(const v1::TypedArray& keys, SortOrder order) {
+std::vector<uint64_t> Permutation(const v1::TypedArray& keys, SortOrder order,
+                                  v1::NullPlacement nulls) {
   std::vector<uint64_t> perm;
+  size_t width = 0;
+  if (const std::string* bytes = NarrowPayload(keys, &width)) {
+    std::vector<double> values(bytes->size() / width);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = NarrowValue(keys, *bytes, width, i);
+    return ReferencePermutation(values, order);
+  }
+  if (const auto* times = TimeValues(keys)) {
+    // NaT (the int64 minimum) is a null: placed by `nulls`, stable.
+    std::vector<uint64_t> nat, rest;
+    std::vector<int64_t> rest_values;
+    for (int i = 0; i < times->size(); ++i) {
+      if (times->Get(i) == std::numeric_limits<int64_t>::min()) {
+        nat.push_back(i);
+      } else {
+        rest.push_back(i);
+        rest_values.push_back(times->Get(i));
+      }
+    }
+    std::vector<uint64_t> sorted_rest;
+    for (uint64_t r : ReferencePermutation(rest_values, order)) sorted_rest.push_back(rest[r]);
+    perm = nulls == v1::NULL_PLACEMENT_FIRST ? nat : sorted_rest;
+    const std::vector<uint64_t>& tail = nulls == v1::NULL_PLACEMENT_FIRST ? sorted_rest : nat;
+    perm.insert(perm.end(), tail.begin(), tail.end());
+    return perm;
+  }
   const DataType type = *TypeOf(keys);
   if (type == DataType::kBytes) return ReferencePermutation(Strings(keys), order);
   VisitNumeric(type, [&](auto tag) {
@@ -60,7 +141,24 @@ void CheckGathered(const v1::TypedArray& in, const std::vector<uint64_t>& perm,
     Check(LengthOf(out) == 0, std::string(what) + ": answer for an empty array is not empty");
     return;
   }
-  Check(TypeOf(out) == TypeOf(in), std::string(what) + ": type changed");
+  Check(out.array_case() == in.array_case(), std::string(what) + ": type changed");
+  size_t width = 0;
+  if (const std::string* bytes = NarrowPayload(in, &width)) {
+    std::string expected;
+    for (uint64_t i : perm) expected.append(*bytes, i * width, width);
+    Check(*NarrowPayload(out, &width) == expected, std::string(what) + ": packed elements differ");
+    return;
+  }
+  if (const auto* times = TimeValues(in)) {
+    const std::vector<int64_t> values(times->begin(), times->end());
+    const auto* got = TimeValues(out);
+    Check(std::vector<int64_t>(got->begin(), got->end()) == Gather(values, perm),
+          std::string(what) + ": times differ");
+    Check(in.has_datetime64() ? out.datetime64().unit() == in.datetime64().unit()
+                              : out.timedelta64().unit() == in.timedelta64().unit(),
+          std::string(what) + ": time unit changed");
+    return;
+  }
   const DataType type = *TypeOf(in);
   if (type == DataType::kBytes) {
     Check(Strings(out) == Gather(Strings(in), perm), std::string(what) + ": byte strings differ");
@@ -150,7 +248,8 @@ void FuzzSort(const uint8_t* data, size_t size) {
   const absl::Status ran = RunSort(CpuDispatcher(), request, &response);
   Check(ran.ok(), "RunSort refused a valid request: " + ran.ToString());
   Check(response.request_id() == request.request_id(), "request_id not echoed");
-  const std::vector<uint64_t> perm = Permutation(request.keys(), ToCoreOrder(request.order()));
+  const std::vector<uint64_t> perm =
+      Permutation(request.keys(), ToCoreOrder(request.order()), request.nulls());
   CheckGathered(request.keys(), perm, response.keys(), "Sort keys");
   if (request.return_indices()) {
     Check(::sortd::testing::SameIndices({response.indices().begin(), response.indices().end()},
@@ -180,7 +279,8 @@ void FuzzSortPairs(const uint8_t* data, size_t size) {
   const absl::Status ran = RunSortPairs(CpuDispatcher(), request, &response);
   Check(ran.ok(), "RunSortPairs refused a valid request: " + ran.ToString());
   Check(response.request_id() == request.request_id(), "request_id not echoed");
-  const std::vector<uint64_t> perm = Permutation(request.keys(), ToCoreOrder(request.order()));
+  const std::vector<uint64_t> perm =
+      Permutation(request.keys(), ToCoreOrder(request.order()), request.nulls());
   CheckGathered(request.keys(), perm, response.keys(), "SortPairs keys");
   CheckGathered(request.values(), perm, response.values(), "SortPairs values");
 }

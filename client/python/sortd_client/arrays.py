@@ -23,8 +23,26 @@ _NUMERIC = {
     ("i", 8): ("int64", 5, np.dtype("<i8")),
     ("f", 8): ("float64", 6, np.dtype("<f8")),
 }
+# Sorted by conversion on the server (docs/api.md, "Types"): 8/16-bit
+# numbers and bool packed in one bytes field, the same wire form as a packed
+# field; datetime64/timedelta64 as sfixed64 values plus their unit.
+_CONVERTED = {
+    ("i", 1): ("int8", 8, np.dtype("i1")),
+    ("u", 1): ("uint8", 9, np.dtype("u1")),
+    ("i", 2): ("int16", 10, np.dtype("<i2")),
+    ("u", 2): ("uint16", 11, np.dtype("<u2")),
+    ("f", 2): ("float16", 12, np.dtype("<f2")),
+    ("b", 1): ("boolean", 14, np.dtype("u1")),
+    ("M", 8): ("datetime64", 15, np.dtype("<i8")),
+    ("m", 8): ("timedelta64", 16, np.dtype("<i8")),
+}
+# numpy's unit codes -> sortd.v1.TimeUnit
+_TIME_UNITS = {"Y": 1, "M": 2, "W": 3, "D": 4, "h": 5, "m": 6, "s": 7, "ms": 8, "us": 9,
+               "ns": 10, "ps": 11, "fs": 12, "as": 13}
 _BYTES_FIELD = 7
 _INDEX_DTYPE = np.dtype("<u8")
+SUPPORTED = ("uint32, int32, float32, uint64, int64, float64, int8, uint8, int16, uint16, "
+             "float16, bfloat16, bool, datetime64, timedelta64, bytes (S or object) or str (U)")
 
 
 def _ld_size(inner):
@@ -57,6 +75,9 @@ class TypedInput:
     def __init__(self, obj, what="keys"):
         self.what = what
         self._sizes = None
+        self.converted = False  # sorted by conversion on the server
+        self.time_unit = 0
+        self.text_dtype = None  # numpy U: sent as UTF-8 byte strings
         if isinstance(obj, (list, tuple)) and obj and isinstance(
                 obj[0], (bytes, bytearray, memoryview)):
             self._init_bytes(_bytes_list(obj), "list")
@@ -68,15 +89,34 @@ class TypedInput:
             self._init_bytes(arr.tolist(), arr.dtype)
         elif arr.dtype.kind == "O":
             self._init_bytes(_bytes_list(arr.tolist()), "object")
+        elif arr.dtype.kind == "U":
+            # UTF-8's byte order is code-point order, numpy's order of U.
+            self._init_bytes([x.encode("utf-8") for x in arr.tolist()], "text")
+            self.text_dtype = arr.dtype
         else:
-            spec = _NUMERIC.get((arr.dtype.kind, arr.dtype.itemsize))
+            key = (arr.dtype.kind, arr.dtype.itemsize)
+            if arr.dtype.name == "bfloat16":  # ml_dtypes' bfloat16 (numpy has none)
+                spec = ("bfloat16", 13, np.dtype("<u2"))
+            else:
+                spec = _NUMERIC.get(key) or _CONVERTED.get(key)
             if spec is None:
-                raise TypeError(
-                    "unsupported %s dtype %s (use uint32, int32, float32, uint64, "
-                    "int64, float64 or bytes)" % (what, arr.dtype))
+                raise TypeError("unsupported %s dtype %s (use %s)" % (what, arr.dtype, SUPPORTED))
             self.kind, self.field, self.wire_dtype = spec
-            self.data = np.ascontiguousarray(arr, dtype=self.wire_dtype)
-            self.native_dtype = self.wire_dtype.newbyteorder("=")
+            self.converted = key not in _NUMERIC
+            if arr.dtype.kind in "Mm":
+                unit, count = np.datetime_data(arr.dtype)
+                if count != 1 or unit not in _TIME_UNITS:
+                    raise TypeError("%s: %s has a unit sortd does not carry (use a plain unit "
+                                    "such as [ns], [us], [s], [D])" % (what, arr.dtype))
+                self.time_unit = _TIME_UNITS[unit]
+            if self.converted:
+                # The elements' own bytes, little-endian: a view, no copy.
+                native = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+                self.data = native.view(self.wire_dtype)
+                self.native_dtype = arr.dtype.newbyteorder("=")
+            else:
+                self.data = np.ascontiguousarray(arr, dtype=self.wire_dtype)
+                self.native_dtype = self.wire_dtype.newbyteorder("=")
             self.container = None
             self.n = self.data.shape[0]
 
@@ -108,6 +148,8 @@ class TypedInput:
             inner = int(sizes.sum())
         else:
             inner = _ld_size(self.n * sizes) if self.n else 0
+            if self.time_unit:
+                inner += 1 + len(wire.varint(self.time_unit))
         return _ld_size(inner)
 
     # ---- encoding ----------------------------------------------------
@@ -119,6 +161,7 @@ class TypedInput:
         else:
             payload = self.data[start:stop]
             inner = wire.len_field(1, [payload]) if payload.size else []
+            inner += wire.varint_field(2, self.time_unit)
         return wire.len_field(self.field, inner)
 
     # ---- decoding ----------------------------------------------------
@@ -135,15 +178,27 @@ class TypedInput:
             raise ProtocolError("%s came back as %s, sent %s" % (self.what, which, self.kind))
         if self.is_bytes:
             return list(msg.bytes.values)
-        return decode_packed(getattr(msg, which).SerializeToString(), 1, self.wire_dtype)
+        wrapper = getattr(msg, which)
+        if self.time_unit and wrapper.unit != self.time_unit:
+            raise ProtocolError("%s came back in time unit %d, sent %d"
+                                % (self.what, wrapper.unit, self.time_unit))
+        # Field 1 only: packed_payload skips the unit (field 2).
+        return decode_packed(wrapper.SerializeToString(), 1, self.wire_dtype)
 
     def finish(self, pieces):
         """Joins decoded pieces into a writable result of the input's style."""
         if not self.is_bytes:
             if not pieces:
                 return np.empty(0, self.native_dtype)
-            return np.concatenate(pieces).astype(self.native_dtype, copy=False)
+            joined = np.concatenate(pieces)
+            if self.converted:
+                # Back to the caller's dtype from its little-endian bytes.
+                return joined.view(self.native_dtype.newbyteorder("<")).astype(
+                    self.native_dtype, copy=False)
+            return joined.astype(self.native_dtype, copy=False)
         items = pieces[0] if len(pieces) == 1 else [x for p in pieces for x in p]
+        if self.container == "text":
+            return np.array([x.decode("utf-8") for x in items], dtype=self.text_dtype)
         if self.container == "list":
             return items
         if self.container == "object":

@@ -242,29 +242,39 @@ class Client:
 
     # ---- single sorts --------------------------------------------------
     def sort(self, keys, descending=False, return_indices=False, request_id="",
-             chunked=None, timeout=_DEFAULT, progress=None, out=None, indices_out=None):
+             chunked=None, timeout=_DEFAULT, progress=None, out=None, indices_out=None,
+             nulls="last"):
         """Sorted keys, or (sorted keys, uint64 indices) with return_indices.
 
+        nulls: "last" or "first", where NaT goes (datetime64/timedelta64).
         Keys in a registered region are sorted in place (see sort_full)."""
         res = self.sort_full(keys, None, descending, return_indices, request_id,
-                             chunked, timeout, progress, out=out, indices_out=indices_out)
+                             chunked, timeout, progress, out=out, indices_out=indices_out,
+                             nulls=nulls)
         return (res.keys, res.indices) if return_indices else res.keys
 
     def sort_pairs(self, keys, values, descending=False, request_id="",
                    chunked=None, timeout=_DEFAULT, progress=None, out=None,
-                   values_out=None):
+                   values_out=None, nulls="last"):
         """(sorted keys, values permuted along with them).
 
         Keys and values in registered regions are sorted in place (see
         sort_full)."""
         res = self.sort_full(keys, values, descending, False, request_id,
-                             chunked, timeout, progress, out=out, values_out=values_out)
+                             chunked, timeout, progress, out=out, values_out=values_out,
+                             nulls=nulls)
         return res.keys, res.values
 
     def sort_full(self, keys, values=None, descending=False, return_indices=False,
                   request_id="", chunked=None, timeout=_DEFAULT, progress=None,
-                  connections=None, out=None, values_out=None, indices_out=None):
+                  connections=None, out=None, values_out=None, indices_out=None,
+                  nulls="last"):
         """Sort or SortPairs returning a SortResult (with engine and id).
+
+        Types: see arrays.SUPPORTED. int8/uint8/int16/uint16/float16/bfloat16/
+        bool/datetime64/timedelta64 travel in one message (Sort, SortPairs),
+        not yet through sessions or SortChunked. nulls ("last" or "first"):
+        where NaT keys go, in either order.
 
         chunked: None picks the region path for arrays in regions this
         client registered, else a sort session for numeric arrays of at
@@ -299,12 +309,17 @@ class Client:
         elif any(x is not None for x in (out, values_out, indices_out)):
             raise ValueError("out=, values_out= and indices_out= need chunked=None "
                              "(the region path)")
+        if nulls not in ("last", "first"):
+            raise ValueError('nulls must be "last" or "first", got %r' % (nulls,))
+        null_placement = (sort_pb2.NULL_PLACEMENT_FIRST if nulls == "first"
+                          else sort_pb2.NULL_PLACEMENT_LAST)
         k = TypedInput(keys, "keys")
         v = None if values is None else TypedInput(values, "values")
         if v is not None and v.n != k.n:
             raise ValueError("keys and values differ in length (%d vs %d)" % (k.n, v.n))
         order = sort_pb2.SORT_ORDER_DESCENDING if descending else sort_pb2.SORT_ORDER_ASCENDING
-        numeric = not k.is_bytes and (v is None or not v.is_bytes)
+        converted = k.converted or (v is not None and v.converted)
+        numeric = (not k.is_bytes and (v is None or not v.is_bytes)) and not converted
         payload = (k.data.nbytes + (v.data.nbytes if v is not None else 0)) if numeric else 0
         if (chunked is None and numeric and self.session_min_bytes
                 and payload >= self.session_min_bytes):
@@ -334,18 +349,23 @@ class Client:
             if return_indices:
                 size += 16 + 8 * k.n  # the response is larger than the request
             chunked = size > self.max_message_bytes - HEADROOM
+        if chunked and converted:
+            raise ValueError("%s arrays travel in one message (%d bytes at most here); "
+                             "SortChunked and sessions do not carry them yet"
+                             % ((k if k.converted else v).kind, self.max_message_bytes - HEADROOM))
         deadline = self._deadline(timeout)
         try:
             if chunked:
                 return self._chunked(k, v, order, return_indices, request_id, deadline)
             if v is None:
-                return self._unary_sort(k, order, return_indices, request_id, deadline)
-            return self._unary_pairs(k, v, order, request_id, deadline)
+                return self._unary_sort(k, order, return_indices, request_id, deadline,
+                                        null_placement)
+            return self._unary_pairs(k, v, order, request_id, deadline, null_placement)
         except grpc.RpcError as err:
             raise SortdError.from_rpc_error(err) from None
 
-    def _unary_sort(self, k, order, return_indices, request_id, deadline):
-        resp = self._sort(_sort_request(k, order, return_indices, request_id),
+    def _unary_sort(self, k, order, return_indices, request_id, deadline, nulls=0):
+        resp = self._sort(_sort_request(k, order, return_indices, request_id, nulls),
                           timeout=deadline)
         keys = k.finish([k.decode(resp.keys)])
         _check_count("keys", len(keys), k.n)
@@ -355,9 +375,10 @@ class Client:
             _check_count("indices", len(indices), k.n)
         return SortResult(keys, None, indices, resp.request_id, _engine_name(resp.engine))
 
-    def _unary_pairs(self, k, v, order, request_id, deadline):
+    def _unary_pairs(self, k, v, order, request_id, deadline, nulls=0):
         parts = (wire.len_field(1, k.parts()) + wire.len_field(2, v.parts())
-                 + wire.varint_field(3, order) + wire.string_field(4, request_id))
+                 + wire.varint_field(3, order) + wire.string_field(4, request_id)
+                 + wire.varint_field(9, nulls))
         resp = self._sort_pairs(wire.join(parts), timeout=deadline)
         keys = k.finish([k.decode(resp.keys)])
         values = v.finish([v.decode(resp.values)])
@@ -520,8 +541,8 @@ def _ld_size_of(inner):
     return 1 + len(wire.varint(inner)) + inner
 
 
-def _sort_request(k, order, return_indices, request_id):
+def _sort_request(k, order, return_indices, request_id, nulls=0):
     """Serialized SortRequest (one join: the payload is copied once)."""
     return wire.join(wire.len_field(1, k.parts()) + wire.varint_field(2, order)
                      + wire.varint_field(3, return_indices)
-                     + wire.string_field(4, request_id))
+                     + wire.string_field(4, request_id) + wire.varint_field(8, nulls))
