@@ -1,0 +1,154 @@
+"""The types sorted by conversion, end to end: the real sortd binary and the
+real Python client (sortd_client) with int8, uint8, int16, uint16, float16,
+bool, datetime64, timedelta64 and numpy U strings, as keys (both orders,
+with the permutation) and as values; each answer compared with numpy's
+stable order (tests/e2e/sort_reference.py; NaT placed by nulls=), bit for
+bit, in the caller's dtype. The server's sorted-keys counter is read from
+/metrics and must count every key.
+
+Environment: SORTD_BIN, PYTHONPATH with client/python and tests/e2e.
+"""
+import os
+import unittest
+
+import numpy as np
+
+from sortd_client.client import Client
+from sort_reference import bits, make_array, reference_permutation
+from sortd_process import SortdProcess, scrape, total
+
+SORTD = os.environ["SORTD_BIN"]
+NARROW = ["i1", "u1", "<i2", ">i2", "<u2", "f2", "?"]
+
+
+def narrow_array(rng, dtype, n):
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        a = make_array(rng, "float16", n, nans=True)
+    elif dt.kind == "b":
+        a = rng.integers(0, 2, n).astype(bool)
+    else:
+        info = np.iinfo(dt)
+        pool = np.array([info.min, info.max, 0, 1, info.min + 1], dtype=dt)
+        a = np.where(rng.integers(0, 2, n) == 0, pool[rng.integers(0, len(pool), n)],
+                     rng.integers(info.min, info.max, n, endpoint=True)).astype(dt)
+    return a.astype(dt)
+
+
+def time_reference(a, descending, nulls):
+    """Stable order of datetime64/timedelta64 `a`: NaT first or last in both
+    orders, the rest by their int64 value."""
+    nat = np.flatnonzero(np.isnat(a))
+    rest = np.flatnonzero(~np.isnat(a))
+    values = a[rest].view(np.int64)
+    if descending:
+        _, rank = np.unique(values, return_inverse=True)
+        rest = rest[np.argsort(-rank.astype(np.int64), kind="stable")]
+    else:
+        rest = rest[np.argsort(values, kind="stable")]
+    return np.concatenate([nat, rest] if nulls == "first" else [rest, nat])
+
+
+class TypesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = SortdProcess(SORTD, "--engine=cpu").start()
+        cls.client = Client(cls.server.target)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        assert cls.server.terminate() == 0
+
+    def keys_sorted(self):
+        return total(scrape(self.server.metrics_url), "sortd_keys_sorted_total")
+
+    def test_narrow_keys_both_orders_with_the_permutation(self):
+        rng = np.random.default_rng(11)
+        for dtype in NARROW:
+            for n in (0, 1, 1000, 100_000):
+                a = narrow_array(rng, dtype, n)
+                for descending in (False, True):
+                    with self.subTest(dtype=dtype, n=n, descending=descending):
+                        before = self.keys_sorted()
+                        keys, idx = self.client.sort(a, descending=descending, return_indices=True)
+                        ref = reference_permutation(a, descending)
+                        np.testing.assert_array_equal(idx, ref)
+                        self.assertEqual(keys.dtype, a.dtype.newbyteorder("="))
+                        np.testing.assert_array_equal(bits(keys), bits(a[ref].astype(keys.dtype)))
+                        self.assertEqual(self.keys_sorted() - before, n)
+
+    def test_times_place_nat_by_nulls(self):
+        rng = np.random.default_rng(3)
+        for dtype in ("M8[ns]", "M8[s]", "m8[us]", "M8[D]"):
+            a = rng.integers(-50, 50, 20_000).astype(np.int64)
+            a[rng.integers(0, len(a), 3000)] = np.iinfo(np.int64).min  # NaT
+            a[:3] = [np.iinfo(np.int64).max, np.iinfo(np.int64).min + 1, 0]
+            a = a.view(dtype)
+            for descending in (False, True):
+                for nulls in ("last", "first"):
+                    with self.subTest(dtype=dtype, descending=descending, nulls=nulls):
+                        keys, idx = self.client.sort(a, descending=descending,
+                                                     return_indices=True, nulls=nulls)
+                        ref = time_reference(a, descending, nulls)
+                        np.testing.assert_array_equal(idx, ref)
+                        self.assertEqual(keys.dtype, np.dtype(dtype))
+                        np.testing.assert_array_equal(keys.view(np.int64), a[ref].view(np.int64))
+        # Ascending with NaT last is numpy's own order.
+        t = np.array(["2024-03-01", "NaT", "1970-01-01", "NaT", "2024-03-01"], dtype="M8[ms]")
+        np.testing.assert_array_equal(self.client.sort(t).view(np.int64), np.sort(t).view(np.int64))
+
+    def test_pairs_carry_converted_keys_and_values(self):
+        rng = np.random.default_rng(5)
+        keys = narrow_array(rng, "<i2", 50_000)
+        values = rng.integers(-10**12, 10**12, len(keys)).view("m8[ns]")
+        k, v = self.client.sort_pairs(keys, values, descending=True)
+        ref = reference_permutation(keys, True)
+        np.testing.assert_array_equal(k, keys[ref])
+        self.assertEqual(v.dtype, values.dtype)
+        np.testing.assert_array_equal(v.view(np.int64), values[ref].view(np.int64))
+        fkeys = make_array(rng, "float32", 30_000, nans=True)
+        flags = rng.integers(0, 2, len(fkeys)).astype(bool)
+        k, v = self.client.sort_pairs(fkeys, flags)
+        ref = reference_permutation(fkeys, False)
+        np.testing.assert_array_equal(bits(k), bits(fkeys[ref]))
+        np.testing.assert_array_equal(v, flags[ref])
+
+    def test_unicode_strings_come_back_as_U_in_code_point_order(self):
+        u = np.array(["b", "ä", "a", "", "ab", "日本", "Z", "ab", "\U0001F600", "é"])
+        for descending in (False, True):
+            with self.subTest(descending=descending):
+                keys, idx = self.client.sort(u, descending=descending, return_indices=True)
+                self.assertEqual(keys.dtype, u.dtype)
+                expected = sorted(range(len(u)), key=lambda i: u[i], reverse=False)
+                if descending:
+                    # Reverse order of distinct keys, equal keys in input order.
+                    expected = sorted(range(len(u)), key=lambda i: [-ord(c) for c in u[i]] + [1])
+                np.testing.assert_array_equal(keys, u[expected])
+                np.testing.assert_array_equal(idx, expected)
+        np.testing.assert_array_equal(self.client.sort(u), np.sort(u))
+
+    def test_a_stream_mixes_converted_and_numeric_requests(self):
+        rng = np.random.default_rng(8)
+        arrays = [narrow_array(rng, "u1", 300) if i % 2 else rng.integers(0, 99, 300).astype(np.uint32)
+                  for i in range(40)]
+        results = self.client.sort_many({"r%d" % i: a for i, a in enumerate(arrays)})
+        self.assertEqual(len(results), len(arrays))
+        for i, a in enumerate(arrays):
+            got = results["r%d" % i]
+            np.testing.assert_array_equal(got, np.sort(a, kind="stable"))
+            self.assertEqual(got.dtype, a.dtype)
+
+    def test_converted_arrays_larger_than_a_message_are_refused_before_sending(self):
+        small = Client(self.server.target, max_message_bytes=1 << 20)
+        try:
+            requests = total(scrape(self.server.metrics_url), "sortd_requests_total")
+            with self.assertRaisesRegex(ValueError, "int8 arrays travel in one message"):
+                small.sort(np.zeros(2 << 20, np.int8))
+            self.assertEqual(total(scrape(self.server.metrics_url), "sortd_requests_total"), requests)
+        finally:
+            small.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
