@@ -2,7 +2,7 @@
 // rounds (MergeSortedRuns; merge_kway_kernels.cuh has the how).
 // Host-only constants, so that tests can size their inputs to either side.
 //
-// Measured on an H200 (docs/benchmarks.md, "One k-way round for 5-8
+// Measured on an H200 (docs/benchmarks-history.md, "One k-way round for 5-8
 // sorted runs"): a k-way round's blocks merge their slices pairwise in
 // shared memory, and a level there costs about what a two-way round does,
 // so the round pays only where it saves whole rounds' memory traffic

@@ -72,7 +72,7 @@ struct OneSweepPassArgs {
 // With so few, a warp's lanes pile onto one counter, and the unstable first
 // pass's returning count atomics serialise them: 2^26 u32 keys of 3
 // values, H200, the first pass took 280 us against 221 us for the
-// concentrated kernel's passes (docs/benchmarks.md, "Few distinct digits
+// concentrated kernel's passes (docs/benchmarks-history.md, "Few distinct digits
 // in the first pass"); with ~14 (16 values) the plain first pass was the
 // faster (docs/architecture.md, "Ties"); between the two not measured.
 // So the speculative first pass stands down where pass 0 has the bit, and
@@ -307,7 +307,7 @@ GlobalHistogramKernel(const Word* __restrict__ keys, size_t n, KeyMasks<Word> ma
 // read-back. A one-block kernel instead of a copy-engine transfer in the
 // stream: a copy between two kernels held the next kernel for the copy
 // engine's hand-offs (H200: the read-back cost whole sorts 4% at 2^26 u32
-// keys, docs/benchmarks.md "The plan's read-back").
+// keys, docs/benchmarks-history.md "The plan's read-back").
 // (A template: the header is in several translation units.)
 template <typename PlanWord>
 __global__ void __launch_bounds__(64) PlanToHostKernel(const PlanWord* __restrict__ plan, PlanWord* host,
@@ -447,7 +447,7 @@ __device__ __forceinline__ unsigned int MatchDigit(unsigned int digit) {
 // Swizzled in the kernels that such keys run: the hot-digit kernel
 // (passes with a hot digit) and the unstable first pass of keys-only
 // sorts, which runs before the plan says whether a pass is hot. H200
-// (2026-11-28, docs/benchmarks.md "Counter swizzle"): skewed u32 keys
+// (2026-11-28, docs/benchmarks-history.md "Counter swizzle"): skewed u32 keys
 // 0.91x -> 1.00x CUB (0.96-0.97x with the hot-digit kernel alone); in
 // every kernel it also cost 3 distinct keys 1.00x -> 0.98x (3 more
 // instructions a lookup, nothing to spread), so the matching kernels keep

@@ -43,7 +43,7 @@ struct SmallSortArgs {
 // scan over (digit, warp) gives every key its place, and the keys with
 // their input positions move through shared memory. (Eight ballots per key,
 // MatchDigit, were 55% of the kernel's instructions; match.any measured
-// slower still: docs/benchmarks.md, "The single launch's peer groups by
+// slower still: docs/benchmarks-history.md, "The single launch's peer groups by
 // shared match words".)
 // Positions past n are padding with the largest word: stable ranks keep
 // them behind every real key, pass after pass. A pass whose digit is

@@ -4,7 +4,7 @@
 # (atomics, stores, loads), L2 sectors, DRAM bytes, global store requests
 # and sectors, occupancy, and the five largest stall reasons per issue.
 # One line per launch. Used to compare our OneSweep passes with CUB's
-# (docs/benchmarks.md, "Ties and skew"), e.g.
+# (docs/benchmarks-history.md, "Ties and skew"), e.g.
 #   scripts/gpu-host/pass_metrics.sh OneSweepPass 4 -- sortd_gpu_radix_bench --only="u32 skewed" --max_log2=26 --repeats=1
 #   scripts/gpu-host/pass_metrics.sh Onesweep 4 -- (the same: CUB's passes)
 # ncu replays each launch (no clock control): compare launches of one run.
