@@ -47,11 +47,13 @@ class FedInput final : public ArrivingInput {
   Next Wait(ArrivedRange* range) override {
     std::unique_lock<std::mutex> lock(mu_);
     ++waits_;
+    wake_.notify_all();  // for WaitUntilTaken
     wake_.wait(lock, [&] { return abandoned_ || !ranges_.empty() || complete_; });
     if (abandoned_) return Next::kAbandoned;
     if (!ranges_.empty()) {
       *range = ranges_.front();
       ranges_.pop_front();
+      ++taken_;
       return Next::kRange;
     }
     return Next::kComplete;
@@ -59,6 +61,13 @@ class FedInput final : public ArrivingInput {
   int waits() {
     std::lock_guard<std::mutex> lock(mu_);
     return waits_;
+  }
+  // Waits (bounded) until the sort has taken every range added so far and
+  // has come back for the next one: what it took, it has dealt with.
+  bool WaitUntilTaken() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return wake_.wait_for(lock, std::chrono::seconds(30),
+                          [&] { return ranges_.empty() && waits_ > taken_; });
   }
 
  private:
@@ -68,6 +77,7 @@ class FedInput final : public ArrivingInput {
   bool complete_ = false;
   bool abandoned_ = false;
   int waits_ = 0;
+  int taken_ = 0;  // ranges handed out
 };
 
 // Splits [0, n) into parts of 1..max_part keys, shuffled.
@@ -235,6 +245,8 @@ TEST(CpuArriving, KeysAreScatteredBeforeTheInputCompletes) {
 }
 
 TEST(CpuArriving, AbandonedInputIsCancelledAndWritesNothing) {
+  // Abandoned with nothing arrived, with keys taken but held for the
+  // bucket sample (fewer than it needs), and with keys already scattered.
   for (size_t arrived : {size_t{0}, size_t{1000}, size_t{200000}}) {
     const size_t n = 256 * 1024;
     const std::vector<double> input = MakeInput<double>(Pattern::kRandom, n, 4);
@@ -243,10 +255,25 @@ TEST(CpuArriving, AbandonedInputIsCancelledAndWritesNothing) {
     ArrivingSort sort;
     sort.keys = NumericSpan(keys.data(), n);
     sort.input = &fed;
+    cpu::ArrivingSortReport report;
     auto done = std::async(std::launch::async, [&] {
-      return cpu::SortKeysArriving(sort, {2, kMinKeys, nullptr});
+      return cpu::SortKeysArriving(sort, {2, kMinKeys, &report});
     });
-    if (arrived > 0) fed.Add({ArrivedRange::kKeys, 0, arrived});
+    if (arrived > 0) {
+      fed.Add({ArrivedRange::kKeys, 0, arrived});
+      // The keys have arrived before the input is abandoned: the sort took
+      // them (and came back for more), and past the sample it scattered them.
+      ASSERT_TRUE(fed.WaitUntilTaken()) << arrived << ": the sort never took the keys";
+      if (arrived >= 65536) {  // arriving_sort.cc's kSampleKeys: the workers run
+        for (int i = 0; i < 6000 && report.keys_scattered.load() < arrived; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        ASSERT_EQ(report.keys_scattered.load(), arrived) << "the arrived keys were not scattered";
+      }
+    } else {
+      ASSERT_TRUE(fed.WaitUntilTaken());  // waiting for its first range
+    }
+    EXPECT_EQ(done.wait_for(std::chrono::seconds(0)), std::future_status::timeout) << arrived;
     fed.Abandon();
     EXPECT_EQ(done.get().code(), absl::StatusCode::kCancelled) << arrived;
     EXPECT_TRUE(SameBits(keys, input)) << arrived;

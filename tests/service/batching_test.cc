@@ -6,9 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <future>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "server/grpc/service_context.h"
@@ -298,28 +303,91 @@ TEST(BatchingTest, InlineThresholdZeroMeansNeverEvenForEmptyRequests) {
   EXPECT_FALSE(context.SortsInline(std::nullopt, 10));
 }
 
+// Counts the calls that reached a test site (nothing is held).
+class SiteCount {
+ public:
+  explicit SiteCount(std::string site) : site_(std::move(site)) {}
+  std::function<bool(absl::string_view)> Hook() {
+    return [this](absl::string_view at) {
+      if (at == site_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++reached_;
+        cv_.notify_all();
+      }
+      return false;
+    };
+  }
+  bool WaitFor(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return reached_ >= n; });
+  }
+
+ private:
+  const std::string site_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int reached_ = 0;
+};
+
 TEST(BatchingTest, ExpiredRequestDoesNotHoldItsBatchMatesBack) {
-  // A long window: the 50 ms caller must expire while its batch waits even
-  // if the second request arrives late on a slow machine.
-  auto server = StartServer(BatchingOptions(absl::Seconds(2)));
+  // A batch launches when it holds 7 keys, or after 60 s. A 3-key request
+  // waits in the queue until its deadline passes; a 4-key request then
+  // fills the batch: the two share one launch by construction (alone, the
+  // 4-key request would wait the full 60 s, past its 20 s deadline). The
+  // expired one is dropped at launch and its batch-mate is sorted.
+  ServerOptions options = BatchingOptions(absl::Seconds(60));
+  options.batching.max_cpu_batch_keys = 7;
+  SiteCount cancels("unary.cancelled");
+  options.test_site_hook = cancels.Hook();
+  auto server = StartServer(options);
   ASSERT_NE(server, nullptr);
-  std::thread impatient([&] {
+  {
     client::ClientOptions copts;
-    copts.timeout = absl::Milliseconds(50);  // expires while its batch waits
-    auto client = Connect(*server, copts);
+    copts.timeout = absl::Milliseconds(250);  // expires while its batch waits
+    auto impatient = Connect(*server, copts);
     std::vector<int32_t> keys = {3, 1, 2};
-    auto result = client->Sort(absl::MakeConstSpan(keys));
-    EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
-  });
-  auto client = Connect(*server);
+    auto expired = std::async(std::launch::async,
+                              [&] { return impatient->Sort(absl::MakeConstSpan(keys)).status(); });
+    // Queued (admitted) before its deadline, then expired.
+    const std::string queued = ScrapeUntil(
+        *server, [](const std::string& t) { return Sample(t, "sortd_inflight_requests") >= 1; });
+    EXPECT_EQ(Sample(queued, "sortd_inflight_requests"), 1)
+        << "the request never reached the queue";
+    const absl::Status status = expired.get();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  }
+  // The server has seen it cancelled, and it is still queued: admitted, and
+  // not yet answered (a dropped request is counted when its batch launches).
+  ASSERT_TRUE(cancels.WaitFor(1)) << "the server never saw the expired request cancelled";
+  const std::string cancelled =
+      R"(sortd_requests_total{code="CANCELLED",key_type="int32",method="Sort"})";
+  std::string page = Scrape(*server);
+  EXPECT_EQ(Sample(page, "sortd_inflight_requests"), 1) << page;
+  EXPECT_EQ(Sample(page, cancelled), -1) << page;
+
+  client::ClientOptions copts;
+  copts.timeout = absl::Seconds(20);
+  auto client = Connect(*server, copts);
   std::vector<int32_t> keys = {9, -4, 7, 0};
-  auto result = client->Sort(absl::MakeConstSpan(keys));  // same queue, same batch
+  auto result = client->Sort(absl::MakeConstSpan(keys));  // fills the batch
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->keys, (std::vector<int32_t>{-4, 0, 7, 9}));
-  impatient.join();
-  // The server dropped the expired request at launch and keeps serving.
-  auto again = client->Sort(absl::MakeConstSpan(keys));
-  EXPECT_TRUE(again.ok()) << again.status();
+
+  // One launch, with one live request; the expired one counted CANCELLED
+  // and never sorted: only the batch-mate's 4 keys were.
+  page = ScrapeUntil(*server, [&](const std::string& t) {
+    return Sample(t, cancelled) >= 1 && Sample(t, "sortd_inflight_requests") == 0;
+  });
+  EXPECT_EQ(Sample(page, cancelled), 1) << page;
+  EXPECT_EQ(Sample(page, R"(sortd_requests_total{code="OK",key_type="int32",method="Sort"})"), 1);
+  EXPECT_EQ(Sample(page, "sortd_batch_size_count{engine=\"cpu\"}"), 1) << page;
+  EXPECT_EQ(Sample(page, "sortd_batch_size_sum{engine=\"cpu\"}"), 1) << page;
+  EXPECT_EQ(Sample(page, R"(sortd_keys_sorted_total{engine="cpu"})"), 4) << page;
+  // The server keeps serving (a full batch again: 7 keys).
+  std::vector<int32_t> seven = {6, 5, 4, 3, 2, 1, 0};
+  auto again = client->Sort(absl::MakeConstSpan(seven));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->keys, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6}));
 }
 
 TEST(BatchingTest, QueueOverflowIsResourceExhaustedPerRequest) {

@@ -157,8 +157,17 @@ TEST(ResponseLimitTest, ResponseOverTheMessageLimitIsRefusedBeforeSorting) {
   // response (1.6 MB) does not. Refused up front, naming the limit and
   // SortChunked, instead of gRPC's "Sent message larger than max" after the
   // sort.
+  // Where a sort would start: both refusals come before either site (the
+  // 100000 keys are too many to batch, so they would pass one of them).
+  std::mutex mu;
+  std::map<std::string, int> reached;
   ServerOptions options;
   options.max_message_bytes = 1 << 20;
+  options.test_site_hook = [&](absl::string_view at) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++reached[std::string(at)];
+    return false;
+  };
   auto server = StartServer(options);
   client::ClientOptions copts;
   copts.max_message_bytes = 1 << 20;
@@ -166,6 +175,7 @@ TEST(ResponseLimitTest, ResponseOverTheMessageLimitIsRefusedBeforeSorting) {
   v1::SortRequest request;
   request.set_return_indices(true);
   request.mutable_keys()->mutable_uint64()->mutable_values()->Resize(100000, 5);
+  ASSERT_GT(request.keys().uint64().values_size(), 16384) << "must not be batched";
 
   grpc::ClientContext ctx;
   v1::SortResponse response;
@@ -174,6 +184,8 @@ TEST(ResponseLimitTest, ResponseOverTheMessageLimitIsRefusedBeforeSorting) {
   EXPECT_EQ(s.error_message().rfind("response:", 0), 0u) << s.error_message();
   EXPECT_NE(s.error_message().find("--max_message_bytes"), std::string::npos);
   EXPECT_NE(s.error_message().find("SortChunked"), std::string::npos);
+  // Nothing was sorted (a call's keys are counted before its status goes).
+  EXPECT_EQ(CpuKeysSorted(*server), 0);
 
   // The same request on SortStream: an error response for it, the stream
   // goes on.
@@ -195,9 +207,21 @@ TEST(ResponseLimitTest, ResponseOverTheMessageLimitIsRefusedBeforeSorting) {
   EXPECT_EQ(got["too-big"].error().code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
   EXPECT_EQ(got["too-big"].error().message().rfind("response:", 0), 0u);
   EXPECT_EQ(got["small"].keys().uint64().values(0), 1u);
+  EXPECT_EQ(got["small"].keys().uint64().values(1), 2u);
 
   ExpectNothingInFlight(*server);
   ExpectStillServes(*client);
+  // Only "small" and ExpectStillServes' keys were sorted; neither refused
+  // request reached the start of a sort. (Under this client's 1 MiB limit
+  // ExpectStillServes goes through SortChunked, counted a moment after its
+  // client has the answer: waits for its count.)
+  const std::string keys_sorted = R"(sortd_keys_sorted_total{engine="cpu"})";
+  const std::string text =
+      ScrapeUntil(*server, [&](const std::string& t) { return Sample(t, keys_sorted) >= 5; });
+  EXPECT_EQ(Sample(text, keys_sorted), 2 + 3);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(reached["unary.run"], 0);
+  EXPECT_EQ(reached["stream.run"], 0);
 }
 
 // Every allocation site of every handler and reactor, with the RPC that

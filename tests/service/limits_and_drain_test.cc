@@ -1,4 +1,5 @@
 // Limits (message size, in-flight bytes) and the SIGTERM drain sequence.
+#include <chrono>
 #include <future>
 #include <thread>
 
@@ -6,6 +7,7 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include "core/gpu_info.h"
+#include "tests/service/gate.h"
 #include "tests/service/test_server.h"
 
 namespace sortd::testing {
@@ -27,6 +29,7 @@ TEST(LimitsTest, OversizeMessageIsResourceExhaustedAndServerStaysHealthy) {
   auto health = client->Health();
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(*health, "SERVING");
+  EXPECT_EQ(CpuKeysSorted(*server), 0);  // refused, not sorted
 }
 
 TEST(LimitsTest, RequestOverInflightLimitIsResourceExhausted) {
@@ -39,14 +42,27 @@ TEST(LimitsTest, RequestOverInflightLimitIsResourceExhausted) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(r.status().message().find("max_inflight_bytes"), std::string::npos);
+  EXPECT_EQ(CpuKeysSorted(*server), 0);  // refused by admission, not sorted
   auto small = client->Sort<uint64_t>(std::vector<uint64_t>{2, 1});
   ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->keys, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(CpuKeysSorted(*server), 2);
 }
 
 TEST(DrainTest, ShutdownRefusesNewWorkAndFinishesInFlightStreams) {
+  // A stream's request is held at the worker ("stream.run") when the drain
+  // begins: provably in flight. While it is held, new work (a unary call,
+  // and a new request on the same stream) is refused UNAVAILABLE and the
+  // drain cannot end; once released, the held request is answered exactly
+  // and the stream ends OK.
+  Gate gate("stream.run");
   ServerOptions options;
-  options.drain_delay = absl::Seconds(3);  // the window the checks below run in
+  options.batching_mode = BatchingMode::kOff;  // every request through the pool
+  // No drain_delay: the held request alone keeps the drain (and the
+  // listener, for the observer) open while the checks below run.
+  options.test_site_hook = gate.Hook();
   auto server = StartServer(options);
+  OpenOnExit open_on_exit(gate);
   auto client = Connect(*server);
   auto observer = Connect(*server);
   // Connected before the drain: a first call after it could find the
@@ -55,17 +71,15 @@ TEST(DrainTest, ShutdownRefusesNewWorkAndFinishesInFlightStreams) {
   ASSERT_TRUE(before.ok()) << before.status();
   ASSERT_EQ(*before, "SERVING");
 
-  // A stream opened before the drain, with one request answered.
+  // A stream opened before the drain, with one request held in flight.
   grpc::ClientContext stream_ctx;
+  stream_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto stream = client->stub().SortStream(&stream_ctx);
   v1::SortRequest request;
   request.set_request_id("before");
-  request.mutable_keys()->mutable_uint32()->add_values(2);
-  request.mutable_keys()->mutable_uint32()->add_values(1);
+  for (uint32_t k : {3, 1, 2}) request.mutable_keys()->mutable_uint32()->add_values(k);
   ASSERT_TRUE(stream->Write(request));
-  v1::SortResponse response;
-  ASSERT_TRUE(stream->Read(&response));
-  EXPECT_EQ(response.request_id(), "before");
+  ASSERT_TRUE(gate.WaitForArrivals(1)) << "the request never reached a worker";
 
   auto shutdown = std::async(std::launch::async, [&] { server->Shutdown(); });
   // Wait for the drain to begin (observed, not slept for).
@@ -75,22 +89,36 @@ TEST(DrainTest, ShutdownRefusesNewWorkAndFinishesInFlightStreams) {
     if (!health.ok() || *health == "NOT_SERVING") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  ASSERT_TRUE(health.ok()) << health.status();
-  EXPECT_EQ(*health, "NOT_SERVING");
+  // (EXPECT until the gate is open: an early return would leave the
+  // request held; OpenOnExit covers a failed ASSERT as well.)
+  EXPECT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health.value_or(""), "NOT_SERVING");
   auto refused = observer->Sort<uint32_t>(std::vector<uint32_t>{1});
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
 
-  // The stream opened before the drain finishes normally.
-  request.set_request_id("during");
-  ASSERT_TRUE(stream->Write(request));
-  ASSERT_TRUE(stream->Read(&response));
+  // New work on the stream is refused, answered while "before" is held.
+  v1::SortRequest during;
+  during.set_request_id("during");
+  during.mutable_keys()->mutable_uint32()->add_values(1);
+  EXPECT_TRUE(stream->Write(during));
+  v1::SortResponse response;
+  EXPECT_TRUE(stream->Read(&response));
   EXPECT_EQ(response.request_id(), "during");
-  EXPECT_TRUE(response.has_error());  // new work on the stream is refused...
+  EXPECT_TRUE(response.has_error());
   EXPECT_EQ(response.error().code(), static_cast<int>(grpc::StatusCode::UNAVAILABLE));
+  // The held request keeps the drain from ending.
+  EXPECT_EQ(gate.arrived(), 1);
+  EXPECT_EQ(shutdown.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+
+  gate.Open();
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.request_id(), "before");
+  ASSERT_FALSE(response.has_error()) << response.error().message();
+  const auto& got = response.keys().uint32().values();
+  EXPECT_EQ(std::vector<uint32_t>(got.begin(), got.end()), (std::vector<uint32_t>{1, 2, 3}));
   stream->WritesDone();
   EXPECT_FALSE(stream->Read(&response));
-  EXPECT_TRUE(stream->Finish().ok());  // ...but the stream itself ends cleanly
+  EXPECT_TRUE(stream->Finish().ok());  // the stream itself ends cleanly
   shutdown.get();
 }
 

@@ -6,8 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -478,10 +482,68 @@ TEST(RegionTest, AnObjectShrunkDuringASortFailsThatSortNotTheServer) {
   EXPECT_TRUE(c->UnregisterRegion("doomed").ok());
 }
 
+// Holds one call at a time at `site` until the test has done something
+// (here: unregistered the region the call holds); every other call passes.
+class Turnstile {
+ public:
+  explicit Turnstile(std::string site) : site_(std::move(site)) {}
+  std::function<bool(absl::string_view)> Hook() {
+    return [this](absl::string_view at) {
+      if (at != site_) return false;
+      std::unique_lock<std::mutex> lock(mu_);
+      ++passed_;
+      if (!armed_) return false;
+      armed_ = false;
+      const int ticket = ++held_;
+      cv_.notify_all();
+      // Bounded: a failing test never leaves a call held.
+      cv_.wait_for(lock, std::chrono::seconds(30), [&] { return released_ >= ticket; });
+      return false;
+    };
+  }
+  // Arms the turnstile and waits (bounded) until the next call is held.
+  bool HoldNext() {
+    std::unique_lock<std::mutex> lock(mu_);
+    armed_ = true;
+    const int want = held_ + 1;
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return held_ >= want; });
+  }
+  // Lets every held call go on.
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = false;
+    released_ = held_;
+    cv_.notify_all();
+  }
+  int passed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return passed_;
+  }
+
+ private:
+  const std::string site_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false;
+  int held_ = 0;      // calls held so far
+  int released_ = 0;  // calls let go so far
+  int passed_ = 0;    // calls that reached the site
+};
+
 TEST(RegionTest, SortsRacingUnregisterEitherSortOrFailNotFound) {
-  auto server = StartServer(WithRegions());
+  // Four sorters loop over their own slices of one region while the test
+  // unregisters and re-registers it. Each round provably has both outcomes:
+  // one sort holds the region (stopped at "region.resolved") when the
+  // unregister lands, and must still sort exactly; a sort sent while the
+  // name is gone must fail NOT_FOUND. The sorters' own answers, whenever
+  // they land, must be one or the other, never a wrong order or another
+  // error.
+  Turnstile turnstile("region.resolved");
+  ServerOptions options = WithRegions();
+  options.test_site_hook = turnstile.Hook();
+  auto server = StartServer(options);
   auto c = Connect(*server);
-  const size_t n = 1 << 18;
+  const size_t n = 1 << 16;
   auto memory = SharedMemory::Create(n * 4 * 4);
   ASSERT_TRUE(memory.ok());
   ASSERT_TRUE(c->RegisterSystemRegion("race", memory->shm_key(), n * 16).ok());
@@ -491,7 +553,7 @@ TEST(RegionTest, SortsRacingUnregisterEitherSortOrFailNotFound) {
   for (int t = 0; t < 4; ++t) {
     sorters.emplace_back([&, t] {
       auto keys = absl::MakeSpan(reinterpret_cast<uint32_t*>(memory->data()) + t * n, n);
-      for (int round = 0; !stop.load() || round < 2; ++round) {
+      for (int round = 0; !stop.load() && round < 100000; ++round) {
         const std::vector<uint32_t> input = RandomKeys<uint32_t>(n, t * 1000 + round);
         std::copy(input.begin(), input.end(), keys.begin());
         RegionSort sort;
@@ -510,18 +572,46 @@ TEST(RegionTest, SortsRacingUnregisterEitherSortOrFailNotFound) {
         } else {
           ++other;
         }
-        if (round > 200) break;
       }
     });
   }
-  for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(c->UnregisterRegion("race").ok());
-    ASSERT_TRUE(c->RegisterSystemRegion("race", memory->shm_key(), n * 16).ok());
+  constexpr int kRounds = 10;
+  int held_across_unregister = 0, refused_while_gone = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    // A sorter's call holds the region, stopped before it reads it...
+    if (!turnstile.HoldNext()) {
+      ADD_FAILURE() << "round " << i << ": no sort reached the region";
+      break;
+    }
+    // ...when the name goes away under it.
+    const absl::Status unregistered = c->UnregisterRegion("race");
+    // While the name is gone, a new sort of it is refused, never run (the
+    // refusal comes before the test site: it passes no turnstile).
+    RegionSort probe;
+    probe.keys = {"race", 0, 16, v1::ELEMENT_TYPE_UINT32};
+    const absl::Status refused = c->SortRegion(probe).status();
+    turnstile.Release();
+    EXPECT_TRUE(unregistered.ok()) << unregistered;
+    if (unregistered.ok()) ++held_across_unregister;
+    EXPECT_EQ(refused.code(), absl::StatusCode::kNotFound) << refused;
+    if (refused.code() == absl::StatusCode::kNotFound) ++refused_while_gone;
+    const absl::Status registered =
+        c->RegisterSystemRegion("race", memory->shm_key(), n * 16).status();
+    if (!registered.ok()) {
+      ADD_FAILURE() << "round " << i << ": " << registered;
+      break;
+    }
   }
+  turnstile.Release();  // also after a failed round: nothing stays armed or held
   stop = true;
   for (auto& t : sorters) t.join();
+  EXPECT_EQ(held_across_unregister, kRounds);
+  EXPECT_EQ(refused_while_gone, kRounds);
   EXPECT_EQ(other.load(), 0);
-  EXPECT_GT(sorted.load(), 0);
+  // Every call that got hold of the region (the held ones among them)
+  // sorted its slice exactly: none of them failed.
+  EXPECT_EQ(sorted.load(), turnstile.passed());
+  EXPECT_GE(sorted.load(), kRounds);
   EXPECT_EQ(c->Health().value_or(""), "SERVING");
 }
 

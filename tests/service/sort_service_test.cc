@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "tests/service/test_server.h"
 
@@ -188,15 +191,48 @@ TEST_F(SortServiceTest, PairsLengthMismatchAndMissingValuesAreRefused) {
   ExpectHealthy();
 }
 
-TEST_F(SortServiceTest, ExpiredDeadlineIsNotRun) {
-  v1::SortRequest request;
-  request.mutable_keys()->mutable_uint32()->add_values(1);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() - std::chrono::seconds(1));
-  v1::SortResponse response;
-  EXPECT_EQ(stub().Sort(&ctx, request, &response).error_code(),
-            grpc::StatusCode::DEADLINE_EXCEEDED);
-  ExpectHealthy();
+TEST(SortDeadlineTest, ExpiredDeadlineIsNotRun) {
+  // A deadline already past when the call is made: the client fails it
+  // DEADLINE_EXCEEDED without sending it (gRPC's own check), so the server
+  // must neither sort it nor count it. Shutdown returns only once every
+  // call that reached the server has been handled and counted, so what the
+  // counters say after it is final. (A deadline that passes while the call
+  // waits on the server: GatedDeadlineTest, BatchingTest.ExpiredRequest...)
+  std::mutex mu;
+  std::map<std::string, int> reached;
+  ServerOptions options;
+  options.test_site_hook = [&](absl::string_view at) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++reached[std::string(at)];
+    return false;
+  };
+  options.batching_mode = BatchingMode::kOff;  // a sort would pass "unary.run"
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto client = Connect(*server);
+  ASSERT_EQ(client->Health().value_or(""), "SERVING");
+  for (int i = 0; i < 10; ++i) {
+    v1::SortRequest request;
+    for (uint32_t k : {3, 1, 2}) request.mutable_keys()->mutable_uint32()->add_values(k);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() - std::chrono::seconds(1));
+    v1::SortResponse response;
+    EXPECT_EQ(client->stub().Sort(&ctx, request, &response).error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  // A call with time to run, on the same channel, is sorted.
+  auto sorted = client->Sort<int64_t>(std::vector<int64_t>{5, -1, 4, 0});
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  EXPECT_EQ(sorted->keys, (std::vector<int64_t>{-1, 0, 4, 5}));
+  server->Shutdown();
+
+  const std::string text = Scrape(*server);
+  EXPECT_EQ(Sample(text, R"(sortd_keys_sorted_total{engine="cpu"})"), 4) << text;
+  EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="int64",method="Sort"})"), 1);
+  // No uint32 Sort was counted, whatever its code.
+  EXPECT_EQ(text.find(R"(key_type="uint32",method="Sort")"), std::string::npos) << text;
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(reached["unary.run"], 1);  // the int64 call only
 }
 
 TEST_F(SortServiceTest, RequestIdIsEchoed) {

@@ -2,6 +2,7 @@
 // SortChunked (client-side transparent chunking, protocol errors).
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -94,12 +95,44 @@ TEST(SortChunkedTest, ClientChunksLargeArraysTransparently) {
     pkeys[i] = static_cast<uint32_t>(rng() % 5000);
     pvalues[i] = "value-" + std::to_string(pkeys[i]) + "-" + std::to_string(i);
   }
-  auto pairs = client->SortPairs<uint32_t, std::string>(pkeys, pvalues);
-  ASSERT_TRUE(pairs.ok()) << pairs.status();
-  ASSERT_EQ(pairs->values.size(), pkeys.size());
-  for (size_t i = 0; i < pkeys.size(); ++i) {
-    ASSERT_EQ(pairs->values[i].rfind("value-" + std::to_string(pairs->keys[i]) + "-", 0), 0u);
+  // ~4 MB of payload: over the client's 2 MiB message limit, so SortChunked.
+  size_t payload = pkeys.size() * sizeof(uint32_t);
+  for (const std::string& v : pvalues) payload += v.size();
+  ASSERT_TRUE(client->NeedsChunking(payload));
+  for (auto order : {v1::SORT_ORDER_ASCENDING, v1::SORT_ORDER_DESCENDING}) {
+    SCOPED_TRACE(order == v1::SORT_ORDER_ASCENDING ? "ascending" : "descending");
+    auto pairs = client->SortPairs<uint32_t, std::string>(pkeys, pvalues, order);
+    ASSERT_TRUE(pairs.ok()) << pairs.status();
+    // The host reference: a stable sort of the positions by key (descending:
+    // reverse order of distinct keys, equal keys in input order). Each value
+    // names its input position, so the values compared here are the
+    // permutation the server applied.
+    std::vector<size_t> perm(pkeys.size());
+    std::iota(perm.begin(), perm.end(), size_t{0});
+    std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) {
+      return order == v1::SORT_ORDER_DESCENDING ? pkeys[b] < pkeys[a] : pkeys[a] < pkeys[b];
+    });
+    std::vector<uint32_t> want_keys(perm.size());
+    std::vector<std::string> want_values(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      want_keys[i] = pkeys[perm[i]];
+      want_values[i] = pvalues[perm[i]];
+    }
+    ASSERT_EQ(pairs->keys.size(), pkeys.size());
+    ASSERT_EQ(pairs->values.size(), pkeys.size());
+    // Element by element, to name the first position that differs.
+    for (size_t i = 0; i < perm.size(); ++i) {
+      ASSERT_EQ(pairs->keys[i], want_keys[i]) << "key at " << i;
+      ASSERT_EQ(pairs->values[i], want_values[i]) << "value at " << i;
+    }
   }
+  // Both went through SortChunked (counted once its reactor is done, a
+  // moment after the client has its answer).
+  const std::string chunked =
+      R"(sortd_requests_total{code="OK",key_type="uint32",method="SortChunked"})";
+  const std::string text =
+      ScrapeUntil(*server, [&](const std::string& t) { return Sample(t, chunked) >= 2; });
+  EXPECT_EQ(Sample(text, chunked), 2);
 }
 
 TEST(SortChunkedTest, ChunksFitTheClientsOwnMessageLimit) {

@@ -66,6 +66,14 @@ inline std::string ScrapeUntil(SortdServer& server,
   return text;
 }
 
+// Keys the server's CPU engine has sorted so far (sortd_keys_sorted_total;
+// 0 before the first). A call is counted before its status is sent, so
+// once a client has its answer, its keys are in.
+inline double CpuKeysSorted(SortdServer& server) {
+  const double keys = Sample(Scrape(server), R"(sortd_keys_sorted_total{engine="cpu"})");
+  return keys < 0 ? 0 : keys;
+}
+
 inline std::unique_ptr<client::SortClient> Connect(const SortdServer& server,
                                                    client::ClientOptions options = {}) {
   auto c = client::SortClient::Connect(Target(server), options);
