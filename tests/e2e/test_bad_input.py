@@ -320,9 +320,9 @@ class BadInput(unittest.TestCase):
         self.assertRefused(self.sort, b"\x0a\x00", grpc.StatusCode.INVALID_ARGUMENT, "keys: required")
 
     def test_sort_keys_of_a_type_this_server_does_not_know_names_keys(self):
-        # TypedArray field 8: a member a later API version might add. Parsed
+        # TypedArray field 40: a member a later API version might add. Parsed
         # as an unknown field, so the oneof is unset.
-        self.assertRefused(self.sort, ld(1, ld(8, b"")), grpc.StatusCode.INVALID_ARGUMENT,
+        self.assertRefused(self.sort, ld(1, ld(40, b"")), grpc.StatusCode.INVALID_ARGUMENT,
                            "keys: required")
 
     def test_pairs_empty_message_names_keys(self):
