@@ -190,6 +190,13 @@ class SortClient {
   // of answering NOT_SERVING.
   absl::StatusOr<std::string> Health(const std::string& service = "");
 
+  // Sorts a table's rows by its key columns (SortTable; docs/api.md,
+  // "Tables"): the columns (any TypedArray type, optional Arrow validity
+  // bitmaps) and keys as the request gives them; the response holds the
+  // permutation and, with return_columns, the reordered columns. One
+  // message: tables over max_message_bytes are refused by the server.
+  absl::StatusOr<v1::SortTableResponse> SortTable(const v1::SortTableRequest& request);
+
   v1::SortService::Stub& stub() { return *stub_; }
   const ClientOptions& options() const { return options_; }
   // Applies the configured deadline (or `timeout`) to a context.

@@ -3,6 +3,7 @@
 #include "server/grpc/sort_service.h"
 
 #include <memory>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 
@@ -16,6 +17,7 @@
 #include "server/runtime/calls_in_flight.h"
 #include "server/wire/region_ops.h"
 #include "server/wire/sort_ops.h"
+#include "server/wire/table_ops.h"
 #include "server/wire/typed_array.h"
 
 namespace sortd {
@@ -149,27 +151,30 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     return reactor;
   }
   auto admitted = std::make_shared<Admitted>(context->admission, bytes);
-  if (!regions && context->Batches(record.key_type, KeysOf(*request)) && Batchable(*request)) {
-    absl::Status queued = Guarded(RpcMethodName(method), [&] {
-      return EnqueueBatched(
-          *context, request, response, [ctx] { return ctx->IsCancelled(); },
-          [=](absl::Status result, double queue_seconds) mutable {
-            if (result.ok()) result = CheckCallAlive(ctx, "while it was sorted");
-            record.queue_seconds = queue_seconds;
-            admitted->Reset();
-            if (result.ok()) DescribeSuccess(*request, *response, &record);
-            record.seconds = SecondsSince(arrival);
-            context->Report(record, request->request_id(), result);
-            finish(result);
-          });
-    });
-    if (!queued.ok()) {
-      admitted->Reset();
-      record.seconds = SecondsSince(arrival);
-      context->Report(record, request->request_id(), queued);
-      finish(queued);
+  // Table sorts are never batched (a batch sorts one column of a core type).
+  if constexpr (!std::is_same_v<Request, v1::SortTableRequest>) {
+    if (!regions && context->Batches(record.key_type, KeysOf(*request)) && Batchable(*request)) {
+      absl::Status queued = Guarded(RpcMethodName(method), [&] {
+        return EnqueueBatched(
+            *context, request, response, [ctx] { return ctx->IsCancelled(); },
+            [=](absl::Status result, double queue_seconds) mutable {
+              if (result.ok()) result = CheckCallAlive(ctx, "while it was sorted");
+              record.queue_seconds = queue_seconds;
+              admitted->Reset();
+              if (result.ok()) DescribeSuccess(*request, *response, &record);
+              record.seconds = SecondsSince(arrival);
+              context->Report(record, request->request_id(), result);
+              finish(result);
+            });
+      });
+      if (!queued.ok()) {
+        admitted->Reset();
+        record.seconds = SecondsSince(arrival);
+        context->Report(record, request->request_id(), queued);
+        finish(queued);
+      }
+      return reactor;
     }
-    return reactor;
   }
   WorkPool& pool = on_device && context->gpu_pool != nullptr
                       ? *context->gpu_pool
@@ -203,6 +208,18 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(grpc::CallbackServerContext
       [regions = context_->regions](Dispatcher& dispatcher, const v1::SortPairsRequest& request,
                                     v1::SortPairsResponse* response, bool device_allowed) {
         return RunSortPairs(dispatcher, request, response, regions, device_allowed);
+      });
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::SortTable(grpc::CallbackServerContext* ctx,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  CountCallForDrain(ctx);
+  return HandleUnary<v1::SortTableRequest, v1::SortTableResponse>(
+      context_, RpcMethod::kSortTable, ctx, request, response, ValidateSortTableRequest,
+      [](Dispatcher& dispatcher, const v1::SortTableRequest& request,
+         v1::SortTableResponse* response, bool) {
+        return RunSortTable(dispatcher, request, response);
       });
 }
 

@@ -73,6 +73,7 @@ const char* RpcMethodName(RpcMethod method) {
     case RpcMethod::kSortStream: return "SortStream";
     case RpcMethod::kSortChunked: return "SortChunked";
     case RpcMethod::kSortSession: return "SortSession";
+    case RpcMethod::kSortTable: return "SortTable";
   }
   return "unknown";
 }

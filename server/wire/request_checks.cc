@@ -31,6 +31,18 @@ absl::Status ValidateOrder(int order, absl::string_view field) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateNulls(int nulls, absl::string_view field) {
+  if (!v1::NullPlacement_IsValid(nulls)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": unknown value ", nulls, " (expected NULL_PLACEMENT_LAST or NULL_PLACEMENT_FIRST)"));
+  }
+  return absl::OkStatus();
+}
+
+NullPlacement ToCoreNulls(v1::NullPlacement nulls) {
+  return nulls == v1::NULL_PLACEMENT_FIRST ? NullPlacement::kFirst : NullPlacement::kLast;
+}
+
 SortOrder ToCoreOrder(v1::SortOrder order) {
   return order == v1::SORT_ORDER_DESCENDING ? SortOrder::kDescending
                                             : SortOrder::kAscending;

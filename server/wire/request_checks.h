@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/sortable_keys.h"
 #include "core/types.h"
 #include "sortd/v1/sort.pb.h"
 
@@ -30,6 +31,10 @@ std::string EchoableRequestId(const std::string& request_id);
 // INVALID_ARGUMENT naming `field` for a value outside SortOrder.
 absl::Status ValidateOrder(int order, absl::string_view field = "order");
 SortOrder ToCoreOrder(v1::SortOrder order);
+
+// INVALID_ARGUMENT naming `field` for a value outside NullPlacement.
+absl::Status ValidateNulls(int nulls, absl::string_view field = "nulls");
+NullPlacement ToCoreNulls(v1::NullPlacement nulls);
 
 // The core type of a v1::ElementType (session arrays, region slices);
 // INVALID_ARGUMENT naming `field` for an unknown value, or for UNSPECIFIED

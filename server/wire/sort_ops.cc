@@ -21,64 +21,6 @@ constexpr absl::string_view kKeysRequired =
     "keys: required (set one of uint32, int32, float32, uint64, int64, float64, bytes, int8, "
     "uint8, int16, uint16, float16, bfloat16, boolean, datetime64, timedelta64)";
 
-// An array is set when it has a core type or a converted one; converted
-// arrays are checked (width, bool bytes, time unit).
-absl::Status ValidateArray(const v1::TypedArray& array, absl::string_view field,
-                           absl::string_view required) {
-  if (IsConvertedArray(array)) return ValidateConvertedArray(array, field);
-  if (!TypeOf(array)) return absl::InvalidArgumentError(required);
-  return absl::OkStatus();
-}
-
-absl::Status ValidateNulls(int nulls) {
-  if (!v1::NullPlacement_IsValid(nulls)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nulls: unknown value ", nulls, " (expected NULL_PLACEMENT_LAST or NULL_PLACEMENT_FIRST)"));
-  }
-  return absl::OkStatus();
-}
-
-NullPlacement ToCoreNulls(v1::NullPlacement nulls) {
-  return nulls == v1::NULL_PLACEMENT_FIRST ? NullPlacement::kFirst : NullPlacement::kLast;
-}
-
-// Sorts `keys` into `out_keys`; fills `indices` (when non-empty; it must
-// then hold one slot per key) with the permutation. Returns the engine that
-// ran.
-absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
-                                    const v1::TypedArray& keys,
-                                    SortOrder order, NullPlacement nulls, v1::TypedArray* out_keys,
-                                    absl::Span<uint64_t> indices) {
-  if (IsConvertedArray(keys)) {
-    return SortConvertedKeys(dispatcher, keys, order, nulls, out_keys, indices);
-  }
-  const DataType type = *TypeOf(keys);
-  const size_t n = LengthOf(keys);
-  if (type == DataType::kBytes) {
-    std::vector<std::string_view> views(keys.bytes().values().begin(),
-                                        keys.bytes().values().end());
-    std::vector<uint64_t> local;
-    absl::Span<uint64_t> perm = indices;
-    if (perm.empty() && n > 0) {
-      local.resize(n);
-      perm = absl::MakeSpan(local);
-    }
-    absl::StatusOr<EngineKind> ran = dispatcher.ArgsortBytes(views, order, perm);
-    if (!ran.ok()) return ran.status();
-    absl::Status status = GatherTypedArray(keys, perm, out_keys);
-    if (!status.ok()) return status;
-    return ran;
-  }
-  absl::StatusOr<EngineKind> ran = absl::InternalError("unreachable");
-  VisitNumeric(type, [&](auto t) {
-    using T = decltype(t);
-    auto* field = MutableNumericField<T>(out_keys);
-    field->CopyFrom(NumericField<T>(keys));
-    ran = dispatcher.SortNumeric(NumericSpan(field->mutable_data(), n), order, indices);
-  });
-  return ran;
-}
-
 // Numeric pairs that the CPU engine takes: keys and values copied into the
 // response and sorted there together (the engine moves each value with its
 // key: no permutation, no gather; core/cpu/cpu_engine.cc). Nothing (and
@@ -115,11 +57,52 @@ std::optional<absl::StatusOr<EngineKind>> SortNumericPairsOnCpu(Dispatcher& disp
 
 }  // namespace
 
+absl::Status ValidateTypedArray(const v1::TypedArray& array, absl::string_view field,
+                                absl::string_view required) {
+  if (IsConvertedArray(array)) return ValidateConvertedArray(array, field);
+  if (!TypeOf(array)) return absl::InvalidArgumentError(required);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
+                                    const v1::TypedArray& keys,
+                                    SortOrder order, NullPlacement nulls, v1::TypedArray* out_keys,
+                                    absl::Span<uint64_t> indices) {
+  if (IsConvertedArray(keys)) {
+    return SortConvertedKeys(dispatcher, keys, order, nulls, out_keys, indices);
+  }
+  const DataType type = *TypeOf(keys);
+  const size_t n = LengthOf(keys);
+  if (type == DataType::kBytes) {
+    std::vector<std::string_view> views(keys.bytes().values().begin(),
+                                        keys.bytes().values().end());
+    std::vector<uint64_t> local;
+    absl::Span<uint64_t> perm = indices;
+    if (perm.empty() && n > 0) {
+      local.resize(n);
+      perm = absl::MakeSpan(local);
+    }
+    absl::StatusOr<EngineKind> ran = dispatcher.ArgsortBytes(views, order, perm);
+    if (!ran.ok()) return ran.status();
+    absl::Status status = GatherTypedArray(keys, perm, out_keys);
+    if (!status.ok()) return status;
+    return ran;
+  }
+  absl::StatusOr<EngineKind> ran = absl::InternalError("unreachable");
+  VisitNumeric(type, [&](auto t) {
+    using T = decltype(t);
+    auto* field = MutableNumericField<T>(out_keys);
+    field->CopyFrom(NumericField<T>(keys));
+    ran = dispatcher.SortNumeric(NumericSpan(field->mutable_data(), n), order, indices);
+  });
+  return ran;
+}
+
 absl::Status ValidateSortRequest(const v1::SortRequest& request) {
   if (UsesRegions(request)) return ValidateRegionSort(request);
   absl::Status id = ValidateRequestId(request.request_id());
   if (!id.ok()) return id;
-  absl::Status keys = ValidateArray(request.keys(), "keys", kKeysRequired);
+  absl::Status keys = ValidateTypedArray(request.keys(), "keys", kKeysRequired);
   if (!keys.ok()) return keys;
   absl::Status nulls = ValidateNulls(request.nulls());
   if (!nulls.ok()) return nulls;
@@ -130,9 +113,9 @@ absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request) {
   if (UsesRegions(request)) return ValidateRegionSortPairs(request);
   absl::Status id = ValidateRequestId(request.request_id());
   if (!id.ok()) return id;
-  absl::Status keys_ok = ValidateArray(request.keys(), "keys", kKeysRequired);
+  absl::Status keys_ok = ValidateTypedArray(request.keys(), "keys", kKeysRequired);
   if (!keys_ok.ok()) return keys_ok;
-  absl::Status values_ok = ValidateArray(
+  absl::Status values_ok = ValidateTypedArray(
       request.values(), "values",
       absl::StrCat("values: required", kKeysRequired.substr(kKeysRequired.find(" ("))));
   if (!values_ok.ok()) return values_ok;

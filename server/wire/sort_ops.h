@@ -16,6 +16,19 @@
 
 namespace sortd {
 
+// OK when `array` is set to a core or a converted type (and a converted
+// one is well formed: converted_arrays.h); else INVALID_ARGUMENT naming
+// `field`, or saying `required` when nothing is set.
+absl::Status ValidateTypedArray(const v1::TypedArray& array, absl::string_view field,
+                                absl::string_view required);
+
+// Sorts `keys` (any type) into `out_keys` (replaced, same type); fills
+// `indices` (when not empty: one slot per key) with the permutation.
+// `nulls` places NaT in time keys. Returns the engine that ran.
+absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher, const v1::TypedArray& keys,
+                                    SortOrder order, NullPlacement nulls, v1::TypedArray* out_keys,
+                                    absl::Span<uint64_t> indices);
+
 // INVALID_ARGUMENT naming the field when a request is malformed.
 absl::Status ValidateSortRequest(const v1::SortRequest& request);
 absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request);

@@ -18,6 +18,8 @@ from sort_reference import bits, make_array, reference_permutation
 from sortd_process import SortdProcess, scrape, total
 
 SORTD = os.environ["SORTD_BIN"]
+# cpu in the suite; the GPU host runs the same tests on auto (the GPU engine)
+ENGINE = os.environ.get("SORTD_E2E_ENGINE", "cpu")
 NARROW = ["i1", "u1", "<i2", ">i2", "<u2", "f2", "?"]
 
 
@@ -52,7 +54,7 @@ def time_reference(a, descending, nulls):
 class TypesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = SortdProcess(SORTD, "--engine=cpu").start()
+        cls.server = SortdProcess(SORTD, "--engine=" + ENGINE).start()
         cls.client = Client(cls.server.target)
 
     @classmethod

@@ -117,6 +117,41 @@ def converted_seeds():
         write("request", b"\x01" + p.SerializeToString())
 
 
+def table_seeds():
+    """SortTable (byte 0 = 0x80): key columns of several types, nulls by
+    bitmap and NaT, orders and placements, return_columns; and refusals."""
+    def table(return_columns=False):
+        t = sort_pb2.SortTableRequest(return_columns=return_columns, request_id="t")
+        a = t.columns.add(name="a")
+        a.values.int32.values.extend([2, -1, 2, 0, -1, 7])
+        a.validity = bytes([0b101101])
+        b = t.columns.add(name="b")
+        b.values.float32.values.extend([1.5, float("nan"), -0.0, 0.0, 1.5, float("-inf")])
+        c = t.columns.add(name="c")
+        c.values.bytes.values.extend([b"x", b"", b"x", b"ab", b"\xff", b"x"])
+        d = t.columns.add(name="d")
+        d.values.datetime64.values.extend([5, NAT, 5, -1, NAT, 5])
+        d.values.datetime64.unit = sort_pb2.TIME_UNIT_SECOND
+        e = t.columns.add(name="e")
+        e.values.int16.values = struct.pack("<6h", 3, 3, -2, 3, 0, -2)
+        return t
+    for keys in ([(0, 0, 0)], [(0, 1, 1), (1, 0, 0)], [(2, 0, 0), (3, 1, 1), (4, 1, 0)],
+                 [(3, 0, 1), (0, 1, 0), (2, 1, 1), (1, 0, 1)]):
+        for return_columns in (False, True):
+            t = table(return_columns)
+            for column, order, nulls in keys:
+                t.by.add(column=column, order=order, nulls=nulls)
+            write("request", b"\x80" + t.SerializeToString())
+    short = table()
+    short.columns[1].values.float32.values.append(1.0)
+    short.by.add(column=0)
+    write("request", b"\x80" + short.SerializeToString())
+    past = table()
+    past.by.add(column=9)
+    write("request", b"\x80" + past.SerializeToString())
+    write("request", b"\x80" + table().SerializeToString())  # no keys
+
+
 def region_seeds():
     """Region references against the fuzzer's 64 KiB region "fuzz" (and
     "fuzz2", the same memory under another name): in place, out of place,
@@ -254,6 +289,7 @@ def session_seeds():
 if __name__ == "__main__":
     request_seeds()
     converted_seeds()
+    table_seeds()
     region_seeds()
     chunked_seeds()
     cpu_seeds()

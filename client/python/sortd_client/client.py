@@ -11,6 +11,7 @@ from sortd.v1 import sort_pb2
 
 from . import wire
 from .arrays import TypedInput, finish_indices, indices_from
+from .table import TableInput
 from .errors import ProtocolError, RequestError, SortdError
 from .health import HealthChecker
 from . import native as native_sessions
@@ -132,6 +133,8 @@ class Client:
             path + "Sort", response_deserializer=sort_pb2.SortResponse.FromString)
         self._sort_pairs = self._channel.unary_unary(
             path + "SortPairs", response_deserializer=sort_pb2.SortPairsResponse.FromString)
+        self._sort_table = self._channel.unary_unary(
+            path + "SortTable", response_deserializer=sort_pb2.SortTableResponse.FromString)
         self._sort_stream = self._channel.stream_stream(
             path + "SortStream", response_deserializer=sort_pb2.SortResponse.FromString)
         self._sort_chunked = self._channel.stream_stream(
@@ -252,6 +255,38 @@ class Client:
                              chunked, timeout, progress, out=out, indices_out=indices_out,
                              nulls=nulls)
         return (res.keys, res.indices) if return_indices else res.keys
+
+    def sort_table(self, columns, by, ascending=True, nulls="last", return_columns=False,
+                   request_id="", timeout=_DEFAULT):
+        """Sorts the rows of a table by one or more key columns (SortTable).
+
+        columns: a dict (or any mapping) name -> 1-D array, or a sequence of
+        arrays (named "0", "1", ...); numpy masked arrays carry nulls. by: a
+        column name (or index) or a list of them, most significant first.
+        ascending and nulls ("last" or "first"; NaT counts as a null): one
+        for every key, or a list, one per key. Stable: rows equal on every
+        key keep their input order.
+
+        Returns the permutation (int64: row i of the sorted table is input
+        row perm[i]), or with return_columns a dict name -> column in the
+        sorted order (masked arrays where the input had nulls). The table
+        travels in one message (max_message_bytes).
+        """
+        table = TableInput(columns, by, ascending, nulls)
+        if table.size() > self.max_message_bytes - HEADROOM:
+            raise ValueError("the table is %d bytes; SortTable carries one message (%d bytes "
+                             "here): sort fewer rows per call" % (
+                                 table.size(), self.max_message_bytes - HEADROOM))
+        try:
+            resp = self._sort_table(table.request(return_columns, request_id),
+                                    timeout=self._deadline(timeout))
+        except grpc.RpcError as err:
+            raise SortdError.from_rpc_error(err) from None
+        if return_columns:
+            return table.reordered(resp)
+        perm = table.permutation(resp)
+        _check_count("indices", len(perm), table.rows)
+        return perm
 
     def sort_pairs(self, keys, values, descending=False, request_id="",
                    chunked=None, timeout=_DEFAULT, progress=None, out=None,

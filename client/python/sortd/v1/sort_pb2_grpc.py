@@ -143,6 +143,11 @@ class SortServiceStub(object):
                 request_serializer=sortd_dot_v1_dot_sort__pb2.SortChunkedRequest.SerializeToString,
                 response_deserializer=sortd_dot_v1_dot_sort__pb2.SortChunkedResponse.FromString,
                 )
+        self.SortTable = channel.unary_unary(
+                '/sortd.v1.SortService/SortTable',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.SortTableRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.SortTableResponse.FromString,
+                )
         self.StartSortSession = channel.unary_unary(
                 '/sortd.v1.SortService/StartSortSession',
                 request_serializer=sortd_dot_v1_dot_sort__pb2.StartSortSessionRequest.SerializeToString,
@@ -208,6 +213,16 @@ class SortServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SortTable(self, request, context):
+        """Sorts the rows of a table by 1 to 32 key columns, each with its own
+        order and null placement (stable, lexicographic; docs/api.md,
+        "Tables"). Returns the permutation and, on request, every column in
+        the sorted row order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StartSortSession(self, request, context):
         """Sort sessions: one large numeric sort whose arrays travel as raw bytes,
         in parts, over as many connections as the client opens (docs/api.md,
@@ -267,6 +282,11 @@ def add_SortServiceServicer_to_server(servicer, server):
                     servicer.SortChunked,
                     request_deserializer=sortd_dot_v1_dot_sort__pb2.SortChunkedRequest.FromString,
                     response_serializer=sortd_dot_v1_dot_sort__pb2.SortChunkedResponse.SerializeToString,
+            ),
+            'SortTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.SortTable,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.SortTableRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.SortTableResponse.SerializeToString,
             ),
             'StartSortSession': grpc.unary_unary_rpc_method_handler(
                     servicer.StartSortSession,
@@ -369,6 +389,23 @@ class SortService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/sortd.v1.SortService/SortChunked',
             sortd_dot_v1_dot_sort__pb2.SortChunkedRequest.SerializeToString,
             sortd_dot_v1_dot_sort__pb2.SortChunkedResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SortTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.SortService/SortTable',
+            sortd_dot_v1_dot_sort__pb2.SortTableRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.SortTableResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

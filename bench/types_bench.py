@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""The converted types and table sorts through the real sortd, as a user
+calls them (the Python client), next to what that user would do instead:
+numpy.sort / pandas sort_values(kind="stable") on the same host. Each
+answer is checked; median of REPEATS calls after a warm-up. Prints one
+table (seconds; ratio = the alternative's time / sortd's).
+
+  SORTD_TARGET=127.0.0.1:50051 /usr/bin/python3 bench/types_bench.py [--log2=24] [--table_log2=22]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def timed(fn, repeats):
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--log2", type=int, default=24)
+    ap.add_argument("--table_log2", type=int, default=22)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    from sortd_client import Client
+    from sortd_client import pandas as sortd_pandas
+    import pandas as pd
+    client = Client(os.environ.get("SORTD_TARGET", "127.0.0.1:50051"))
+    rng = np.random.default_rng(1)
+    n = 1 << args.log2
+    rows = []
+    arrays = {
+        "uint32": rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32),
+        "int16": rng.integers(-(1 << 15), 1 << 15, n).astype(np.int16),
+        "uint8": rng.integers(0, 256, n).astype(np.uint8),
+        "int64": rng.integers(-(1 << 62), 1 << 62, n),
+        "datetime64[ns]": rng.integers(0, 1 << 62, n).view("M8[ns]"),
+        "float16": rng.standard_normal(n).astype(np.float16),
+    }
+    failed = []
+    for name, a in arrays.items():
+        t_sortd, got = timed(lambda: client.sort(a), args.repeats)
+        t_numpy, want = timed(lambda: np.sort(a, kind="stable"), args.repeats)
+        ok = np.array_equal(got.view(f"u{a.itemsize}"), want.view(f"u{a.itemsize}"))
+        if not ok:
+            failed.append(name)
+        rows.append((f"{name} keys 2^{args.log2}", t_sortd, "numpy.sort", t_numpy, ok))
+    m = 1 << args.table_log2
+    a = rng.integers(-1000, 1000, m).astype(np.int32)
+    b = rng.standard_normal(m).astype(np.float32)
+    b[rng.integers(0, m, m // 10)] = np.nan
+    df = pd.DataFrame({"a": pd.array(a, dtype="Int32"), "b": b})
+    df.loc[rng.integers(0, m, m // 10), "a"] = pd.NA
+    t_sortd, got = timed(lambda: sortd_pandas.sort_values(df, ["a", "b"], ascending=[True, False],
+                                                          client=client), args.repeats)
+    t_pandas, want = timed(lambda: df.sort_values(["a", "b"], ascending=[True, False],
+                                                  kind="stable"), args.repeats)
+    ok = got.index.equals(want.index)
+    if not ok:
+        failed.append("table int32,float32")
+    rows.append((f"table (Int32 nulls, float32 desc NaN) 2^{args.table_log2}", t_sortd,
+                 "pandas", t_pandas, ok))
+    words = np.array(["%06d" % i for i in range(50_000)])[rng.integers(0, 50_000, m)]
+    df2 = pd.DataFrame({"s": words, "v": rng.integers(0, 100, m)})
+    t_sortd, got = timed(lambda: sortd_pandas.sort_values(df2, ["s", "v"], client=client), 3)
+    t_pandas, want = timed(lambda: df2.sort_values(["s", "v"], kind="stable"), 3)
+    ok = got.index.equals(want.index)
+    if not ok:
+        failed.append("table str,int64")
+    rows.append((f"table (str, int64) 2^{args.table_log2}", t_sortd, "pandas", t_pandas, ok))
+    print("%-48s %12s %14s %12s %8s %s" % ("workload", "sortd s", "instead", "its s", "ratio", "check"))
+    for name, ts, other, to, ok in rows:
+        print("%-48s %12.4f %14s %12.4f %7.2fx %s" % (name, ts, other, to, to / ts, "ok" if ok else "WRONG"))
+    if failed:
+        print("types_bench: wrong answers: " + ", ".join(failed))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

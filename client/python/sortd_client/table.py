@@ -1,0 +1,108 @@
+"""Table sorts (SortTable): the request built from numpy columns, the answer
+back as a permutation or as reordered columns.
+
+Columns may be numpy arrays of any dtype the client carries
+(arrays.SUPPORTED) or numpy masked arrays, whose mask becomes an Arrow
+validity bitmap (a bit a row, least significant first, 1 = a value).
+"""
+import numpy as np
+
+from sortd.v1 import sort_pb2
+
+from . import wire
+from .arrays import TypedInput, indices_from
+
+
+def _per_key(value, keys, what):
+    """One value per key: a scalar repeated, or a sequence of len(keys)."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(keys):
+            raise ValueError("%s: %d values for %d keys" % (what, len(value), len(keys)))
+        return list(value)
+    return [value] * len(keys)
+
+
+class TableInput:
+    """Named columns and the keys to sort them by, validated and encoded."""
+
+    def __init__(self, columns, by, ascending=True, nulls="last"):
+        if hasattr(columns, "keys") and hasattr(columns, "__getitem__"):
+            self.names = [str(name) for name in columns.keys()]
+            arrays = [columns[name] for name in columns.keys()]
+        else:
+            arrays = list(columns)
+            self.names = [str(i) for i in range(len(arrays))]
+        if not arrays:
+            raise ValueError("columns: at least one column")
+        keys = [by] if isinstance(by, (str, int, np.integer)) else list(by)
+        if not keys:
+            raise ValueError("by: at least one key column")
+        self.by = []
+        for key in keys:
+            if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+                index = int(key)
+                if not 0 <= index < len(arrays):
+                    raise ValueError("by: column %d of %d" % (index, len(arrays)))
+            elif str(key) in self.names:
+                index = self.names.index(str(key))
+            else:
+                raise KeyError("by: no column %r (columns: %s)" % (key, ", ".join(self.names)))
+            self.by.append(index)
+        self.ascending = [bool(a) for a in _per_key(ascending, keys, "ascending")]
+        self.nulls = _per_key(nulls, keys, "nulls")
+        for n in self.nulls:
+            if n not in ("last", "first"):
+                raise ValueError('nulls must be "last" or "first", got %r' % (n,))
+        self.columns = []
+        self.masks = []
+        for name, array in zip(self.names, arrays):
+            mask = None
+            if isinstance(array, np.ma.MaskedArray):
+                mask = np.ma.getmaskarray(array)
+                array = np.ma.getdata(array)
+            column = TypedInput(array, "column %r" % name)
+            self.columns.append(column)
+            self.masks.append(mask if mask is not None and mask.any() else None)
+        self.rows = self.columns[0].n
+        for name, column in zip(self.names, self.columns):
+            if column.n != self.rows:
+                raise ValueError("column %r: %d rows, column %r has %d"
+                                 % (name, column.n, self.names[0], self.rows))
+
+    def request(self, return_columns, request_id):
+        parts = []
+        for name, column, mask in zip(self.names, self.columns, self.masks):
+            inner = wire.string_field(1, name) + wire.len_field(2, column.parts())
+            if mask is not None:
+                inner += wire.len_field(3, [np.packbits(~mask, bitorder="little").tobytes()])
+            parts += wire.len_field(1, inner)
+        for index, ascending, nulls in zip(self.by, self.ascending, self.nulls):
+            key = (wire.varint_field(1, index)
+                   + wire.varint_field(2, sort_pb2.SORT_ORDER_ASCENDING if ascending
+                                       else sort_pb2.SORT_ORDER_DESCENDING)
+                   + wire.varint_field(3, sort_pb2.NULL_PLACEMENT_FIRST if nulls == "first"
+                                       else sort_pb2.NULL_PLACEMENT_LAST))
+            parts += wire.len_field(2, key)
+        parts += wire.varint_field(3, return_columns) + wire.string_field(4, request_id)
+        return wire.join(parts)
+
+    def size(self):
+        """About the encoded request size (for the message limit)."""
+        return sum(c.encoded_size() + (self.rows + 7) // 8 + 16 for c in self.columns)
+
+    def permutation(self, response):
+        indices = indices_from(response, 1, clear="columns") if response.indices else \
+            np.empty(0, np.uint64)
+        return np.asarray(indices, dtype=np.int64)
+
+    def reordered(self, response):
+        """{name: column in sorted row order}; masked where null."""
+        out = {}
+        for name, column, mask, got in zip(self.names, self.columns, self.masks, response.columns):
+            values = column.finish([column.decode(got.values)])
+            if mask is not None:
+                valid = np.unpackbits(np.frombuffer(got.validity, np.uint8), bitorder="little",
+                                      count=self.rows).astype(bool)
+                values = np.ma.MaskedArray(values, mask=~valid)
+            out[name] = values
+        return out

@@ -1,0 +1,231 @@
+#include "server/wire/table_ops.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/wire/converted_arrays.h"
+#include "server/wire/request_checks.h"
+#include "server/wire/sort_ops.h"
+#include "server/wire/typed_array.h"
+
+namespace sortd {
+namespace {
+
+// "columns[2] (\"ts\")", or "columns[2]" for an unnamed column.
+std::string ColumnName(const v1::SortTableRequest& request, int c) {
+  const std::string& name = request.columns(c).name();
+  if (name.empty()) return absl::StrCat("columns[", c, "]");
+  return absl::StrCat("columns[", c, "] (\"", name.substr(0, 64), name.size() > 64 ? "...\")" : "\")");
+}
+
+uint64_t BitmapBytes(uint64_t rows) { return (rows + 7) / 8; }
+
+bool IsValid(const std::string& validity, uint64_t row) {
+  return validity.empty() || ((static_cast<uint8_t>(validity[row / 8]) >> (row % 8)) & 1) != 0;
+}
+
+// The values of a time column (NaT is a null there), else null.
+const google::protobuf::RepeatedField<int64_t>* TimeValuesOf(const v1::TypedArray& a) {
+  if (a.has_datetime64()) return &a.datetime64().values();
+  if (a.has_timedelta64()) return &a.timedelta64().values();
+  return nullptr;
+}
+
+// The rows' bitmap in the new order: out bit i = in bit perm[i].
+std::string PermuteBitmap(const std::string& validity, const std::vector<uint64_t>& perm) {
+  std::string out(BitmapBytes(perm.size()), '\0');
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (IsValid(validity, perm[i])) out[i / 8] = static_cast<char>(out[i / 8] | (1 << (i % 8)));
+  }
+  return out;
+}
+
+// Encoded size of a length-delimited field (tag + length varint + body).
+uint64_t FieldBytes(uint64_t body) {
+  uint64_t varint = 1;
+  for (uint64_t v = body; v >= 0x80; v >>= 7) ++varint;
+  return 1 + varint + body;
+}
+
+// Bytes of one column as it travels (values with their framing, bitmap).
+uint64_t ColumnBytes(const v1::TableColumn& column) {
+  // A byte string's tag and length varint: 6 bytes at most below 2^28.
+  const uint64_t framing =
+      TypeOf(column.values()) == DataType::kBytes ? 6 * LengthOf(column.values()) : 0;
+  return PayloadBytes(column.values()) + framing + column.validity().size() + column.name().size() + 32;
+}
+
+}  // namespace
+
+absl::Status ValidateSortTableRequest(const v1::SortTableRequest& request) {
+  absl::Status id = ValidateRequestId(request.request_id());
+  if (!id.ok()) return id;
+  if (request.columns_size() == 0) {
+    return absl::InvalidArgumentError("columns: required (at least one column)");
+  }
+  const uint64_t rows = LengthOf(request.columns(0).values());
+  for (int c = 0; c < request.columns_size(); ++c) {
+    const v1::TableColumn& column = request.columns(c);
+    const std::string field = ColumnName(request, c);
+    absl::Status values = ValidateTypedArray(column.values(), absl::StrCat(field, ".values"),
+                                             absl::StrCat(field, ".values: required (an array of any type)"));
+    if (!values.ok()) return values;
+    const uint64_t n = LengthOf(column.values());
+    if (n != rows) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", n, " rows, but ",
+                                                     ColumnName(request, 0), " has ", rows));
+    }
+    if (!column.validity().empty() && column.validity().size() < BitmapBytes(rows)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".validity: ", column.validity().size(), " bytes for ", rows, " rows (needs ",
+          BitmapBytes(rows), ", a bit a row)"));
+    }
+  }
+  if (request.by_size() == 0) {
+    return absl::InvalidArgumentError("by: required (at least one key column)");
+  }
+  if (request.by_size() > kMaxSortKeys) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("by: ", request.by_size(), " keys, at most ", kMaxSortKeys));
+  }
+  for (int k = 0; k < request.by_size(); ++k) {
+    const v1::SortKey& key = request.by(k);
+    if (key.column() >= static_cast<uint32_t>(request.columns_size())) {
+      return absl::InvalidArgumentError(absl::StrCat("by[", k, "].column: ", key.column(),
+                                                     ", but the table has ", request.columns_size(),
+                                                     " columns"));
+    }
+    absl::Status order = ValidateOrder(key.order(), absl::StrCat("by[", k, "].order"));
+    if (!order.ok()) return order;
+    absl::Status nulls = ValidateNulls(key.nulls(), absl::StrCat("by[", k, "].nulls"));
+    if (!nulls.ok()) return nulls;
+  }
+  return absl::OkStatus();
+}
+
+size_t KeysOf(const v1::SortTableRequest& request) {
+  return request.columns_size() == 0 ? 0 : LengthOf(request.columns(0).values());
+}
+
+uint64_t PayloadIn(const v1::SortTableRequest& request) {
+  uint64_t total = 0;
+  for (const v1::TableColumn& column : request.columns()) {
+    total += PayloadBytes(column.values()) + column.validity().size();
+  }
+  return total;
+}
+
+uint64_t PayloadOut(const v1::SortTableResponse& response) {
+  uint64_t total = 8 * static_cast<uint64_t>(response.indices_size());
+  for (const v1::TableColumn& column : response.columns()) {
+    total += PayloadBytes(column.values()) + column.validity().size();
+  }
+  return total;
+}
+
+uint64_t InflightBytes(const v1::SortTableRequest& request) {
+  const uint64_t rows = KeysOf(request);
+  uint64_t columns = 0;
+  uint64_t largest_key = 0;
+  for (const v1::TableColumn& column : request.columns()) columns += ColumnBytes(column);
+  for (const v1::SortKey& key : request.by()) {
+    if (key.column() < static_cast<uint32_t>(request.columns_size())) {
+      largest_key = std::max(largest_key, ColumnBytes(request.columns(static_cast<int>(key.column()))));
+    }
+  }
+  // The request, the response (its permutation, and the columns on
+  // request), and a pass's scratch: the key column gathered and sorted
+  // (twice its size) and three permutations.
+  return columns + 8 * rows + (request.return_columns() ? columns : 0) + 2 * largest_key + 24 * rows;
+}
+
+std::optional<DataType> KeyTypeOf(const v1::SortTableRequest& request) {
+  if (request.by_size() == 0 || request.by(0).column() >= static_cast<uint32_t>(request.columns_size())) {
+    return std::nullopt;
+  }
+  const v1::TypedArray& values = request.columns(static_cast<int>(request.by(0).column())).values();
+  if (IsConvertedArray(values)) return ConvertedSortType(values);
+  return TypeOf(values);
+}
+
+absl::Status CheckResponseFits(const v1::SortTableRequest& request, uint64_t max_response_bytes) {
+  if (max_response_bytes == 0) return absl::OkStatus();
+  uint64_t bytes = FieldBytes(8 * KeysOf(request)) + FieldBytes(request.request_id().size()) + 16;
+  if (request.return_columns()) {
+    for (const v1::TableColumn& column : request.columns()) bytes += FieldBytes(ColumnBytes(column));
+  }
+  if (bytes > max_response_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "response: ", bytes, " bytes (the permutation", request.return_columns() ? " and the columns" : "",
+        ") exceed the message limit of ", max_response_bytes,
+        " bytes (--max_message_bytes); sort fewer rows per call, or without return_columns"));
+  }
+  return absl::OkStatus();
+}
+
+void DescribeSuccess(const v1::SortTableRequest& request, const v1::SortTableResponse& response,
+                     RequestRecord* record) {
+  record->engine = FromProtoEngine(response.engine());
+  record->bytes_sent = PayloadOut(response);
+  record->keys_sorted = KeysOf(request);
+}
+
+absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& request,
+                          v1::SortTableResponse* response) {
+  response->set_request_id(request.request_id());
+  const size_t rows = KeysOf(request);
+  std::vector<uint64_t> perm(rows);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::vector<uint64_t> valid_rows, null_rows, order;
+  v1::TypedArray gathered, sorted;
+  std::optional<EngineKind> engine;
+  for (int k = request.by_size() - 1; k >= 0; --k) {
+    const v1::SortKey& key = request.by(k);
+    const v1::TableColumn& column = request.columns(static_cast<int>(key.column()));
+    // The rows in their current order, split by validity (a NaT is a null
+    // like a row its bitmap marks: all of them keep their order).
+    valid_rows.clear();
+    null_rows.clear();
+    const auto* times = TimeValuesOf(column.values());
+    for (uint64_t row : perm) {
+      const bool valid = IsValid(column.validity(), row) &&
+                         (times == nullptr || times->Get(static_cast<int>(row)) != kNaT);
+      (valid ? valid_rows : null_rows).push_back(row);
+    }
+    // A stable sort of the valid rows' keys, in that order.
+    absl::Status status = GatherTypedArray(column.values(), valid_rows, &gathered);
+    if (!status.ok()) return status;
+    order.assign(valid_rows.size(), 0);
+    absl::StatusOr<EngineKind> ran =
+        SortKeys(dispatcher, gathered, ToCoreOrder(key.order()), ToCoreNulls(key.nulls()), &sorted,
+                 absl::MakeSpan(order));
+    if (!ran.ok()) return ran.status();
+    if (!valid_rows.empty()) engine = *ran;
+    const bool nulls_first = key.nulls() == v1::NULL_PLACEMENT_FIRST;
+    size_t out = 0;
+    if (nulls_first) {
+      for (uint64_t row : null_rows) perm[out++] = row;
+    }
+    for (uint64_t i : order) perm[out++] = valid_rows[i];
+    if (!nulls_first) {
+      for (uint64_t row : null_rows) perm[out++] = row;
+    }
+  }
+  response->mutable_indices()->Add(perm.begin(), perm.end());
+  if (request.return_columns()) {
+    for (const v1::TableColumn& column : request.columns()) {
+      v1::TableColumn* out = response->add_columns();
+      out->set_name(column.name());
+      absl::Status status = GatherTypedArray(column.values(), perm, out->mutable_values());
+      if (!status.ok()) return status;
+      if (!column.validity().empty()) out->set_validity(PermuteBitmap(column.validity(), perm));
+    }
+  }
+  response->set_engine(ToProtoEngine(engine.value_or(EngineKind::kCpu)));
+  return absl::OkStatus();
+}
+
+}  // namespace sortd

@@ -1,0 +1,278 @@
+// SortTable through the real service: tables of several key columns of
+// different types (numeric, byte strings, converted), each key with its own
+// order and null placement, nulls from validity bitmaps and NaT; every
+// answer compared with a stable lexicographic sort in the test; bad tables
+// refused naming the column or key, nothing sorted.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sortd/v1/sort.grpc.pb.h"
+#include "tests/service/test_server.h"
+
+namespace sortd {
+namespace {
+
+using ::sortd::testing::StartServer;
+using ::sortd::testing::Target;
+
+constexpr int64_t kNaT = std::numeric_limits<int64_t>::min();
+
+// One cell as the reference compares it: a null flag, then a value.
+struct Cell {
+  bool null = false;
+  double number = 0;   // numeric columns (exact for the values used here)
+  std::string bytes;   // byte-string columns
+};
+
+// -1 / 0 / 1 in sortd's order of values (floats: NaN last and equal,
+// -0.0 before +0.0).
+int CompareValues(const Cell& a, const Cell& b, bool is_bytes) {
+  if (is_bytes) return a.bytes < b.bytes ? -1 : (b.bytes < a.bytes ? 1 : 0);
+  const bool an = std::isnan(a.number), bn = std::isnan(b.number);
+  if (an || bn) return an == bn ? 0 : (an ? 1 : -1);
+  if (a.number == 0 && b.number == 0) return int(std::signbit(b.number)) - int(std::signbit(a.number));
+  return a.number < b.number ? -1 : (a.number > b.number ? 1 : 0);
+}
+
+struct RefColumn {
+  std::vector<Cell> cells;
+  bool is_bytes = false;
+};
+
+struct RefKey {
+  int column;
+  bool descending;
+  bool nulls_first;
+};
+
+std::vector<uint64_t> ReferenceOrder(const std::vector<RefColumn>& columns, const std::vector<RefKey>& by) {
+  std::vector<uint64_t> perm(columns[0].cells.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](uint64_t x, uint64_t y) {
+    for (const RefKey& key : by) {
+      const RefColumn& c = columns[key.column];
+      const Cell &a = c.cells[x], &b = c.cells[y];
+      if (a.null != b.null) return key.nulls_first ? a.null : b.null;
+      if (a.null) continue;
+      const int cmp = CompareValues(a, b, c.is_bytes);
+      if (cmp != 0) return key.descending ? cmp > 0 : cmp < 0;
+    }
+    return false;
+  });
+  return perm;
+}
+
+std::string Bitmap(const std::vector<Cell>& cells) {
+  std::string bits((cells.size() + 7) / 8, '\0');
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (!cells[i].null) bits[i / 8] = char(bits[i / 8] | (1 << (i % 8)));
+  }
+  return bits;
+}
+
+class TableSortTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = StartServer();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::SortService::NewStub(grpc::CreateChannel(Target(*server_), grpc::InsecureChannelCredentials()));
+  }
+  grpc::Status SortTable(const v1::SortTableRequest& request, v1::SortTableResponse* response) {
+    grpc::ClientContext ctx;
+    return stub_->SortTable(&ctx, request, response);
+  }
+  std::unique_ptr<SortdServer> server_;
+  std::unique_ptr<v1::SortService::Stub> stub_;
+};
+
+// A table of int32 (with nulls), float32 (NaN, +-0, nulls), bytes, int16
+// (converted), datetime64 (NaT and nulls) and uint64 columns, few distinct
+// values so that later keys decide; several key lists, orders and null
+// placements; sizes around the inline, batch and GPU-routing limits.
+TEST_F(TableSortTest, RowsFollowEveryKeyInTurnStablyWithNullsPlaced) {
+  std::mt19937_64 rng(21);
+  for (size_t rows : {size_t{0}, size_t{1}, size_t{9}, size_t{1500}, size_t{40000}}) {
+    std::vector<RefColumn> ref(6);
+    ref[2].is_bytes = true;
+    v1::SortTableRequest request;
+    request.set_return_columns(true);
+    auto* c0 = request.add_columns();
+    c0->set_name("i32");
+    auto* c1 = request.add_columns();
+    c1->set_name("f32");
+    auto* c2 = request.add_columns();
+    c2->set_name("name");
+    auto* c3 = request.add_columns();
+    auto* c4 = request.add_columns();
+    c4->set_name("ts");
+    auto* c5 = request.add_columns();
+    c5->set_name("u64");
+    std::string int16_bytes;
+    c4->mutable_values()->mutable_datetime64()->set_unit(v1::TIME_UNIT_NANOSECOND);
+    const float specials[] = {0.0f, -0.0f, NAN, -NAN, INFINITY, -1.5f, 2.5f};
+    for (size_t i = 0; i < rows; ++i) {
+      Cell a;
+      a.null = rng() % 5 == 0;
+      const int32_t v0 = int32_t(rng() % 7) - 3;
+      a.number = v0;
+      c0->mutable_values()->mutable_int32()->add_values(a.null ? 12345 : v0);  // a null's value is ignored
+      ref[0].cells.push_back(a);
+      Cell b;
+      b.null = rng() % 6 == 0;
+      const float f = specials[rng() % 7];
+      b.number = f;
+      c1->mutable_values()->mutable_float32()->add_values(f);
+      ref[1].cells.push_back(b);
+      Cell s;
+      s.bytes = std::string(1 + rng() % 2, char('a' + rng() % 3));
+      c2->mutable_values()->mutable_bytes()->add_values(s.bytes);
+      ref[2].cells.push_back(s);
+      Cell h;
+      const int16_t v3 = int16_t(int(rng() % 5) - 2);
+      h.number = v3;
+      int16_bytes.push_back(char(uint16_t(v3) & 0xFF));
+      int16_bytes.push_back(char(uint16_t(v3) >> 8));
+      ref[3].cells.push_back(h);
+      Cell t;
+      const int pick = int(rng() % 8);
+      const int64_t tv = pick == 0 ? kNaT : int64_t(rng() % 4) * 1000;
+      t.null = pick == 0 || rng() % 9 == 0;  // NaT, or a bitmap null
+      t.number = double(tv);
+      c4->mutable_values()->mutable_datetime64()->add_values(tv);
+      ref[4].cells.push_back(t);
+      Cell u;
+      const uint64_t uv = (rng() % 3) << 60;
+      u.number = double(uv);
+      c5->mutable_values()->mutable_uint64()->add_values(uv);
+      ref[5].cells.push_back(u);
+    }
+    *c3->mutable_values()->mutable_int16()->mutable_values() = int16_bytes;
+    c0->set_validity(Bitmap(ref[0].cells));
+    c1->set_validity(Bitmap(ref[1].cells));
+    // NaT is a null by itself; the bitmap marks the others.
+    std::vector<Cell> ts_bitmap = ref[4].cells;
+    for (size_t i = 0; i < rows; ++i) ts_bitmap[i].null = ref[4].cells[i].null && c4->values().datetime64().values(int(i)) != kNaT;
+    c4->set_validity(Bitmap(ts_bitmap));
+    if (rows == 0) {
+      // Every column set, even empty.
+      c1->mutable_values()->mutable_float32();
+      c2->mutable_values()->mutable_bytes();
+      c5->mutable_values()->mutable_uint64();
+      c0->mutable_values()->mutable_int32();
+    }
+    const std::vector<std::vector<RefKey>> key_lists = {
+        {{0, false, false}},
+        {{0, true, true}, {1, false, false}},
+        {{2, false, false}, {1, true, true}, {0, false, true}},
+        {{3, true, false}, {4, false, true}, {5, true, false}, {2, true, false}},
+        {{4, true, false}, {0, false, false}, {1, false, true}, {3, false, false}, {2, false, false}},
+    };
+    for (const auto& by : key_lists) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " keys=" + std::to_string(by.size()));
+      request.clear_by();
+      for (const RefKey& k : by) {
+        v1::SortKey* key = request.add_by();
+        key->set_column(uint32_t(k.column));
+        key->set_order(k.descending ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
+        key->set_nulls(k.nulls_first ? v1::NULL_PLACEMENT_FIRST : v1::NULL_PLACEMENT_LAST);
+      }
+      v1::SortTableResponse response;
+      grpc::Status status = SortTable(request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      const std::vector<uint64_t> expected = ReferenceOrder(ref, by);
+      ASSERT_EQ(std::vector<uint64_t>(response.indices().begin(), response.indices().end()), expected);
+      // The columns come back reordered, bitmaps too.
+      ASSERT_EQ(response.columns_size(), 6);
+      EXPECT_EQ(response.columns(0).name(), "i32");
+      for (size_t i = 0; i < rows; ++i) {
+        ASSERT_EQ(response.columns(2).values().bytes().values(int(i)), ref[2].cells[expected[i]].bytes);
+        ASSERT_EQ(response.columns(5).values().uint64().values(int(i)),
+                  request.columns(5).values().uint64().values(int(expected[i])));
+        const bool valid = (uint8_t(response.columns(0).validity()[i / 8]) >> (i % 8)) & 1;
+        ASSERT_EQ(valid, !ref[0].cells[expected[i]].null);
+      }
+      EXPECT_EQ(response.columns(3).values().int16().values().size(), rows * 2);
+      EXPECT_EQ(response.columns(4).values().datetime64().unit(), v1::TIME_UNIT_NANOSECOND);
+    }
+  }
+}
+
+TEST_F(TableSortTest, MalformedTablesAreRefusedNamingTheColumnOrKey) {
+  auto table = [] {
+    v1::SortTableRequest r;
+    auto* a = r.add_columns();
+    a->set_name("a");
+    a->mutable_values()->mutable_int32()->add_values(1);
+    a->mutable_values()->mutable_int32()->add_values(2);
+    auto* b = r.add_columns();
+    b->set_name("b");
+    b->mutable_values()->mutable_float64()->add_values(1);
+    b->mutable_values()->mutable_float64()->add_values(2);
+    r.add_by()->set_column(0);
+    return r;
+  };
+  struct Bad {
+    std::function<void(v1::SortTableRequest*)> change;
+    const char* message;
+  };
+  const std::vector<Bad> cases = {
+      {[](v1::SortTableRequest* r) { r->clear_columns(); }, "columns: required"},
+      {[](v1::SortTableRequest* r) { r->mutable_columns(1)->mutable_values()->mutable_float64()->add_values(3); },
+       "columns[1] (\"b\"): 3 rows, but columns[0] (\"a\") has 2"},
+      {[](v1::SortTableRequest* r) { r->mutable_columns(1)->clear_values(); }, "columns[1] (\"b\").values: required"},
+      {[](v1::SortTableRequest* r) {
+         r->mutable_columns(0)->mutable_values()->mutable_int16()->set_values("abc");
+       },
+       "columns[0] (\"a\").values.int16: 3 bytes"},
+      {[](v1::SortTableRequest* r) {
+         for (int i = 0; i < 20; ++i) r->mutable_columns(0)->mutable_values()->mutable_int32()->add_values(i);
+         for (int i = 0; i < 20; ++i) r->mutable_columns(1)->mutable_values()->mutable_float64()->add_values(i);
+         r->mutable_columns(1)->set_validity(std::string(2, '\xff'));
+       },
+       "columns[1] (\"b\").validity: 2 bytes for 22 rows (needs 3"},
+      {[](v1::SortTableRequest* r) { r->clear_by(); }, "by: required"},
+      {[](v1::SortTableRequest* r) {
+         for (int i = 0; i < 32; ++i) r->add_by()->set_column(1);
+       },
+       "by: 33 keys, at most 32"},
+      {[](v1::SortTableRequest* r) { r->mutable_by(0)->set_column(2); }, "by[0].column: 2, but the table has 2 columns"},
+      {[](v1::SortTableRequest* r) { r->add_by()->set_order(static_cast<v1::SortOrder>(4)); }, "by[1].order: unknown value 4"},
+      {[](v1::SortTableRequest* r) { r->add_by()->set_nulls(static_cast<v1::NullPlacement>(3)); }, "by[1].nulls: unknown value 3"},
+      {[](v1::SortTableRequest* r) {
+         r->mutable_columns(0)->mutable_values()->clear_int32();
+         r->mutable_columns(0)->mutable_values()->mutable_datetime64()->add_values(1);
+         r->mutable_columns(0)->mutable_values()->mutable_datetime64()->add_values(2);
+       },
+       "columns[0] (\"a\").values.datetime64.unit: required"},
+  };
+  const double sorted_before = testing::CpuKeysSorted(*server_);
+  for (const Bad& bad : cases) {
+    v1::SortTableRequest request = table();
+    bad.change(&request);
+    v1::SortTableResponse response;
+    grpc::Status status = SortTable(request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad.message;
+    EXPECT_NE(status.error_message().find(bad.message), std::string::npos)
+        << "got: " << status.error_message() << "; want: " << bad.message;
+  }
+  EXPECT_EQ(testing::CpuKeysSorted(*server_), sorted_before);
+  // The well-formed table sorts, and is counted as SortTable.
+  v1::SortTableResponse response;
+  ASSERT_TRUE(SortTable(table(), &response).ok());
+  EXPECT_EQ(response.indices_size(), 2);
+  const std::string text = testing::ScrapeUntil(*server_, [](const std::string& t) {
+    return testing::Sample(t, R"(sortd_requests_total{code="OK",key_type="int32",method="SortTable"})") >= 1;
+  });
+  EXPECT_EQ(testing::Sample(text, R"(sortd_requests_total{code="OK",key_type="int32",method="SortTable"})"), 1);
+}
+
+}  // namespace
+}  // namespace sortd
