@@ -274,5 +274,32 @@ TEST_F(TableSortTest, MalformedTablesAreRefusedNamingTheColumnOrKey) {
   EXPECT_EQ(testing::Sample(text, R"(sortd_requests_total{code="OK",key_type="int32",method="SortTable"})"), 1);
 }
 
+// The C++ client's SortTable: the request as built, the permutation back;
+// a server refusal comes back as the status the server sent.
+TEST_F(TableSortTest, CppClientSortsATable) {
+  auto client = testing::Connect(*server_);
+  v1::SortTableRequest request;
+  auto* name = request.add_columns();
+  name->set_name("name");
+  for (const char* s : {"b", "a", "b", "a"}) name->mutable_values()->mutable_bytes()->add_values(s);
+  auto* score = request.add_columns();
+  score->set_name("score");
+  for (int32_t v : {1, 5, 3, 5}) score->mutable_values()->mutable_int32()->add_values(v);
+  auto* key = request.add_by();
+  key->set_column(0);
+  key = request.add_by();
+  key->set_column(1);
+  key->set_order(v1::SORT_ORDER_DESCENDING);
+  absl::StatusOr<v1::SortTableResponse> response = client->SortTable(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  // a/5 (row 1), a/5 (row 3), b/3 (row 2), b/1 (row 0).
+  EXPECT_EQ(std::vector<uint64_t>(response->indices().begin(), response->indices().end()),
+            (std::vector<uint64_t>{1, 3, 2, 0}));
+  request.mutable_by(0)->set_column(7);
+  response = client->SortTable(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(response.status().message().find("by[0].column: 7"), std::string::npos) << response.status();
+}
+
 }  // namespace
 }  // namespace sortd
