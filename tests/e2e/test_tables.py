@@ -30,7 +30,7 @@ def frame(rng, n):
     f[rng.integers(0, n, n // 9)] = -0.0
     names = np.array(["ann", "bob", "čeněk", "", "bob "], dtype=object)[rng.integers(0, 5, n)]
     names[rng.integers(0, n, n // 8)] = None
-    ts = pd.to_datetime(rng.integers(0, 4, n) * 86_400, unit="s").to_numpy()
+    ts = pd.to_datetime(rng.integers(0, 4, n) * 86_400, unit="s").to_numpy().copy()
     ts[rng.integers(0, n, n // 6)] = np.datetime64("NaT")
     nullable = pd.array(rng.integers(-2, 3, n), dtype="Int64")
     nullable[rng.integers(0, n, n // 5)] = pd.NA
