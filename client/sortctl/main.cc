@@ -54,6 +54,14 @@ ABSL_FLAG(int, concurrency, 8, "bench: concurrent workers (each with its own con
 ABSL_FLAG(int, stream_window, 16, "bench: outstanding requests per stream");
 ABSL_FLAG(uint64_t, keys, 1024, "bench: keys per request");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "bench: how long to run");
+ABSL_FLAG(std::vector<std::string>, columns, {},
+          "table: the table's column files (comma-separated; .npy, or --type for bin/text), "
+          "named by their file names without extension");
+ABSL_FLAG(std::vector<std::string>, by, {}, "table: the key columns, most significant first");
+ABSL_FLAG(std::vector<std::string>, orders, {},
+          "table: asc or desc, one for every key or one per key (default asc)");
+ABSL_FLAG(std::vector<std::string>, nulls, {},
+          "table: last or first (NaT in datetime columns), one or one per key (default last)");
 ABSL_FLAG(uint64_t, count, 0, "gen: number of elements");
 ABSL_FLAG(uint64_t, seed, 1, "gen: random seed");
 
@@ -286,6 +294,96 @@ int RunBench() {
   return report->ok > 0 ? 0 : 1;
 }
 
+// The column's array as a TypedArray (the file's element type).
+void SetTypedArray(const HostArray& array, v1::TypedArray* out) {
+  const std::string& t = array.type;
+  auto add = [&](auto* field, auto tag) {
+    using T = decltype(tag);
+    const size_t n = array.raw.size() / sizeof(T);
+    field->Resize(static_cast<int>(n), T{});
+    if (n > 0) std::memcpy(field->mutable_data(), array.raw.data(), n * sizeof(T));
+  };
+  if (t == "uint32") add(out->mutable_uint32()->mutable_values(), uint32_t{});
+  else if (t == "int32") add(out->mutable_int32()->mutable_values(), int32_t{});
+  else if (t == "float32") add(out->mutable_float32()->mutable_values(), float{});
+  else if (t == "uint64") add(out->mutable_uint64()->mutable_values(), uint64_t{});
+  else if (t == "int64") add(out->mutable_int64()->mutable_values(), int64_t{});
+  else if (t == "float64") add(out->mutable_float64()->mutable_values(), double{});
+  else for (const std::string& s : array.strings) out->mutable_bytes()->add_values(s);
+}
+
+// One value for every key, or one per key: `values` as given, or `fallback`.
+absl::StatusOr<std::vector<std::string>> PerKey(const std::vector<std::string>& values,
+                                                size_t keys, const char* flag,
+                                                const std::string& fallback) {
+  if (values.empty()) return std::vector<std::string>(keys, fallback);
+  if (values.size() == 1) return std::vector<std::string>(keys, values[0]);
+  if (values.size() != keys) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": ", values.size(), " values for ", keys, " keys"));
+  }
+  return values;
+}
+
+// sortctl table: SortTable over column files; writes the permutation
+// (uint64) to --out.
+int RunTable() {
+  const std::vector<std::string> files = absl::GetFlag(FLAGS_columns);
+  const std::vector<std::string> by = absl::GetFlag(FLAGS_by);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (files.empty() || by.empty() || out.empty()) {
+    return Fail(absl::InvalidArgumentError("table: --columns, --by and --out are required"));
+  }
+  auto orders = PerKey(absl::GetFlag(FLAGS_orders), by.size(), "orders", "asc");
+  if (!orders.ok()) return Fail(orders.status());
+  auto nulls = PerKey(absl::GetFlag(FLAGS_nulls), by.size(), "nulls", "last");
+  if (!nulls.ok()) return Fail(nulls.status());
+  v1::SortTableRequest request;
+  std::vector<std::string> names;
+  for (const std::string& file : files) {
+    auto format = ParseFormat(absl::GetFlag(FLAGS_format), file);
+    if (!format.ok()) return Fail(format.status());
+    auto array = ReadArray(file, *format, absl::GetFlag(FLAGS_type));
+    if (!array.ok()) return Fail(array.status());
+    std::string name = file.substr(file.find_last_of('/') + 1);
+    name = name.substr(0, name.find('.'));
+    names.push_back(name);
+    v1::TableColumn* column = request.add_columns();
+    column->set_name(name);
+    SetTypedArray(*array, column->mutable_values());
+  }
+  for (size_t k = 0; k < by.size(); ++k) {
+    auto it = std::find(names.begin(), names.end(), by[k]);
+    if (it == names.end()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--by: no column \"", by[k], "\" in --columns")));
+    }
+    if ((*orders)[k] != "asc" && (*orders)[k] != "desc") {
+      return Fail(absl::InvalidArgumentError("--orders: expected asc or desc"));
+    }
+    if ((*nulls)[k] != "last" && (*nulls)[k] != "first") {
+      return Fail(absl::InvalidArgumentError("--nulls: expected last or first"));
+    }
+    v1::SortKey* key = request.add_by();
+    key->set_column(static_cast<uint32_t>(it - names.begin()));
+    key->set_order((*orders)[k] == "desc" ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
+    key->set_nulls((*nulls)[k] == "first" ? v1::NULL_PLACEMENT_FIRST : v1::NULL_PLACEMENT_LAST);
+  }
+  auto c = MakeClient();
+  if (!c.ok()) return Fail(c.status());
+  absl::StatusOr<v1::SortTableResponse> response = (*c)->SortTable(request);
+  if (!response.ok()) return Fail(response.status());
+  HostArray perm{"uint64", {}, {}};
+  perm.raw.resize(static_cast<size_t>(response->indices_size()) * 8);
+  if (!perm.raw.empty()) std::memcpy(perm.raw.data(), response->indices().data(), perm.raw.size());
+  auto out_format = ParseFormat(absl::GetFlag(FLAGS_out_format).empty() ? "auto" : absl::GetFlag(FLAGS_out_format), out);
+  if (!out_format.ok()) return Fail(out_format.status());
+  absl::Status status = WriteArray(out, *out_format, perm);
+  if (!status.ok()) return Fail(status);
+  std::cerr << "sorted " << response->indices_size() << " rows by " << by.size() << " keys on "
+            << v1::Engine_Name(response->engine()) << "\n";
+  return 0;
+}
+
 int RunGen() {
   const std::string type = absl::GetFlag(FLAGS_type);
   const std::string out = absl::GetFlag(FLAGS_out);
@@ -320,14 +418,15 @@ int RunGen() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "sortctl <sort|health|bench|gen> [flags]: command-line client for sortd");
+      "sortctl <sort|table|health|bench|gen> [flags]: command-line client for sortd");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
-    std::cerr << "usage: sortctl <sort|health|bench|gen> [flags]  (--help for flags)\n";
+    std::cerr << "usage: sortctl <sort|table|health|bench|gen> [flags]  (--help for flags)\n";
     return 2;
   }
   const std::string command = args[1];
   if (command == "sort") return sortd::sortctl::RunSort();
+  if (command == "table") return sortd::sortctl::RunTable();
   if (command == "health") return sortd::sortctl::RunHealth();
   if (command == "bench") return sortd::sortctl::RunBench();
   if (command == "gen") return sortd::sortctl::RunGen();

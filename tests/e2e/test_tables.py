@@ -1,12 +1,14 @@
 """Table sorts end to end: the real sortd and the Python client's
-Client.sort_table and sortd_client.pandas.sort_values. Every answer is
+Client.sort_table, sortd_client.pandas.sort_values and sortctl table. Every answer is
 compared with pandas' own `df.sort_values(..., kind="stable")` (Debian's
 python3-pandas) or numpy's lexsort: the same rows, in the same order, with
 the same index; refusals name the column.
 
-Environment: SORTD_BIN, PYTHONPATH with client/python and tests/e2e.
+Environment: SORTD_BIN, SORTCTL_BIN, PYTHONPATH with client/python and tests/e2e.
 """
 import os
+import subprocess
+import tempfile
 import unittest
 
 import numpy as np
@@ -99,6 +101,33 @@ class TablesTest(unittest.TestCase):
         np.testing.assert_array_equal(cols["b"], b[want])
         np.testing.assert_array_equal(np.ma.getmaskarray(cols["c"]), np.ma.getmaskarray(c)[want])
         np.testing.assert_array_equal(cols["c"].data[~cols["c"].mask], c.data[want][~np.ma.getmaskarray(c)[want]])
+
+    def test_sortctl_sorts_a_table_of_npy_column_files(self):
+        rng = np.random.default_rng(12)
+        n = 30_000
+        cols = {"city": rng.integers(0, 4, n).astype(np.uint32),
+                "price": rng.integers(-3, 3, n).astype(np.float64) / 4,
+                "when": rng.integers(0, 5, n).astype(np.int64)}
+        with tempfile.TemporaryDirectory() as tmp:
+            files = []
+            for name, a in cols.items():
+                files.append(os.path.join(tmp, name + ".npy"))
+                np.save(files[-1], a)
+            out = os.path.join(tmp, "perm.npy")
+            run = subprocess.run(
+                [os.environ["SORTCTL_BIN"], "table", "--target=" + self.server.target,
+                 "--columns=" + ",".join(files), "--by=price,city,when", "--orders=desc,asc,desc",
+                 "--out=" + out], capture_output=True, text=True, timeout=120)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertIn("sorted %d rows by 3 keys" % n, run.stderr)
+            want = np.lexsort((np.arange(n), -cols["when"], cols["city"], -cols["price"]))
+            np.testing.assert_array_equal(np.load(out), want)
+            bad = subprocess.run(
+                [os.environ["SORTCTL_BIN"], "table", "--target=" + self.server.target,
+                 "--columns=" + ",".join(files), "--by=nope", "--out=" + out],
+                capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(bad.returncode, 0)
+            self.assertIn('no column "nope"', bad.stderr)
 
     def test_bad_tables_are_refused_naming_the_column(self):
         with self.assertRaisesRegex(ValueError, "column 'b': 2 rows, column 'a' has 3"):
