@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Bounded soak of a real sortd: every RPC, every key type, random sizes and
-orders, cancellations and short deadlines mixed in; every answer checked
-against numpy, the server's RSS sampled, and its request counters reconciled
-with what the soak sent (docs/hardening.md, "Soak").
+"""Bounded soak of a real sortd: every RPC, every key type, table sorts,
+random sizes and orders, cancellations and short deadlines mixed in; every
+answer checked against numpy, the server's RSS sampled, and its request
+counters reconciled with what the soak sent (docs/hardening.md, "Soak").
 
   /usr/bin/python3 bench/soak.py --sortd=build/server/sortd \
       [--duration=60 --clients=32 --max_keys=4194304] [-- extra sortd flags]
@@ -18,12 +18,24 @@ What it does
      (idle trim): that RSS is the baseline.
   2. Load: --clients threads, each calling in a loop one RPC picked at random
      (Sort, SortPairs, SortStream with 2-12 requests, SortChunked through
-     the Python client's chunked path), one key type (uint32, int32,
-     float32, uint64, int64, float64, bytes; values of any type), a size
-     from 0 to --max_keys skewed to small ones, a random order, with or
-     without indices. About --cancel_fraction of the calls are cancelled
-     after a random 0.5-300 ms and --deadline_fraction get a deadline of
-     1-500 ms. The RSS is sampled every 0.5 s.
+     the Python client's chunked path, SortTable through
+     Client.sort_table), one key type (uint32, int32, float32, uint64,
+     int64, float64, bytes; values of any type), a size from 0 to
+     --max_keys skewed to small ones, a random order, with or without
+     indices. About 40% of the Sort calls sort a converted key type
+     instead (int8, uint8, int16, uint16, float16, bool, datetime64 in a
+     random unit with NaT, NaT first or last; at most 1 Mi keys, one
+     message: Client.sort with return_indices; the type with the fewest
+     checked answers so far, so that a short run covers them all). A
+     SortTable call sorts a random table (up to 64 Ki rows, 16 Ki with
+     string columns) by 1-4 key columns of int32, float32 (NaN and signed
+     zeros), uint8, int16, datetime64[ns] (NaT), byte strings (object or S
+     arrays) or U strings, now and then one column twice, each key with a
+     random order and null placement; about half the columns are masked
+     arrays (nulls); 0-2 more columns of any type travel along; about 30%
+     of the calls ask for return_columns. About --cancel_fraction of the
+     calls are cancelled after a random 0.5-300 ms and --deadline_fraction
+     get a deadline of 1-500 ms. The RSS is sampled every 0.5 s.
   3. Waits for in-flight 0 again and watches the RSS for up to --idle_wait
      seconds, until it is within 10% of the baseline or stops falling.
   4. Reconciles sortd_requests_total with the calls made, prints a summary,
@@ -42,6 +54,16 @@ Outcomes of a call (client's view)
               on a call the soak neither cancelled nor gave a short deadline
               (those have --call_timeout, 120 s); goal 0
   wrong       an answer that differs from numpy's; must be 0
+Converted keys are checked against numpy's stable argsort in their own
+order (tests/e2e/sort_reference.py; times by their int64 counts with NaT
+placed by nulls= in both orders), keys bit for bit in the caller's dtype.
+A table's permutation (or, with return_columns, every column, its values
+bit for bit and its mask) is checked against np.lexsort of per-key dense
+ranks computed here: floats -inf < ... < -0.0 < +0.0 < ... < +inf < NaN
+with every NaN one value, bytes in memcmp order, U strings by code point;
+masked entries and NaT are nulls, equal to each other, first or last by
+their key's nulls whatever its order; the row number as the last key
+(stable).
 The RPC counted is the one the client really invoked (hooks on its gRPC
 callables): Sort or SortPairs calls too large for one message go through
 SortChunked and count there.
@@ -64,11 +86,18 @@ How the server's counters are reconciled
   With more than 50 cancelled/deadline calls, at least one must be counted
   CANCELLED. A --target server must have no other clients while the soak
   runs, or its counters will not add up.
+  SortTable is also reconciled per key_type label (the first key column's
+  type as the server sorts it: 8/16-bit and bool as uint32, times as
+  uint64, U strings as bytes) with the same bounds on all codes and OK;
+  a call cancelled before its request arrived is labelled "none" (no
+  columns seen): at most the cancelled/deadline SortTable calls, never OK.
 
 What must have happened (a soak that made no call proves nothing)
   The warm-up (unless --warmup=0) and the load phase each made calls;
-  every RPC (Sort, SortPairs, SortStream, SortChunked) and every key type
-  had at least --min_ok calls (default 1) answered and checked against numpy; the
+  every RPC (Sort, SortPairs, SortStream, SortChunked, SortTable) and every
+  key type (the converted ones too) had at least --min_ok calls (default 1)
+  answered and checked against numpy; so had each table column type as a
+  key, and tables with several keys, with nulls and with return_columns; the
   soak's own tallies agree (per method, the calls made are the answered plus
   the unanswered ones); the server's counters were read (always when sortd
   was started here) and counted at least as many requests per method.
@@ -98,11 +127,27 @@ import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 
 from sortd_client import Client, RequestError, SortdError  # noqa: E402
+from sort_reference import reference_permutation  # noqa: E402
 from sortd_process import SortdProcess  # noqa: E402
 
-METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked")
-METHOD_WEIGHTS = (0.3, 0.2, 0.25, 0.25)
+METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked", "SortTable")
+METHOD_WEIGHTS = (0.26, 0.17, 0.2, 0.2, 0.17)
 KEY_TYPES = ("uint32", "int32", "float32", "uint64", "int64", "float64", "bytes")
+# Sorted by conversion (docs/api.md, "Types"): one message only, so Sort alone
+# (Client.sort with return_indices) carries them here.
+CONVERTED_TYPES = ("int8", "uint8", "int16", "uint16", "float16", "bool", "datetime64")
+CONVERTED_FRACTION = 0.4   # of the Sort calls
+CONVERTED_MAX_KEYS = 1 << 20
+TIME_UNITS = ("ns", "ns", "us", "ms", "s", "D")
+# SortTable: key column types ("str" = numpy U), columns that only travel along.
+TABLE_TYPES = ("int32", "float32", "uint8", "int16", "datetime64", "bytes", "str")
+TABLE_EXTRA_TYPES = TABLE_TYPES + ("uint64", "float64", "bool", "uint16")
+TABLE_MAX_ROWS = 65536
+TABLE_STRING_MAX_ROWS = 16384  # strings are Python objects (and sorted so here)
+TABLE_FEATURES = ("several keys", "nulls", "return_columns")
+# The server's key_type label of a table: its first key column as sorted.
+SORTED_AS = {"int8": "uint32", "uint8": "uint32", "int16": "uint32", "uint16": "uint32",
+             "float16": "uint32", "bool": "uint32", "datetime64": "uint64", "str": "bytes"}
 MIB = 1 << 20
 # Sizes: (probability, low, high) in keys, log-uniform within a bucket;
 # clipped to --max_keys. Most requests are small, as in real traffic: the
@@ -119,12 +164,12 @@ BIG_KEYS = 1 << 20         # calls above this many keys hold a slot of --big_slo
 
 def order_key(a):
     """uint64 keys whose ascending order is sortd's order of numeric `a`."""
-    if a.dtype.kind == "u":
+    if a.dtype.kind in "ub":
         return a.astype(np.uint64)
     if a.dtype.kind == "i":
         return a.astype(np.int64).view(np.uint64) ^ np.uint64(1 << 63)
     bits = 8 * a.dtype.itemsize
-    b = a.view(np.uint32 if bits == 32 else np.uint64).astype(np.uint64)
+    b = a.view("u%d" % a.dtype.itemsize).astype(np.uint64)
     sign = np.uint64(1 << (bits - 1))
     mask = np.uint64((1 << bits) - 1)
     # Negative: flip all bits (larger magnitude first); positive: set the
@@ -146,16 +191,77 @@ def reference_perm(keys, descending):
 
 
 def same_array(got, want):
-    """Exact equality: numeric bit patterns (-0.0, NaN payloads) or bytes lists."""
+    """Exact equality: numeric bit patterns (-0.0, NaN payloads, NaT) or bytes lists."""
     if isinstance(want, list):
         return list(got) == want
+    if isinstance(got, np.ma.MaskedArray):
+        return False  # a mask where none was sent
     got = np.asarray(got)
     if got.dtype != want.dtype or got.shape != want.shape:
         return False
-    if want.dtype.kind == "f":
-        view = np.uint32 if want.dtype.itemsize == 4 else np.uint64
+    if want.dtype.kind in "fMm":
+        view = "u%d" % want.dtype.itemsize
         return np.array_equal(got.view(view), want.view(view))
     return np.array_equal(got, want)
+
+
+def time_reference(a, descending, nulls):
+    """Stable order of datetime64 `a` (tests/e2e/test_types.py): NaT first or
+    last in both orders, the rest by their int64 counts."""
+    nat = np.flatnonzero(np.isnat(a))
+    rest = np.flatnonzero(~np.isnat(a))
+    values = a[rest].view(np.int64)
+    if descending:
+        _, rank = np.unique(values, return_inverse=True)
+        rest = rest[np.argsort(-rank.astype(np.int64), kind="stable")]
+    else:
+        rest = rest[np.argsort(values, kind="stable")]
+    return np.concatenate([nat, rest] if nulls == "first" else [rest, nat])
+
+
+def converted_perm(keys, descending, nulls):
+    """The stable permutation of converted keys (numpy's order, NaT by nulls)."""
+    if keys.dtype.kind == "M":
+        perm = time_reference(keys, descending, nulls)
+    else:
+        perm = reference_permutation(keys, descending)
+    return np.asarray(perm, dtype=np.int64).astype(np.uint64)
+
+
+def column_rank(column, ascending, nulls):
+    """Dense ranks of one table key column, in that key's order: equal values
+    one rank; nulls (masked, or NaT) all one rank, before or after every
+    value by `nulls` in both orders."""
+    data = np.ma.getdata(column)
+    null = np.ma.getmaskarray(column).copy()
+    n = len(data)
+    kind = data.dtype.kind
+    if kind == "M":
+        null |= np.isnat(data)
+        k = data.view(np.int64)
+    elif kind in "SO":
+        k = np.empty(n, dtype=object)  # Python bytes: memcmp order
+        k[:] = [bytes(x) for x in data.tolist()]
+    elif kind == "U":
+        k = data  # code-point order
+    else:
+        k = order_key(data)  # floats: -0.0 < +0.0, NaNs one key after +inf
+    valid = ~null
+    rank = np.full(n, -1 if nulls == "first" else n, dtype=np.int64)
+    if valid.any():
+        distinct, inverse = np.unique(k[valid], return_inverse=True)
+        r = inverse.reshape(-1).astype(np.int64)
+        rank[valid] = r if ascending else len(distinct) - 1 - r
+    return rank
+
+
+def table_reference(columns, by, ascending, nulls):
+    """The stable lexicographic permutation (int64) of a table's rows."""
+    n = len(columns[0])
+    ranks = [column_rank(columns[c], a, nl) for c, a, nl in zip(by, ascending, nulls)]
+    # np.lexsort: the last key is the most significant; the row number,
+    # least significant, makes it stable whatever lexsort does with ties.
+    return np.lexsort([np.arange(n)] + ranks[::-1]).astype(np.int64)
 
 
 def take(arr, perm):
@@ -168,7 +274,9 @@ def take(arr, perm):
 # Random requests
 
 def float_specials(dtype):
-    if dtype == np.float32:
+    if dtype == np.float16:
+        nans = np.array([0x7E00, 0xFE00, 0x7E01, 0xFC01], np.uint16).view(np.float16)
+    elif dtype == np.float32:
         nans = np.array([0x7FC00000, 0xFFC00000, 0x7FC00123, 0xFF800001], np.uint32).view(np.float32)
     else:
         nans = np.array([0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000000000123,
@@ -178,7 +286,30 @@ def float_specials(dtype):
     return np.concatenate([nans, np.array([np.inf, -np.inf, 0.0, -0.0], dtype), tiny])
 
 
-def random_keys(rng, kind, n):
+def random_keys(rng, kind, n, unit="ns"):
+    if kind == "str":
+        # numpy U strings (sent as UTF-8); no NUL, which numpy strips at the end.
+        alphabet = ["a", "b", "Z", "\x01", "\x7f", "\xe4", "\xe9", "\u65e5", "\U0001F600"]
+        lens = rng.integers(0, 5, n)
+        picks = rng.integers(0, len(alphabet), int(lens.sum())).tolist()
+        out, at = [], 0
+        for m in lens.tolist():
+            out.append("".join(alphabet[i] for i in picks[at:at + m]))
+            at += m
+        return np.array(out, dtype="U") if n else np.empty(0, "U1")
+    if kind == "bool":
+        return rng.random(n) < rng.uniform(0.1, 0.9)
+    if kind == "datetime64":
+        info = np.iinfo(np.int64)
+        if rng.random() < 0.5:
+            a = rng.integers(-8, 8, n) * 1_000_000
+        else:
+            a = rng.integers(info.min + 1, info.max, n, endpoint=True)
+        if n >= 2:
+            a[rng.integers(0, n, 2)] = [info.min + 1, info.max]
+        if n and rng.random() < 0.7:  # NaT (the int64 minimum)
+            a[rng.integers(0, n, max(1, n // 16))] = info.min
+        return a.view("M8[%s]" % unit)
     if kind == "bytes":
         # Short strings over a small alphabet (many equal keys and prefixes),
         # with the bytes that trip signed comparisons (0x80, 0xff, 0x00).
@@ -200,7 +331,7 @@ def random_keys(rng, kind, n):
         if n >= 2:
             a[rng.integers(0, n, 2)] = [info.min, info.max]
         return a
-    a = rng.standard_normal(n) * (4 if dup else 1e6)
+    a = rng.standard_normal(n) * (4 if dup else 1e4 if dtype == np.float16 else 1e6)
     a = (np.round(a) if dup else a).astype(dtype)
     if n:
         specials = float_specials(dtype)
@@ -299,6 +430,7 @@ def hooked_client(target, chunk_bytes):
     client = Client(target, chunk_bytes=chunk_bytes, service_config=None, session_min_bytes=0)
     client._sort = UnaryHook(client._sort, "Sort")
     client._sort_pairs = UnaryHook(client._sort_pairs, "SortPairs")
+    client._sort_table = UnaryHook(client._sort_table, "SortTable")
     client._sort_stream = StreamHook(client._sort_stream, "SortStream")
     client._sort_chunked = StreamHook(client._sort_chunked, "SortChunked")
     return client
@@ -354,6 +486,12 @@ class Stats:
         self.unanswered_x = collections.Counter()  # ... of which cancelled or past a short deadline
         self.key_types = collections.Counter()
         self.ok_key_types = collections.Counter()  # key type -> calls answered OK and checked
+        self.table_types = collections.Counter()     # table key column type -> tables
+        self.ok_table_types = collections.Counter()  # ... answered OK and checked
+        self.ok_table_features = collections.Counter()  # TABLE_FEATURES -> tables OK, checked
+        # SortTable per server key_type label (SORTED_AS): as answered above
+        self.table_answered = collections.Counter()
+        self.table_unanswered = collections.Counter()
         self.keys = 0
         self.failures = []
 
@@ -383,10 +521,99 @@ def verify(keys, values, descending, want_indices, res, rid):
         raise Wrong("request_id %r came back as %r" % (rid, res.request_id))
 
 
+def verify_converted(keys, descending, nulls, res):
+    """Client.sort(..., return_indices=True) of converted keys."""
+    got_keys, got_indices = res
+    perm = converted_perm(keys, descending, nulls)
+    check("indices", got_indices, perm)
+    check("keys", got_keys, take(keys, perm))
+
+
+class Table:
+    """A random SortTable request: the columns and keys as handed to
+    Client.sort_table, and the same in plain form for the reference."""
+
+    def __init__(self, rng, cap):
+        nkeys = int(rng.integers(1, 5))
+        key_types = [TABLE_TYPES[i] for i in rng.integers(0, len(TABLE_TYPES), nkeys)]
+        extra = [TABLE_EXTRA_TYPES[i] for i in
+                 rng.integers(0, len(TABLE_EXTRA_TYPES), int(rng.integers(0, 3)))]
+        types = key_types + extra
+        strings = any(t in ("bytes", "str") for t in types)
+        self.rows = n = random_size(rng, min(cap, TABLE_STRING_MAX_ROWS if strings
+                                             else TABLE_MAX_ROWS))
+        place = rng.permutation(len(types))  # keys anywhere among the columns
+        self.types = [None] * len(types)
+        self.columns = [None] * len(types)
+        for t, c in zip(types, place.tolist()):
+            a = random_keys(rng, t, n)
+            if t == "bytes":
+                if rng.random() < 0.7:
+                    obj = np.empty(n, dtype=object)
+                    obj[:] = a
+                    a = obj
+                else:
+                    a = np.array(a, dtype="S") if n else np.empty(0, "S1")
+            if n and rng.random() < 0.5:
+                a = np.ma.MaskedArray(a, mask=rng.random(n) < rng.uniform(0.0, 0.5))
+            self.types[c], self.columns[c] = t, a
+        self.by = place[:nkeys].tolist()
+        if nkeys >= 2 and rng.random() < 0.1:
+            self.by[-1] = self.by[0]  # one column twice (maybe in the other order)
+        self.ascending = [bool(x) for x in rng.random(nkeys) < 0.5]
+        self.nulls = ["first" if x else "last" for x in rng.random(nkeys) < 0.5]
+        self.return_columns = bool(rng.random() < 0.3)
+        self.names = ["c%d" % i for i in range(len(types))]
+        # As handed to the client: a dict or a list; names or indices; a
+        # scalar by/ascending/nulls where that says the same.
+        self.columns_arg = (dict(zip(self.names, self.columns)) if rng.random() < 0.7
+                            else list(self.columns))
+        by = self.by if (isinstance(self.columns_arg, list) or rng.random() < 0.3) \
+            else [self.names[c] for c in self.by]
+        self.by_arg = by[0] if nkeys == 1 and rng.random() < 0.5 else by
+        self.ascending_arg = (self.ascending[0] if len(set(self.ascending)) == 1
+                              and rng.random() < 0.5 else self.ascending)
+        self.nulls_arg = (self.nulls[0] if len(set(self.nulls)) == 1 and rng.random() < 0.5
+                          else self.nulls)
+        self.kind = self.types[self.by[0]]
+        self.label = SORTED_AS.get(self.kind, self.kind)  # the server's key_type label
+        self.features = [f for f, on in zip(TABLE_FEATURES, (
+            len(self.by) > 1,
+            any(np.ma.getmaskarray(self.columns[c]).any() or
+                (self.types[c] == "datetime64" and np.isnat(np.ma.getdata(self.columns[c])).any())
+                for c in self.by),
+            self.return_columns)) if on]
+
+    def call(self, client, rid, timeout):
+        return client.sort_table(self.columns_arg, self.by_arg, self.ascending_arg,
+                                 self.nulls_arg, return_columns=self.return_columns,
+                                 request_id=rid, timeout=timeout)
+
+    def verify(self, res):
+        perm = table_reference(self.columns, self.by, self.ascending, self.nulls)
+        if not self.return_columns:
+            check("permutation", res, perm)
+            return
+        names = self.names if isinstance(self.columns_arg, dict) else \
+            [str(i) for i in range(len(self.columns))]
+        if list(res) != names:
+            raise Wrong("columns %s came back as %s" % (names, list(res)))
+        for name, column in zip(names, self.columns):
+            got, mask = res[name], np.ma.getmaskarray(column)
+            want = np.ma.getdata(column)[perm]
+            if mask.any():
+                if not isinstance(got, np.ma.MaskedArray):
+                    raise Wrong("column %s came back without its nulls" % name)
+                check("column %s's mask" % name, np.ma.getmaskarray(got), mask[perm])
+                got = np.ma.getdata(got)
+            check("column %s" % name, got, want)
+
+
 class Soaker:
     def __init__(self, args, clients, stats, canceller):
         self.args, self.clients, self.stats, self.canceller = args, clients, stats, canceller
         self.big = threading.BoundedSemaphore(args.big_slots)
+        self.converted_picks = collections.Counter()
 
     def worker(self, index, stop, seed):
         rng = np.random.default_rng(seed)
@@ -419,6 +646,12 @@ class Soaker:
         if method == "SortStream":
             self.stream_call(client, rng, rid, kind, descending, mode, timeout, control)
             return
+        if method == "SortTable":
+            self.table_call(client, rng, rid, mode, timeout, control)
+            return
+        if method == "Sort" and rng.random() < CONVERTED_FRACTION:
+            self.converted_call(client, rng, rid, descending, mode, timeout, control)
+            return
         keys, n = self.random_array(rng, kind, args.max_keys)
         values = None
         if method == "SortPairs" or (method == "SortChunked" and rng.random() < 0.5):
@@ -443,6 +676,9 @@ class Soaker:
                 self.big.release()
         invoked = control.method or method
         self.record(invoked, outcome, code, err, n, kind, rid, mode)
+        self.unary_tally(invoked, outcome)
+
+    def unary_tally(self, invoked, outcome):
         st = self.stats
         with st.lock:
             if outcome in ("ok", "late"):
@@ -452,6 +688,51 @@ class Soaker:
                 st.unanswered[invoked] += 1
                 if outcome in ("cancelled", "deadline"):
                     st.unanswered_x[invoked] += 1
+
+    def converted_call(self, client, rng, rid, descending, mode, timeout, control):
+        """Sort of a converted key type (one message), with the permutation."""
+        # The type with the fewest checked answers, then the fewest calls (ties
+        # at random): a short run covers all seven, a long one is uniform.
+        with self.stats.lock:
+            kind = min(CONVERTED_TYPES, key=lambda k: (
+                self.stats.ok_key_types[k], self.converted_picks[k], rng.random()))
+            self.converted_picks[kind] += 1
+        n = random_size(rng, min(self.args.max_keys, CONVERTED_MAX_KEYS))
+        keys = random_keys(rng, kind, n, unit=TIME_UNITS[rng.integers(len(TIME_UNITS))])
+        nulls = "first" if rng.random() < 0.5 else "last"
+        if mode == "cancel":
+            self.canceller.schedule(loguniform(rng, 0.0005, 0.3), control)
+        outcome, code, err = self.run(lambda: client.sort(
+            keys, descending, return_indices=True, request_id=rid, timeout=timeout, nulls=nulls),
+            lambda res: verify_converted(keys, descending, nulls, res), mode)
+        invoked = control.method or "Sort"
+        self.record(invoked, outcome, code, err, n, kind, rid, mode)
+        self.unary_tally(invoked, outcome)
+
+    def table_call(self, client, rng, rid, mode, timeout, control):
+        table = Table(rng, self.args.max_keys)
+        if mode == "cancel":
+            self.canceller.schedule(loguniform(rng, 0.0005, 0.3), control)
+        outcome, code, err = self.run(lambda: table.call(client, rid, timeout), table.verify, mode)
+        what = "table of %s by %s" % (",".join(table.types), ",".join(
+            "%s%s/%s" % (table.types[c], "" if a else " desc", nl)
+            for c, a, nl in zip(table.by, table.ascending, table.nulls)))
+        self.record("SortTable", outcome, code, err, table.rows, what, rid, mode, key_type=False)
+        self.unary_tally("SortTable", outcome)
+        st = self.stats
+        with st.lock:
+            key_kinds = set(table.types[c] for c in table.by)
+            for k in key_kinds:
+                st.table_types[k] += 1
+            if outcome in ("ok", "late"):
+                st.table_answered[table.label] += 1
+            else:
+                st.table_unanswered[table.label] += 1
+            if outcome == "ok":
+                for k in key_kinds:
+                    st.ok_table_types[k] += 1
+                for f in table.features:
+                    st.ok_table_features[f] += 1
 
     def stream_call(self, client, rng, rid, kind, descending, mode, timeout, control):
         want_indices = bool(rng.random() < 0.5)
@@ -513,13 +794,14 @@ class Soaker:
                 return "deadline", code, None
             return "unexpected", code, str(e)
 
-    def record(self, method, outcome, code, err, n, kind, rid, mode):
+    def record(self, method, outcome, code, err, n, kind, rid, mode, key_type=True):
         st = self.stats
         with st.lock:
             st.outcomes[(method, outcome)] += 1
-            st.key_types[kind] += 1
-            if outcome == "ok":
-                st.ok_key_types[kind] += 1
+            if key_type:
+                st.key_types[kind] += 1
+                if outcome == "ok":
+                    st.ok_key_types[kind] += 1
             if outcome in ("ok", "late"):
                 st.keys += n
             if outcome == "unexpected":
@@ -547,12 +829,15 @@ def gauge(page, name):
 
 
 def request_counts(page):
-    """{method: Counter(code -> count)} from sortd_requests_total."""
+    """{method: Counter(code -> count)} from sortd_requests_total, and the
+    same by method and key type under the keys (method, key_type)."""
     out = collections.defaultdict(collections.Counter)
     for line in page.splitlines():
         if line.startswith("sortd_requests_total{"):
             labels = dict(LABELS.findall(line[:line.rindex("}")]))
-            out[labels["method"]][labels["code"]] += float(line.rsplit(" ", 1)[1])
+            value = float(line.rsplit(" ", 1)[1])
+            out[labels["method"]][labels["code"]] += value
+            out[(labels["method"], labels.get("key_type", "?"))][labels["code"]] += value
     return out
 
 
@@ -672,10 +957,18 @@ def coverage(stats, min_ok, phase_calls):
         elif stats.answered[m] + stats.unanswered[m] != made:
             failures.append("%s: %d answered + %d unanswered != %d calls made (the soak's "
                             "tallies)" % (m, stats.answered[m], stats.unanswered[m], made))
-    for kind in KEY_TYPES:
+    for kind in KEY_TYPES + CONVERTED_TYPES:
         if stats.ok_key_types[kind] < min_ok:
             failures.append("key type %s: %d calls answered and checked, fewer than --min_ok=%d" % (
                 kind, stats.ok_key_types[kind], min_ok))
+    for kind in TABLE_TYPES:
+        if stats.ok_table_types[kind] < min_ok:
+            failures.append("SortTable: %d tables with a %s key answered and checked, fewer than "
+                            "--min_ok=%d" % (stats.ok_table_types[kind], kind, min_ok))
+    for feature in TABLE_FEATURES:
+        if stats.ok_table_features[feature] < min_ok:
+            failures.append("SortTable: %d tables with %s answered and checked, fewer than "
+                            "--min_ok=%d" % (stats.ok_table_features[feature], feature, min_ok))
     if min_ok > 0 and stats.keys == 0:
         failures.append("no keys were sorted and checked")
     return failures
@@ -713,8 +1006,32 @@ def reconcile(stats, before, after, min_ok=0):
         rows.append((m, answered, unanswered, total, ok, canc, other,
                      "ok" if not problems else "MISMATCH"))
         failures += ["%s: %s" % (m, p) for p in problems]
+    # SortTable by the server's key_type label (the first key as sorted).
+    labels = set(stats.table_answered) | set(stats.table_unanswered) | set(
+        k[1] for k in set(after) | set(before) if isinstance(k, tuple) and k[0] == "SortTable")
+    for label in sorted(labels):
+        key = ("SortTable", label)
+        inc = collections.Counter({c: after.get(key, {}).get(c, 0) - before.get(key, {}).get(c, 0)
+                                   for c in set(after.get(key, {})) | set(before.get(key, {}))})
+        total, ok = sum(inc.values()), inc["OK"]
+        answered, unanswered = stats.table_answered[label], stats.table_unanswered[label]
+        if label == "none":
+            # A call given up before its request arrived: the server never
+            # saw its columns. Only the cancelled/deadline calls may be here.
+            unanswered = stats.unanswered_x["SortTable"]
+        problems = []
+        if not answered <= total <= answered + unanswered:
+            problems.append("total %d not in [%d, %d]" % (total, answered, answered + unanswered))
+        ok_max = answered + (0 if label == "none" else unanswered)
+        if not answered <= ok <= ok_max:
+            problems.append("OK %d not in [%d, %d]" % (ok, answered, ok_max))
+        rows.append(("  kt=" + label, answered, unanswered, total, ok,
+                     inc["CANCELLED"] + inc["DEADLINE_EXCEEDED"],
+                     total - ok - inc["CANCELLED"] - inc["DEADLINE_EXCEEDED"],
+                     "ok" if not problems else "MISMATCH"))
+        failures += ["SortTable key_type=%s: %s" % (label, p) for p in problems]
     total_x = sum(stats.unanswered_x.values())
-    total_canc = sum(r[5] for r in rows)
+    total_canc = sum(r[5] for r in rows if not r[0].startswith(" "))
     if total_x > 50 and total_canc == 0:
         failures.append("%d calls cancelled or past their deadline, none counted CANCELLED" % total_x)
     return rows, failures
@@ -843,6 +1160,12 @@ def main():
               (stats.keys - keys0) / 1e6, (stats.keys - keys0) / 1e6 / load_seconds, warm_calls))
     print("key types (calls, of which answered OK and checked): " + ", ".join(
         "%s %d/%d" % (k, stats.key_types[k], stats.ok_key_types[k]) for k in KEY_TYPES))
+    print("converted key types (Sort with indices): " + ", ".join(
+        "%s %d/%d" % (k, stats.key_types[k], stats.ok_key_types[k]) for k in CONVERTED_TYPES))
+    print("SortTable key column types (tables, of which answered OK and checked): " + ", ".join(
+        "%s %d/%d" % (k, stats.table_types[k], stats.ok_table_types[k]) for k in TABLE_TYPES)
+        + "; tables OK with " + ", ".join(
+            "%s %d" % (f, stats.ok_table_features[f]) for f in TABLE_FEATURES))
     if args.min_ok > 0:
         phases = ((("warm-up", warm_calls),) if args.warmup > 0 else ()) + (("load phase", load_calls),)
         failures += coverage(stats, args.min_ok, phases)
@@ -857,12 +1180,14 @@ def main():
     if after_counts is not None:
         rows, problems = reconcile(stats, before, after_counts, args.min_ok)
         print()
-        print("Server counters (sortd_requests_total increase; SortStream per request on a stream)")
+        print("Server counters (sortd_requests_total increase; SortStream per request on a stream; "
+              "kt=: SortTable by key_type label)")
         print("%-12s %9s %11s %8s %8s %10s %7s  %s" % (
             "method", "answered", "unanswered", "counted", "OK", "CANCELLED", "other", "check"))
         for r in rows:
             print("%-12s %9d %11d %8d %8d %10d %7d  %s" % r)
         x = sum(stats.unanswered_x.values())
+        rows = [r for r in rows if not r[0].startswith(" ")]  # per method only
         counted = sum(r[3] for r in rows)
         answered = sum(r[1] for r in rows)
         canc = sum(r[5] for r in rows)
