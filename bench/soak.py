@@ -127,7 +127,7 @@ import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 
 from sortd_client import Client, RequestError, SortdError  # noqa: E402
-from sort_reference import reference_permutation  # noqa: E402
+from sort_reference import reference_permutation, time_reference  # noqa: E402
 from sortd_process import SortdProcess  # noqa: E402
 
 METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked", "SortTable")
@@ -203,20 +203,6 @@ def same_array(got, want):
         view = "u%d" % want.dtype.itemsize
         return np.array_equal(got.view(view), want.view(view))
     return np.array_equal(got, want)
-
-
-def time_reference(a, descending, nulls):
-    """Stable order of datetime64 `a` (tests/e2e/test_types.py): NaT first or
-    last in both orders, the rest by their int64 counts."""
-    nat = np.flatnonzero(np.isnat(a))
-    rest = np.flatnonzero(~np.isnat(a))
-    values = a[rest].view(np.int64)
-    if descending:
-        _, rank = np.unique(values, return_inverse=True)
-        rest = rest[np.argsort(-rank.astype(np.int64), kind="stable")]
-    else:
-        rest = rest[np.argsort(values, kind="stable")]
-    return np.concatenate([nat, rest] if nulls == "first" else [rest, nat])
 
 
 def converted_perm(keys, descending, nulls):

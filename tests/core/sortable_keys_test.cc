@@ -146,7 +146,8 @@ struct TimeCase {
 class TimeWordsTest : public ::testing::TestWithParam<TimeCase> {};
 
 TEST_P(TimeWordsTest, NaTIsPlacedAndTimesKeepInt64Order) {
-  const auto [order, nulls] = GetParam();
+  const SortOrder order = GetParam().order;
+  const NullPlacement nulls = GetParam().nulls;
   std::vector<int64_t> times = {kNaT, INT64_MAX, kNaT + 1, 0, -1, 1, kNaT, INT64_MAX, 42, kNaT + 1};
   std::mt19937_64 rng(7);
   for (int i = 0; i < 500; ++i) times.push_back(static_cast<int64_t>(rng()));

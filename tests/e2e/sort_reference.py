@@ -59,3 +59,17 @@ def make_array(rng, name, n, nans=False):
     out = full.copy()
     out[pick] = pool[rng.integers(0, len(pool), int(pick.sum()))]
     return out
+
+
+def time_reference(a, descending, nulls):
+    """Stable order of datetime64/timedelta64 `a`: NaT (a null) first or
+    last in both orders, the rest by their int64 counts."""
+    nat = np.flatnonzero(np.isnat(a))
+    rest = np.flatnonzero(~np.isnat(a))
+    values = a[rest].view(np.int64)
+    if descending:
+        _, rank = np.unique(values, return_inverse=True)
+        rest = rest[np.argsort(-rank.astype(np.int64), kind="stable")]
+    else:
+        rest = rest[np.argsort(values, kind="stable")]
+    return np.concatenate([nat, rest] if nulls == "first" else [rest, nat])

@@ -14,7 +14,7 @@ import unittest
 import numpy as np
 
 from sortd_client.client import Client
-from sort_reference import bits, make_array, reference_permutation
+from sort_reference import bits, make_array, reference_permutation, time_reference
 from sortd_process import SortdProcess, scrape, total
 
 SORTD = os.environ["SORTD_BIN"]
@@ -35,20 +35,6 @@ def narrow_array(rng, dtype, n):
         a = np.where(rng.integers(0, 2, n) == 0, pool[rng.integers(0, len(pool), n)],
                      rng.integers(info.min, info.max, n, endpoint=True)).astype(dt)
     return a.astype(dt)
-
-
-def time_reference(a, descending, nulls):
-    """Stable order of datetime64/timedelta64 `a`: NaT first or last in both
-    orders, the rest by their int64 value."""
-    nat = np.flatnonzero(np.isnat(a))
-    rest = np.flatnonzero(~np.isnat(a))
-    values = a[rest].view(np.int64)
-    if descending:
-        _, rank = np.unique(values, return_inverse=True)
-        rest = rest[np.argsort(-rank.astype(np.int64), kind="stable")]
-    else:
-        rest = rest[np.argsort(values, kind="stable")]
-    return np.concatenate([nat, rest] if nulls == "first" else [rest, nat])
 
 
 class TypesTest(unittest.TestCase):
