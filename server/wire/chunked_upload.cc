@@ -2,8 +2,10 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/wire/converted_arrays.h"
 #include "server/wire/sort_ops.h"
 
 namespace sortd {
@@ -55,6 +57,14 @@ absl::Status ChunkedUpload::AcceptChunk(const v1::SortChunkedRequest& message) {
         "chunk: every SortChunked message after the header must carry a chunk");
   }
   const v1::ArrayChunk& chunk = message.chunk();
+  for (const auto& [array, field] :
+       {std::pair{&chunk.keys(), "chunk.keys"}, std::pair{&chunk.values(), "chunk.values"}}) {
+    if (IsConvertedArray(*array)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", ConvertedTypeName(*array),
+          " arrays are sorted by Sort, SortPairs and SortStream (not yet by SortChunked)"));
+    }
+  }
   if (!chunk.has_keys() || !TypeOf(chunk.keys())) {
     return absl::InvalidArgumentError("chunk.keys: required");
   }

@@ -77,6 +77,11 @@ const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8
 
 }  // namespace
 
+const RepeatedField<int64_t>* TimeValuesOf(const v1::TypedArray& array) {
+  v1::TimeUnit unit;
+  return TimeValues(array, &unit);
+}
+
 bool IsConvertedArray(const v1::TypedArray& array) {
   NarrowType type;
   v1::TimeUnit unit;

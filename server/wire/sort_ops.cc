@@ -20,6 +20,9 @@ namespace {
 constexpr absl::string_view kKeysRequired =
     "keys: required (set one of uint32, int32, float32, uint64, int64, float64, bytes, int8, "
     "uint8, int16, uint16, float16, bfloat16, boolean, datetime64, timedelta64)";
+constexpr absl::string_view kValuesRequired =
+    "values: required (set one of uint32, int32, float32, uint64, int64, float64, bytes, int8, "
+    "uint8, int16, uint16, float16, bfloat16, boolean, datetime64, timedelta64)";
 
 // Numeric pairs that the CPU engine takes: keys and values copied into the
 // response and sorted there together (the engine moves each value with its
@@ -115,9 +118,7 @@ absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request) {
   if (!id.ok()) return id;
   absl::Status keys_ok = ValidateTypedArray(request.keys(), "keys", kKeysRequired);
   if (!keys_ok.ok()) return keys_ok;
-  absl::Status values_ok = ValidateTypedArray(
-      request.values(), "values",
-      absl::StrCat("values: required", kKeysRequired.substr(kKeysRequired.find(" ("))));
+  absl::Status values_ok = ValidateTypedArray(request.values(), "values", kValuesRequired);
   if (!values_ok.ok()) return values_ok;
   absl::Status nulls_ok = ValidateNulls(request.nulls());
   if (!nulls_ok.ok()) return nulls_ok;
@@ -131,13 +132,6 @@ absl::Status ValidateSortPairsRequest(const v1::SortPairsRequest& request) {
 }
 
 namespace {
-
-// Encoded size of a length-delimited field (tag + length varint + body).
-uint64_t FieldBytes(uint64_t body) {
-  uint64_t varint = 1;
-  for (uint64_t v = body; v >= 0x80; v >>= 7) ++varint;
-  return 1 + varint + body;
-}
 
 // The response's fields besides the arrays: request_id, engine, error.
 uint64_t ResponseOverhead(const std::string& request_id) {

@@ -27,13 +27,6 @@ bool IsValid(const std::string& validity, uint64_t row) {
   return validity.empty() || ((static_cast<uint8_t>(validity[row / 8]) >> (row % 8)) & 1) != 0;
 }
 
-// The values of a time column (NaT is a null there), else null.
-const google::protobuf::RepeatedField<int64_t>* TimeValuesOf(const v1::TypedArray& a) {
-  if (a.has_datetime64()) return &a.datetime64().values();
-  if (a.has_timedelta64()) return &a.timedelta64().values();
-  return nullptr;
-}
-
 // The rows' bitmap in the new order: out bit i = in bit perm[i].
 std::string PermuteBitmap(const std::string& validity, const std::vector<uint64_t>& perm) {
   std::string out(BitmapBytes(perm.size()), '\0');
@@ -41,13 +34,6 @@ std::string PermuteBitmap(const std::string& validity, const std::vector<uint64_
     if (IsValid(validity, perm[i])) out[i / 8] = static_cast<char>(out[i / 8] | (1 << (i % 8)));
   }
   return out;
-}
-
-// Encoded size of a length-delimited field (tag + length varint + body).
-uint64_t FieldBytes(uint64_t body) {
-  uint64_t varint = 1;
-  for (uint64_t v = body; v >= 0x80; v >>= 7) ++varint;
-  return 1 + varint + body;
 }
 
 // Bytes of one column as it travels (values with their framing, bitmap).

@@ -48,6 +48,12 @@ uint64_t PayloadBytes(const v1::TypedArray& array) {
   return total;
 }
 
+uint64_t FieldBytes(uint64_t body) {
+  uint64_t varint = 1;
+  for (uint64_t v = body; v >= 0x80; v >>= 7) ++varint;
+  return 1 + varint + body;
+}
+
 v1::Engine ToProtoEngine(EngineKind kind) {
   switch (kind) {
     case EngineKind::kCpu: return v1::ENGINE_CPU;
@@ -109,11 +115,6 @@ void HostColumn::Reserve(DataType type, size_t n) {
 
 absl::Status HostColumn::Append(const v1::TypedArray& chunk,
                                 absl::string_view field) {
-  if (IsConvertedArray(chunk)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": ", ConvertedTypeName(chunk),
-        " arrays are sorted by Sort, SortPairs and SortStream (not yet by SortChunked)"));
-  }
   std::optional<DataType> type = TypeOf(chunk);
   if (!type) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
   if (type_ && *type_ != *type) {

@@ -23,6 +23,9 @@ std::optional<DataType> TypeOf(const v1::TypedArray& array);
 size_t LengthOf(const v1::TypedArray& array);
 // Payload bytes: elements times width, or the sum of string lengths.
 uint64_t PayloadBytes(const v1::TypedArray& array);
+// Encoded size of a length-delimited field (tag + length varint + body), for
+// the response-size checks.
+uint64_t FieldBytes(uint64_t body);
 
 v1::Engine ToProtoEngine(EngineKind kind);
 

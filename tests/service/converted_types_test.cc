@@ -341,5 +341,28 @@ TEST_F(ConvertedTypesTest, MalformedArraysAreRefusedNamingTheField) {
   EXPECT_EQ(testing::CpuKeysSorted(*server_), sorted_before);
 }
 
+// SortChunked does not carry the converted types yet: a chunk of one is
+// refused naming the array and the type.
+TEST_F(ConvertedTypesTest, ChunkedUploadsOfConvertedTypesAreRefusedNamingTheType) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->SortChunked(&ctx);
+  v1::SortChunkedRequest header;
+  header.mutable_header()->set_total_keys(3);
+  ASSERT_TRUE(stream->Write(header));
+  v1::SortChunkedRequest chunk;
+  chunk.mutable_chunk()->mutable_keys()->mutable_int8()->set_values("abc");
+  stream->Write(chunk);
+  stream->WritesDone();
+  v1::SortChunkedResponse response;
+  while (stream->Read(&response)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("chunk.keys: int8 arrays are sorted by Sort, SortPairs and "
+                                        "SortStream (not yet by SortChunked)"),
+            std::string::npos)
+      << status.error_message();
+}
+
 }  // namespace
 }  // namespace sortd

@@ -45,8 +45,8 @@ def _key_column(series):
     else:
         values = series.to_numpy()
     if values.dtype.kind == "f":
-        values = np.where(values == 0, np.zeros((), values.dtype), values)  # -0.0 == +0.0
-        values = np.where(mask, np.zeros((), values.dtype), values)
+        # -0.0 == +0.0 in pandas; a null's value is not read.
+        values = np.where((values == 0) | mask, np.zeros((), values.dtype), values)
     return values, (mask if mask.any() else None)
 
 
