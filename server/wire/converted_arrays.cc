@@ -11,20 +11,6 @@ namespace {
 
 using google::protobuf::RepeatedField;
 
-// The packed bytes of a narrow case, and its type; null when not one.
-const std::string* NarrowBytes(const v1::TypedArray& a, NarrowType* type) {
-  switch (a.array_case()) {
-    case v1::TypedArray::kInt8: *type = NarrowType::kInt8; return &a.int8().values();
-    case v1::TypedArray::kUint8: *type = NarrowType::kUint8; return &a.uint8().values();
-    case v1::TypedArray::kInt16: *type = NarrowType::kInt16; return &a.int16().values();
-    case v1::TypedArray::kUint16: *type = NarrowType::kUint16; return &a.uint16().values();
-    case v1::TypedArray::kFloat16: *type = NarrowType::kFloat16; return &a.float16().values();
-    case v1::TypedArray::kBfloat16: *type = NarrowType::kBFloat16; return &a.bfloat16().values();
-    case v1::TypedArray::kBoolean: *type = NarrowType::kBool; return &a.boolean().values();
-    default: return nullptr;
-  }
-}
-
 // `dst` cleared and set to the narrow case `type`; returns its bytes.
 std::string* MutableNarrowBytes(NarrowType type, v1::TypedArray* dst) {
   dst->Clear();
@@ -76,6 +62,19 @@ void GatherBytes(const uint8_t* src, size_t width, absl::Span<const uint64_t> in
 const uint8_t* Bytes(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
 
 }  // namespace
+
+const std::string* NarrowBytes(const v1::TypedArray& a, NarrowType* type) {
+  switch (a.array_case()) {
+    case v1::TypedArray::kInt8: *type = NarrowType::kInt8; return &a.int8().values();
+    case v1::TypedArray::kUint8: *type = NarrowType::kUint8; return &a.uint8().values();
+    case v1::TypedArray::kInt16: *type = NarrowType::kInt16; return &a.int16().values();
+    case v1::TypedArray::kUint16: *type = NarrowType::kUint16; return &a.uint16().values();
+    case v1::TypedArray::kFloat16: *type = NarrowType::kFloat16; return &a.float16().values();
+    case v1::TypedArray::kBfloat16: *type = NarrowType::kBFloat16; return &a.bfloat16().values();
+    case v1::TypedArray::kBoolean: *type = NarrowType::kBool; return &a.boolean().values();
+    default: return nullptr;
+  }
+}
 
 const RepeatedField<int64_t>* TimeValuesOf(const v1::TypedArray& array) {
   v1::TimeUnit unit;

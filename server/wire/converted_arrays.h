@@ -30,6 +30,9 @@ const char* ConvertedTypeName(const v1::TypedArray& array);
 // The core type the keys are sorted as (uint32 or uint64), for routing and
 // metrics; nullopt when not a converted type.
 std::optional<DataType> ConvertedSortType(const v1::TypedArray& array);
+// The packed bytes of a narrow case (int8 .. bool) and its type; null when
+// `array` is not one.
+const std::string* NarrowBytes(const v1::TypedArray& array, NarrowType* type);
 // The values of a datetime64 / timedelta64 array (NaT, core/sortable_keys.h
 // kNaT, is a null there); null when `array` is neither.
 const google::protobuf::RepeatedField<int64_t>* TimeValuesOf(const v1::TypedArray& array);

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <numeric>
+#include <limits>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "core/table_keys.h"
 
 #include "absl/strings/str_cat.h"
 #include "server/wire/converted_arrays.h"
@@ -159,46 +163,124 @@ void DescribeSuccess(const v1::SortTableRequest& request, const v1::SortTableRes
   record->keys_sorted = KeysOf(request);
 }
 
+namespace {
+
+// Threads for packing keys (core/table_keys.h): every core, within reason.
+int PackingThreads() {
+  return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
+}
+
+const void* NumericData(const v1::TypedArray& values, DataType type) {
+  switch (type) {
+    case DataType::kUint32: return NumericField<uint32_t>(values).data();
+    case DataType::kInt32: return NumericField<int32_t>(values).data();
+    case DataType::kFloat32: return NumericField<float>(values).data();
+    case DataType::kUint64: return NumericField<uint64_t>(values).data();
+    case DataType::kInt64: return NumericField<int64_t>(values).data();
+    case DataType::kFloat64: return NumericField<double>(values).data();
+    case DataType::kBytes: return nullptr;
+  }
+  return nullptr;
+}
+
+// The key as a packed-key column (core/table_keys.h); nullopt for a
+// byte-string key, which takes a pass of its own.
+std::optional<TableKey> PackableKey(const v1::SortTableRequest& request, const v1::SortKey& key) {
+  const v1::TableColumn& column = request.columns(static_cast<int>(key.column()));
+  TableKey out;
+  out.order = ToCoreOrder(key.order());
+  out.nulls = ToCoreNulls(key.nulls());
+  if (!column.validity().empty()) {
+    out.validity = reinterpret_cast<const uint8_t*>(column.validity().data());
+  }
+  NarrowType narrow;
+  if (const std::string* bytes = NarrowBytes(column.values(), &narrow)) {
+    out.kind = TableKey::Kind::kNarrow;
+    out.narrow = narrow;
+    out.data = bytes->data();
+    return out;
+  }
+  if (const auto* times = TimeValuesOf(column.values())) {
+    out.kind = TableKey::Kind::kTime;
+    out.data = times->data();
+    return out;
+  }
+  const std::optional<DataType> type = TypeOf(column.values());
+  if (!type.has_value() || *type == DataType::kBytes) return std::nullopt;
+  out.type = *type;
+  out.data = NumericData(column.values(), *type);
+  return out;
+}
+
+// One stable pass by a byte-string key over the rows in their order `perm`:
+// the non-null rows' strings gathered and argsorted on the engine, the
+// null rows kept in order, first or last.
+absl::StatusOr<std::optional<EngineKind>> SortRowsByColumn(Dispatcher& dispatcher,
+                                                           const v1::TableColumn& column,
+                                                           const v1::SortKey& key,
+                                                           std::vector<uint64_t>& perm) {
+  std::vector<uint64_t> valid_rows, null_rows;
+  for (uint64_t row : perm) (IsValid(column.validity(), row) ? valid_rows : null_rows).push_back(row);
+  v1::TypedArray gathered, sorted;
+  absl::Status status = GatherTypedArray(column.values(), valid_rows, &gathered);
+  if (!status.ok()) return status;
+  std::vector<uint64_t> order(valid_rows.size());
+  absl::StatusOr<EngineKind> ran = SortKeys(dispatcher, gathered, ToCoreOrder(key.order()),
+                                            ToCoreNulls(key.nulls()), &sorted, absl::MakeSpan(order));
+  if (!ran.ok()) return ran.status();
+  const bool nulls_first = key.nulls() == v1::NULL_PLACEMENT_FIRST;
+  size_t out = 0;
+  if (nulls_first) {
+    for (uint64_t row : null_rows) perm[out++] = row;
+  }
+  for (uint64_t i : order) perm[out++] = valid_rows[i];
+  if (!nulls_first) {
+    for (uint64_t row : null_rows) perm[out++] = row;
+  }
+  if (valid_rows.empty()) return std::optional<EngineKind>();
+  return std::optional<EngineKind>(*ran);
+}
+
+}  // namespace
+
 absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& request,
                           v1::SortTableResponse* response) {
   response->set_request_id(request.request_id());
   const size_t rows = KeysOf(request);
   std::vector<uint64_t> perm(rows);
   std::iota(perm.begin(), perm.end(), 0);
-  std::vector<uint64_t> valid_rows, null_rows, order;
-  v1::TypedArray gathered, sorted;
+  // Packed keys name rows as uint32.
+  const bool packable_rows = rows <= std::numeric_limits<uint32_t>::max();
   std::optional<EngineKind> engine;
-  for (int k = request.by_size() - 1; k >= 0; --k) {
-    const v1::SortKey& key = request.by(k);
-    const v1::TableColumn& column = request.columns(static_cast<int>(key.column()));
-    // The rows in their current order, split by validity (a NaT is a null
-    // like a row its bitmap marks: all of them keep their order).
-    valid_rows.clear();
-    null_rows.clear();
-    const auto* times = TimeValuesOf(column.values());
-    for (uint64_t row : perm) {
-      const bool valid = IsValid(column.validity(), row) &&
-                         (times == nullptr || times->Get(static_cast<int>(row)) != kNaT);
-      (valid ? valid_rows : null_rows).push_back(row);
+  // Stable passes from the least significant key: a run of fixed-width keys
+  // packed into words (one pairs sort a word), a byte-string key alone.
+  for (int k = request.by_size() - 1; k >= 0;) {
+    std::optional<TableKey> packed =
+        packable_rows ? PackableKey(request, request.by(k)) : std::nullopt;
+    if (!packed.has_value()) {
+      const v1::SortKey& key = request.by(k);
+      absl::StatusOr<std::optional<EngineKind>> ran =
+          SortRowsByColumn(dispatcher, request.columns(static_cast<int>(key.column())), key, perm);
+      if (!ran.ok()) return ran.status();
+      if (ran->has_value()) engine = **ran;
+      --k;
+      continue;
     }
-    // A stable sort of the valid rows' keys, in that order.
-    absl::Status status = GatherTypedArray(column.values(), valid_rows, &gathered);
-    if (!status.ok()) return status;
-    order.assign(valid_rows.size(), 0);
+    std::vector<TableKey> run = {*packed};
+    int first = k;
+    while (first > 0) {
+      std::optional<TableKey> next = PackableKey(request, request.by(first - 1));
+      if (!next.has_value()) break;
+      run.insert(run.begin(), *next);
+      --first;
+    }
+    std::vector<uint32_t> rows32(perm.begin(), perm.end());
     absl::StatusOr<EngineKind> ran =
-        SortKeys(dispatcher, gathered, ToCoreOrder(key.order()), ToCoreNulls(key.nulls()), &sorted,
-                 absl::MakeSpan(order));
+        SortRowsByPackedKeys(dispatcher, run, absl::MakeSpan(rows32), PackingThreads());
     if (!ran.ok()) return ran.status();
-    if (!valid_rows.empty()) engine = *ran;
-    const bool nulls_first = key.nulls() == v1::NULL_PLACEMENT_FIRST;
-    size_t out = 0;
-    if (nulls_first) {
-      for (uint64_t row : null_rows) perm[out++] = row;
-    }
-    for (uint64_t i : order) perm[out++] = valid_rows[i];
-    if (!nulls_first) {
-      for (uint64_t row : null_rows) perm[out++] = row;
-    }
+    std::copy(rows32.begin(), rows32.end(), perm.begin());
+    if (rows > 1) engine = *ran;
+    k = first - 1;
   }
   response->mutable_indices()->Add(perm.begin(), perm.end());
   if (request.return_columns()) {

@@ -1,0 +1,92 @@
+// Table sorts by packed keys (docs/api.md, "Tables"): the key columns of a
+// table sort, most significant first, become one or a few unsigned words a
+// row, compared as plain integers, so that one stable radix sort of
+// (word, row) pairs orders the rows by every column packed into the word.
+//
+// Each key contributes up to two fields, most significant first: a null bit
+// (only where the key has both nulls and non-nulls; set for the rows that
+// go later) and its value, as an order-preserving unsigned word less the
+// column's smallest (ascending) or subtracted from its largest
+// (descending), so the field takes only the bits its range needs (a column
+// of equal values takes none). Null rows' value fields are 0: nulls are
+// equal. The fields are laid into 64-bit words from the most significant;
+// a word of 32 bits or fewer is sorted as uint32. A row's words compared
+// from the first are its keys compared lexicographically, so stable passes
+// over the words from the last to the first give the stable order.
+//
+// Int32 + float32 in [0, 1) with nulls in both fits one word (1 + 32 + 1 +
+// 30 bits); small codes and flags pack many to a word.
+#ifndef SORTD_CORE_TABLE_KEYS_H_
+#define SORTD_CORE_TABLE_KEYS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/dispatcher.h"
+#include "core/sortable_keys.h"
+#include "core/types.h"
+
+namespace sortd {
+
+// One key column of a table sort, viewed in place.
+struct TableKey {
+  enum class Kind {
+    kNumeric,  // `type`: uint32 .. float64 (not bytes)
+    kNarrow,   // `narrow`, packed little-endian
+    kTime,     // datetime64 / timedelta64 as int64; NaT is a null
+  };
+  Kind kind = Kind::kNumeric;
+  DataType type = DataType::kUint32;
+  NarrowType narrow = NarrowType::kUint8;
+  const void* data = nullptr;  // the column's `rows` elements
+  // Arrow validity bitmap (bit per row, LSB first, 1 = valid), or null when
+  // every row is valid.
+  const uint8_t* validity = nullptr;
+  SortOrder order = SortOrder::kAscending;
+  NullPlacement nulls = NullPlacement::kLast;
+};
+
+// Where the fields of the keys lie in the packed words.
+class TableKeyPacking {
+ public:
+  // Scans the columns (which rows are null, the range of the rest) on up
+  // to `threads` threads and lays out the fields.
+  static TableKeyPacking Plan(absl::Span<const TableKey> keys, size_t rows, int threads);
+
+  // Words a row (0 when every key is constant: the order is the input's).
+  int words() const { return static_cast<int>(word_bits_.size()); }
+  // Bits used by word `w` (1..64); at most 32: sort it as uint32.
+  int bits(int w) const { return word_bits_[w]; }
+
+  // out[i] = word `w` of row rows[i]; `out` holds uint32 when bits(w) <= 32,
+  // else uint64, rows.size() of them.
+  void Build(int w, absl::Span<const uint32_t> rows, void* out, int threads) const;
+
+ private:
+  struct Field {
+    int key = 0;
+    bool null_bit = false;  // else the value field
+    int word = 0;
+    int shift = 0;
+    int bits = 0;
+    uint64_t base = 0;  // ascending: the smallest word; descending: the largest
+  };
+  std::vector<TableKey> keys_;
+  std::vector<Field> fields_;
+  std::vector<int> word_bits_;
+};
+
+// Orders `rows` (a permutation of the table's rows, fewer than 2^32; its
+// current order breaks ties) stably by `keys`: one stable pairs sort on the
+// dispatcher per packed word, from the last word to the first. Returns the
+// engine of the last (most significant) pass; CPU when nothing was sorted.
+absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
+                                                absl::Span<const TableKey> keys,
+                                                absl::Span<uint32_t> rows, int threads);
+
+}  // namespace sortd
+
+#endif  // SORTD_CORE_TABLE_KEYS_H_
