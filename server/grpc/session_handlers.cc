@@ -170,7 +170,8 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     }
     if (status.ok()) {
       absl::StatusOr<SortSession::Range> range =
-          session_.get()->DownloadRange(request.array(), request.offset(), request.count());
+          session_.get()->DownloadRange(request.array(), request.column(), request.offset(),
+                                        request.count());
       status = range.status();
       if (range.ok()) range_ = *range;
     }
@@ -180,6 +181,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       return;
     }
     array_ = request.array();
+    column_ = request.column();
     const SessionLimits& limits = context_->sessions->limits();
     uint64_t part_bytes = request.part_bytes() > 0 ? request.part_bytes() : limits.download_part_bytes;
     part_bytes = std::min(part_bytes, limits.max_part_bytes);
@@ -210,6 +212,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     const uint64_t count = std::min(per_part_, end - next_);
     part::Header header;
     header.array = array_;
+    header.column = column_;
     header.offset = next_;
     // The slice holds the session until gRPC has sent it.
     auto* hold = new std::shared_ptr<SortSession>(session_.shared());
@@ -226,6 +229,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   SessionUse session_;
   SortSession::Range range_;
   int array_ = 0;
+  uint32_t column_ = 0;
   uint64_t per_part_ = 1;
   uint64_t next_ = 0;
   bool wrote_any_ = false;  // an empty range still gets one (empty) part
@@ -253,8 +257,8 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
             const SessionLimits& limits = context->sessions->limits();
             response.set_session_id((*started)->id());
             response.set_max_part_bytes(limits.max_part_bytes);
-            response.set_suggested_connections(SuggestedConnections(
-                request.total_keys() * (ElementSize((*started)->key_type()))));
+            response.set_suggested_connections(
+                SuggestedConnections(request.total_keys() * SessionRowBytes(*spec)));
             response.set_idle_timeout_ms(absl::ToInt64Milliseconds(limits.idle_timeout));
             response.set_direct_target(limits.direct_target);
           }

@@ -53,17 +53,14 @@ absl::StatusOr<std::shared_ptr<SortSession>> SessionStore::Start(const SessionSp
         "transfer_only: only on a server started with --diagnostics");
   }
   const uint64_t n = spec.total_keys;
-  const uint64_t key_width = ElementSize(spec.key_type);
-  const uint64_t value_width = spec.value_type ? ElementSize(*spec.value_type) : 0;
-  const uint64_t max_n = limits_.max_payload_bytes / (key_width + value_width);
+  const uint64_t row_bytes = std::max<uint64_t>(1, SessionRowBytes(spec));
+  const uint64_t max_n = limits_.max_payload_bytes / row_bytes;
   if (n > max_n) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "total_keys: ", n, " elements of ", key_width + value_width, " bytes exceed --max_chunked_bytes (",
-        limits_.max_payload_bytes, " bytes)"));
+        "total_keys: ", n, spec.is_table() ? " rows of " : " elements of ", row_bytes,
+        " bytes exceed --max_chunked_bytes (", limits_.max_payload_bytes, " bytes)"));
   }
-  // Keys, values and the gather's second values array, the permutation.
-  const bool indices = spec.return_indices || value_width > 0;
-  const uint64_t memory = n * (key_width + 2 * value_width + (indices ? 8 : 0));
+  const uint64_t memory = SessionMemoryBytes(spec);
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int open = static_cast<int>(sessions_.size()) + starting_;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <numeric>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -14,14 +15,7 @@
 namespace sortd {
 namespace {
 
-const char* ArrayName(int array) {
-  switch (array) {
-    case v1::SESSION_ARRAY_KEYS: return "keys";
-    case v1::SESSION_ARRAY_VALUES: return "values";
-    case v1::SESSION_ARRAY_INDICES: return "indices";
-    default: return "unknown array";
-  }
-}
+uint64_t BitmapBytes(uint64_t rows) { return (rows + 7) / 8; }
 
 // dst[i] = src[indices[i]] over several threads: a random gather of a large
 // array is bound by memory latency, which threads overlap.
@@ -44,7 +38,49 @@ absl::Status ParallelGather(const SessionBuffer& src, absl::Span<const uint64_t>
   return absl::OkStatus();
 }
 
+// The rows' bitmap in sorted order: out bit i = in bit perm[i].
+void PermuteBitmap(const SessionBuffer& in, absl::Span<const uint64_t> perm, SessionBuffer* out) {
+  std::memset(out->data(), 0, out->bytes());
+  const uint8_t* bits = in.data();
+  uint8_t* dst = out->data();
+  for (size_t i = 0; i < perm.size(); ++i) {
+    const uint64_t r = perm[i];
+    dst[i / 8] = static_cast<uint8_t>(dst[i / 8] | (((bits[r / 8] >> (r % 8)) & 1) << (i % 8)));
+  }
+}
+
 }  // namespace
+
+uint64_t SessionRowBytes(const SessionSpec& spec) {
+  if (!spec.is_table()) {
+    return ElementSize(spec.key_type) + (spec.value_type ? ElementSize(*spec.value_type) : 0);
+  }
+  uint64_t bytes = 0;
+  for (const SessionColumnSpec& column : spec.columns) bytes += column.width;
+  return bytes;
+}
+
+uint64_t SessionMemoryBytes(const SessionSpec& spec) {
+  const uint64_t n = spec.total_keys;
+  if (!spec.is_table()) {
+    const uint64_t key_width = ElementSize(spec.key_type);
+    const uint64_t value_width = spec.value_type ? ElementSize(*spec.value_type) : 0;
+    // Keys, values and the gather's second values array, the permutation.
+    const bool indices = spec.return_indices || value_width > 0;
+    return n * (key_width + 2 * value_width + (indices ? 8 : 0));
+  }
+  uint64_t bitmaps = 0;
+  uint64_t widest = 0;
+  for (const SessionColumnSpec& column : spec.columns) {
+    if (column.has_validity) bitmaps += BitmapBytes(n);
+    widest = std::max<uint64_t>(widest, column.width);
+  }
+  // The columns and bitmaps, the permutation (uint64), and while sorting the
+  // packed words (uint64) with their row numbers (uint32); a reordered
+  // column is gathered next to its original, one at a time.
+  return n * (SessionRowBytes(spec) + 8 + 12) + bitmaps +
+         (spec.return_columns ? n * widest + BitmapBytes(n) : 0);
+}
 
 SessionBuffer::SessionBuffer(size_t elements, size_t width, HostMemoryPool* pool)
     : elements_(elements), width_(width) {
@@ -121,13 +157,18 @@ SortSession::SortSession(std::string id, SessionSpec spec, Admitted admitted,
       value_type_(spec_.value_type),
       admitted_(std::move(admitted)),
       memory_(memory),
-      keys_(spec_.total_keys, ElementSize(key_type_), memory) {
+      keys_(spec_.is_table() ? 0 : spec_.total_keys, ElementSize(key_type_), memory) {
   // Values go to the GPU with the keys (an arriving sort) or are gathered
   // on the host; the indices a gather needs are made only then (RunSort).
   if (value_type_) {
     values_ = SessionBuffer(spec_.total_keys, ElementSize(*value_type_), memory);
   }
-  if (spec_.return_indices) indices_ = SessionBuffer(spec_.total_keys, 8, memory);
+  if (spec_.return_indices || spec_.is_table()) indices_ = SessionBuffer(spec_.total_keys, 8, memory);
+  for (const SessionColumnSpec& column : spec_.columns) {
+    columns_.emplace_back(spec_.total_keys, column.width, memory);
+    validity_.emplace_back(column.has_validity ? BitmapBytes(spec_.total_keys) : 0, 1, memory);
+  }
+  received_.resize(2 + 2 * spec_.columns.size());
 }
 
 SortSession::~SortSession() {
@@ -137,7 +178,7 @@ SortSession::~SortSession() {
 
 void SortSession::StartArriving(Dispatcher& dispatcher) {
   const size_t n = keys_.elements();
-  if (spec_.transfer_only || n == 0) return;
+  if (spec_.transfer_only || n == 0 || spec_.is_table()) return;
   if (!dispatcher.RoutesToGpu(key_type_, n)) {
     // The CPU engine takes keys only, and holds a pool about the keys' size
     // for the whole upload: reserved like the buffers (released with them),
@@ -169,16 +210,45 @@ void SortSession::StartArriving(Dispatcher& dispatcher) {
   arriving_ = std::thread([this, &dispatcher, sort] { arrivals_->Finish(dispatcher.SortArriving(sort)); });
 }
 
-SessionBuffer* SortSession::BufferFor(int array) {
-  return const_cast<SessionBuffer*>(static_cast<const SortSession*>(this)->BufferFor(array));
+SessionBuffer* SortSession::BufferFor(int array, uint32_t column, int* slot) {
+  return const_cast<SessionBuffer*>(static_cast<const SortSession*>(this)->BufferFor(array, column, slot));
 }
 
-const SessionBuffer* SortSession::BufferFor(int array) const {
+const SessionBuffer* SortSession::BufferFor(int array, uint32_t column, int* slot) const {
+  int unused;
+  if (slot == nullptr) slot = &unused;
+  const bool table = spec_.is_table();
   switch (array) {
-    case v1::SESSION_ARRAY_KEYS: return &keys_;
-    case v1::SESSION_ARRAY_VALUES: return value_type_ ? &values_ : nullptr;
-    case v1::SESSION_ARRAY_INDICES: return spec_.return_indices ? &indices_ : nullptr;
+    case v1::SESSION_ARRAY_KEYS: *slot = 0; return table ? nullptr : &keys_;
+    case v1::SESSION_ARRAY_VALUES: *slot = 1; return !table && value_type_ ? &values_ : nullptr;
+    case v1::SESSION_ARRAY_INDICES: *slot = -1; return indices_.elements() > 0 || table ? &indices_ : nullptr;
+    case v1::SESSION_ARRAY_COLUMN:
+      if (column >= columns_.size()) return nullptr;
+      *slot = 2 + 2 * static_cast<int>(column);
+      return &columns_[column];
+    case v1::SESSION_ARRAY_VALIDITY:
+      if (column >= validity_.size() || !spec_.columns[column].has_validity) return nullptr;
+      *slot = 3 + 2 * static_cast<int>(column);
+      return &validity_[column];
     default: return nullptr;
+  }
+}
+
+std::string SortSession::ArrayName(int array, uint32_t column) const {
+  auto named = [&](const char* what) {
+    std::string out = absl::StrCat(what, " ", column);
+    if (column < spec_.columns.size() && !spec_.columns[column].name.empty()) {
+      absl::StrAppend(&out, " (\"", absl::CEscape(spec_.columns[column].name.substr(0, 64)), "\")");
+    }
+    return out;
+  };
+  switch (array) {
+    case v1::SESSION_ARRAY_KEYS: return "keys";
+    case v1::SESSION_ARRAY_VALUES: return "values";
+    case v1::SESSION_ARRAY_INDICES: return "indices";
+    case v1::SESSION_ARRAY_COLUMN: return named("column");
+    case v1::SESSION_ARRAY_VALIDITY: return named("the validity bitmap of column");
+    default: return absl::StrCat("unknown array ", array);
   }
 }
 
@@ -186,15 +256,31 @@ absl::StatusOr<uint64_t> SortSession::AcceptPart(v1::session_part::Reader& reade
                                      const v1::session_part::Header& header,
                                      uint64_t message_bytes, uint64_t max_part_bytes) {
   const int array = header.array;
-  if (array != v1::SESSION_ARRAY_KEYS && array != v1::SESSION_ARRAY_VALUES) {
+  const uint32_t column = header.column;
+  if (spec_.is_table()) {
+    if (array != v1::SESSION_ARRAY_COLUMN && array != v1::SESSION_ARRAY_VALIDITY) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "part.array: a table session's uploads carry SESSION_ARRAY_COLUMN or "
+          "SESSION_ARRAY_VALIDITY, got ", array));
+    }
+    if (column >= columns_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("part.column: ", column, ", but the table has ",
+                                                     columns_.size(), " columns"));
+    }
+  } else if (array != v1::SESSION_ARRAY_KEYS && array != v1::SESSION_ARRAY_VALUES) {
     return absl::InvalidArgumentError(
         absl::StrCat("part.array: uploads carry SESSION_ARRAY_KEYS or SESSION_ARRAY_VALUES, got ",
                      array));
   }
-  SessionBuffer* buffer = BufferFor(array);
+  int slot = 0;
+  SessionBuffer* buffer = BufferFor(array, column, &slot);
   if (buffer == nullptr) {
     return absl::InvalidArgumentError(
-        "part.array: SESSION_ARRAY_VALUES, but the session was started without value_type");
+        array == v1::SESSION_ARRAY_VALIDITY
+            ? absl::StrCat("part.array: SESSION_ARRAY_VALIDITY, but column ", column,
+                           " was started without has_validity")
+            : std::string("part.array: SESSION_ARRAY_VALUES, but the session was started without "
+                          "value_type"));
   }
   if (!reader.has_body()) return absl::InvalidArgumentError("part.body: missing (an empty part)");
   const uint64_t bytes = reader.body_bytes();
@@ -218,7 +304,9 @@ absl::StatusOr<uint64_t> SortSession::AcceptPart(v1::session_part::Reader& reade
   if (header.offset > n || count > n - header.offset) {
     return absl::InvalidArgumentError(absl::StrCat("part.offset: elements [", header.offset, ", ",
                                                    header.offset + count, ") of ",
-                                                   ArrayName(array), " past total_keys ", n));
+                                                   ArrayName(array, column),
+                                                   spec_.is_table() ? " past its " : " past total_keys ",
+                                                   n, spec_.is_table() ? " elements" : ""));
   }
   const uint64_t begin = header.offset;
   const uint64_t end = begin + count;
@@ -227,7 +315,7 @@ absl::StatusOr<uint64_t> SortSession::AcceptPart(v1::session_part::Reader& reade
     if (state_ != State::kUploading) {
       return absl::FailedPreconditionError("part: the session is finished; uploads are closed");
     }
-    std::map<uint64_t, uint64_t>& got = received_[array == v1::SESSION_ARRAY_KEYS ? 0 : 1];
+    std::map<uint64_t, uint64_t>& got = received_[slot];
     // The first range ending after `begin` overlaps if it starts before `end`.
     auto next = got.upper_bound(begin);
     if (next != got.begin()) {
@@ -236,7 +324,7 @@ absl::StatusOr<uint64_t> SortSession::AcceptPart(v1::session_part::Reader& reade
     }
     if (next != got.end() && next->first < end) {
       return absl::AlreadyExistsError(absl::StrCat(
-          "part: ", ArrayName(array), " [", begin, ", ", end, ") overlaps elements already sent [",
+          "part: ", ArrayName(array, column), " [", begin, ", ", end, ") overlaps elements already sent [",
           std::max(begin, next->first), ", ", std::min(end, next->second), ")"));
     }
     // Claim the range now (a concurrent part overlapping it is refused),
@@ -277,8 +365,9 @@ absl::StatusOr<uint64_t> SortSession::AcceptPart(v1::session_part::Reader& reade
   return count;
 }
 
-std::string SortSession::MissingLocked(int array, const SessionBuffer& buffer) const {
-  const std::map<uint64_t, uint64_t>& got = received_[array == v1::SESSION_ARRAY_KEYS ? 0 : 1];
+std::string SortSession::MissingLocked(int slot, const std::string& name,
+                                       const SessionBuffer& buffer) const {
+  const std::map<uint64_t, uint64_t>& got = received_[slot];
   std::string out;
   int listed = 0;
   uint64_t missing = 0;
@@ -293,7 +382,7 @@ std::string SortSession::MissingLocked(int array, const SessionBuffer& buffer) c
   }
   if (at < buffer.elements()) note(at, buffer.elements());
   if (missing == 0) return "";
-  return absl::StrCat(missing, " ", ArrayName(array), " not received: ", out,
+  return absl::StrCat(missing, " ", name, " not received: ", out,
                       listed > 4 ? " ..." : "");
 }
 
@@ -310,8 +399,20 @@ absl::StatusOr<bool> SortSession::BeginSort() {
     return absl::FailedPreconditionError(
         "FinishSortSession: parts are still arriving (finish after every UploadParts returned)");
   }
-  std::string missing = MissingLocked(v1::SESSION_ARRAY_KEYS, keys_);
-  if (missing.empty() && value_type_) missing = MissingLocked(v1::SESSION_ARRAY_VALUES, values_);
+  std::string missing;
+  if (spec_.is_table()) {
+    for (uint32_t c = 0; c < columns_.size() && missing.empty(); ++c) {
+      missing = MissingLocked(2 + 2 * c, "rows of " + ArrayName(v1::SESSION_ARRAY_COLUMN, c),
+                              columns_[c]);
+      if (missing.empty() && spec_.columns[c].has_validity) {
+        missing = MissingLocked(3 + 2 * c, "bytes of " + ArrayName(v1::SESSION_ARRAY_VALIDITY, c),
+                                validity_[c]);
+      }
+    }
+  } else {
+    missing = MissingLocked(0, "keys", keys_);
+    if (missing.empty() && value_type_) missing = MissingLocked(1, "values", values_);
+  }
   if (!missing.empty()) return absl::FailedPreconditionError(absl::StrCat("FinishSortSession: ", missing));
   state_ = State::kSorting;
   if (arrivals_ != nullptr) arrivals_->Complete();
@@ -322,7 +423,9 @@ absl::Status SortSession::RunSort(Dispatcher& dispatcher) {
   absl::Status status;
   std::optional<EngineKind> engine;
   const size_t n = keys_.elements();
-  if (!spec_.transfer_only && n > 0) {
+  if (spec_.is_table() && !spec_.transfer_only) {
+    status = RunTableSort(dispatcher, &engine);
+  } else if (!spec_.transfer_only && n > 0) {
     bool values_sorted = false;
     if (arrivals_ != nullptr) {
       // UNAVAILABLE: the GPU did not take it, the arrays are as received.
@@ -362,6 +465,55 @@ absl::Status SortSession::RunSort(Dispatcher& dispatcher) {
   return status;
 }
 
+absl::Status SortSession::RunTableSort(Dispatcher& dispatcher, std::optional<EngineKind>* engine) {
+  const size_t n = spec_.total_keys;
+  if (n > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("total_keys: ", n, " rows; a table session sorts fewer than 2^32"));
+  }
+  std::vector<TableKey> keys;
+  for (const SessionKeySpec& by : spec_.by) {
+    const SessionColumnSpec& column = spec_.columns[by.column];
+    TableKey key;
+    key.kind = column.kind;
+    key.type = column.type;
+    key.narrow = column.narrow;
+    key.data = columns_[by.column].data();
+    key.validity = column.has_validity ? validity_[by.column].data() : nullptr;
+    key.order = by.order;
+    key.nulls = by.nulls;
+    keys.push_back(key);
+  }
+  std::vector<uint32_t> rows(n);
+  std::iota(rows.begin(), rows.end(), 0);
+  const int threads = static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
+  absl::StatusOr<EngineKind> ran = SortRowsByPackedKeys(dispatcher, keys, absl::MakeSpan(rows), threads);
+  if (!ran.ok()) return ran.status();
+  *engine = *ran;
+  auto* perm = reinterpret_cast<uint64_t*>(indices_.data());
+  std::copy(rows.begin(), rows.end(), perm);
+  if (!spec_.return_columns) return absl::OkStatus();
+  rows = std::vector<uint32_t>();  // its memory is the reordered columns' scratch
+  const absl::Span<const uint64_t> order(perm, n);
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    SessionBuffer gathered(n, columns_[c].width(), memory_);
+    if (columns_[c].width() == 4 || columns_[c].width() == 8) {
+      absl::Status status = ParallelGather(columns_[c], order, &gathered);
+      if (!status.ok()) return status;
+    } else {
+      const size_t w = columns_[c].width();
+      for (size_t i = 0; i < n; ++i) std::memcpy(gathered.data() + i * w, columns_[c].data() + perm[i] * w, w);
+    }
+    columns_[c].Swap(gathered);
+    if (spec_.columns[c].has_validity) {
+      SessionBuffer bits(validity_[c].elements(), 1, memory_);
+      PermuteBitmap(validity_[c], order, &bits);
+      validity_[c].Swap(bits);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SortSession::sort_status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return sort_status_;
@@ -382,14 +534,23 @@ SortSession::State SortSession::state() const {
   return state_;
 }
 
-absl::StatusOr<SortSession::Range> SortSession::DownloadRange(int array, uint64_t offset,
+absl::StatusOr<SortSession::Range> SortSession::DownloadRange(int array, uint32_t column,
+                                                              uint64_t offset,
                                                               uint64_t count) const {
-  const SessionBuffer* buffer = BufferFor(array);
+  const SessionBuffer* buffer = BufferFor(array, column);
+  const bool table_column = array == v1::SESSION_ARRAY_COLUMN || array == v1::SESSION_ARRAY_VALIDITY;
+  if (buffer != nullptr && table_column && !spec_.return_columns) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "array: ", ArrayName(array, column), " (the session was started without return_columns)"));
+  }
   if (buffer == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "array: ", ArrayName(array),
+        "array: ", ArrayName(array, column),
         array == v1::SESSION_ARRAY_VALUES    ? " (the session has no value_type)"
         : array == v1::SESSION_ARRAY_INDICES ? " (the session was started without return_indices)"
+        : table_column && spec_.is_table() && column >= columns_.size()
+            ? absl::StrCat(": the table has ", columns_.size(), " columns")
+        : array == v1::SESSION_ARRAY_VALIDITY && spec_.is_table() ? " (the column has no bitmap)"
                                              : " is not downloadable"));
   }
   {

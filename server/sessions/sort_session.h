@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,6 +25,8 @@
 #include "core/arriving_input.h"
 #include "core/dispatcher.h"
 #include "core/host_memory.h"
+#include "core/sortable_keys.h"
+#include "core/table_keys.h"
 #include "server/runtime/admission.h"
 #include "sortd/v1/session_part_codec.h"
 #include "sortd/v1/sort.pb.h"
@@ -31,6 +34,24 @@
 namespace sortd {
 
 using SteadyClock = std::chrono::steady_clock;
+
+// A column of a table session: fixed width, viewed by the packed-key sort
+// as a TableKey of this kind.
+struct SessionColumnSpec {
+  std::string name;
+  TableKey::Kind kind = TableKey::Kind::kNumeric;
+  DataType type = DataType::kUint32;       // kNumeric
+  NarrowType narrow = NarrowType::kUint8;  // kNarrow
+  size_t width = 4;                        // bytes an element
+  bool has_validity = false;
+};
+
+// A key of a table session: a column, its order and null placement.
+struct SessionKeySpec {
+  uint32_t column = 0;
+  SortOrder order = SortOrder::kAscending;
+  NullPlacement nulls = NullPlacement::kLast;
+};
 
 // What a session sorts, checked and in core terms (server/wire/session_spec.h
 // makes one from a StartSortSessionRequest).
@@ -43,7 +64,21 @@ struct SessionSpec {
   // Move the arrays, sort nothing (--diagnostics only).
   bool transfer_only = false;
   uint64_t total_keys = 0;
+  // A table session (docs/api.md, "Table sessions"): rows of `columns`
+  // sorted by `by`; key_type and value_type are unused, the permutation is
+  // always kept, and with return_columns the columns are reordered.
+  std::vector<SessionColumnSpec> columns;
+  std::vector<SessionKeySpec> by;
+  bool return_columns = false;
+  bool is_table() const { return !columns.empty(); }
 };
+
+// Bytes a session holds from its start to its end: every array, and the
+// sort's scratch on the host (the gather's second array, the permutation;
+// for a table, its packed words and row numbers).
+uint64_t SessionMemoryBytes(const SessionSpec& spec);
+// Payload bytes a row (a key and its value; a table row's columns).
+uint64_t SessionRowBytes(const SessionSpec& spec);
 
 struct SessionLimits {
   // A session with no call in progress for this long is freed.
@@ -113,7 +148,7 @@ class SortSession {
   const std::string& id() const { return id_; }
   const SessionSpec& spec() const { return spec_; }
   DataType key_type() const { return key_type_; }
-  size_t total_keys() const { return keys_.elements(); }
+  size_t total_keys() const { return spec_.total_keys; }
 
   // Copies one uploaded part into place and returns its element count.
   // `reader` has read the header (`header`); `message_bytes` is the whole
@@ -145,7 +180,9 @@ class SortSession {
     uint64_t offset = 0;
     uint64_t count = 0;
   };
-  absl::StatusOr<Range> DownloadRange(int array, uint64_t offset, uint64_t count) const;
+  // `column`: for SESSION_ARRAY_COLUMN / SESSION_ARRAY_VALIDITY.
+  absl::StatusOr<Range> DownloadRange(int array, uint32_t column, uint64_t offset,
+                                      uint64_t count) const;
 
   // Activity, for idle expiry: calls in progress hold a use.
   void BeginUse();
@@ -160,10 +197,18 @@ class SortSession {
   State state() const;
 
  private:
-  SessionBuffer* BufferFor(int array);
-  const SessionBuffer* BufferFor(int array) const;
-  // Elements of `array` not yet received, as "[a, b)" ranges (the first few).
-  std::string MissingLocked(int array, const SessionBuffer& buffer) const;
+  // The buffer of an array (and column), and its slot in received_; null
+  // when the session has no such array.
+  SessionBuffer* BufferFor(int array, uint32_t column, int* slot = nullptr);
+  const SessionBuffer* BufferFor(int array, uint32_t column, int* slot = nullptr) const;
+  // "keys", "values", "column 3 (\"ts\")", ...
+  std::string ArrayName(int array, uint32_t column) const;
+  // Elements of a slot's array not yet received, as "[a, b)" ranges (the
+  // first few).
+  std::string MissingLocked(int slot, const std::string& name, const SessionBuffer& buffer) const;
+  // A table session's sort: packed keys, then the permutation, then the
+  // columns reordered on request.
+  absl::Status RunTableSort(Dispatcher& dispatcher, std::optional<EngineKind>* engine);
 
   const std::string id_;
   const SessionSpec spec_;
@@ -175,6 +220,9 @@ class SortSession {
   SessionBuffer keys_;
   SessionBuffer values_;
   SessionBuffer indices_;
+  // A table session's columns and bitmaps (an empty buffer: no bitmap).
+  std::vector<SessionBuffer> columns_;
+  std::vector<SessionBuffer> validity_;
   // The arriving sort (StartArriving): the ranges it is handed, and the
   // thread that runs it.
   class Arrivals;
@@ -189,7 +237,8 @@ class SortSession {
   std::optional<EngineKind> engine_;
   // Received element ranges per array (begin -> end, merged), and parts
   // claimed whose bytes are still being copied.
-  std::map<uint64_t, uint64_t> received_[2];
+  // Slots: 0 keys, 1 values, then 2 + 2c column c and 3 + 2c its bitmap.
+  std::vector<std::map<uint64_t, uint64_t>> received_;
   int copying_ = 0;
   int uses_ = 0;
   SteadyClock::time_point last_activity_ = SteadyClock::now();

@@ -10,7 +10,8 @@
 namespace sortd {
 
 // INVALID_ARGUMENT naming the field: request_id too long, unknown order,
-// key_type unset or unknown, value_type unknown.
+// key_type unset or unknown, value_type unknown; for a table session
+// (columns set): a column type or unit, a key, its order or nulls.
 absl::StatusOr<SessionSpec> SessionSpecFromProto(const v1::StartSortSessionRequest& request);
 
 }  // namespace sortd

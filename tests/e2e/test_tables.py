@@ -102,6 +102,99 @@ class TablesTest(unittest.TestCase):
         np.testing.assert_array_equal(np.ma.getmaskarray(cols["c"]), np.ma.getmaskarray(c)[want])
         np.testing.assert_array_equal(cols["c"].data[~cols["c"].mask], c.data[want][~np.ma.getmaskarray(c)[want]])
 
+    def test_table_sessions_answer_as_one_message_does(self):
+        # Every fixed-width type, nulls by mask and by NaT/NaN, both orders
+        # and placements; parts over 3 connections (bitmaps split too).
+        rng = np.random.default_rng(21)
+        for n in (1, 1000, 70_001):
+            ts = rng.integers(0, 5, n).astype("datetime64[s]")
+            ts[rng.integers(0, n, n // 6)] = np.datetime64("NaT")
+            cols = {
+                "i8": rng.integers(-3, 3, n).astype(np.int8),
+                "u16": np.ma.MaskedArray(rng.integers(0, 4, n).astype(np.uint16),
+                                         mask=rng.integers(0, 5, n) == 0),
+                "h": rng.integers(-2, 2, n).astype(np.float16) / 2,
+                "ok": rng.integers(0, 2, n).astype(bool),
+                "ts": ts,
+                "td": rng.integers(-2, 2, n).astype("timedelta64[ms]"),
+                "f8": np.where(rng.integers(0, 7, n) == 0, np.nan, rng.integers(0, 3, n) / 3),
+                "i64": np.ma.MaskedArray(rng.integers(-2**62, 2**62, n),
+                                         mask=rng.integers(0, 9, n) == 0),
+                "u32": rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32),
+            }
+            cases = [
+                (["i8", "u16", "h"], [True, False, True], ["last", "first", "last"]),
+                (["ts", "ok", "td", "u32"], [False, True, False, True], "first"),
+                (["f8", "i64"], [True, False], ["first", "last"]),
+                (["u16", "i64", "ts", "i8", "ok", "h"], True, "last"),
+            ]
+            for by, ascending, nulls in cases:
+                with self.subTest(n=n, by=by):
+                    one = self.client.sort_table(cols, by, ascending, nulls, session=False)
+                    got = self.client.sort_table(cols, by, ascending, nulls, session=True,
+                                                 connections=3)
+                    np.testing.assert_array_equal(got, one)
+                    self.assertEqual(got.dtype, np.int64)
+                    reordered = self.client.sort_table(cols, by, ascending, nulls, session=True,
+                                                       return_columns=True, connections=2)
+                    for name, column in cols.items():
+                        out = reordered[name]
+                        self.assertEqual(out.dtype, column.dtype, name)
+                        if isinstance(column, np.ma.MaskedArray):
+                            # (a mask with no null comes back as a plain array)
+                            np.testing.assert_array_equal(np.ma.getmaskarray(out),
+                                                          np.ma.getmaskarray(column)[one])
+                            np.testing.assert_array_equal(np.ma.getdata(out), column.data[one])
+                        else:
+                            self.assertNotIsInstance(out, np.ma.MaskedArray)
+                            np.testing.assert_array_equal(out.view(np.uint8).reshape(n, -1),
+                                                          column[one].view(np.uint8).reshape(n, -1))
+
+    def test_tables_past_the_message_limit_travel_as_a_session(self):
+        # 1 MiB messages: a 3 MiB table goes through a table session, which
+        # one message could not carry.
+        rng = np.random.default_rng(5)
+        n = 300_000
+        a = rng.integers(0, 50, n).astype(np.int32)
+        b = rng.random(n).astype(np.float32)
+        c = rng.integers(0, 2**40, n)
+        with Client(self.server.target, max_message_bytes=1 << 20, native=False) as small:
+            with self.assertRaisesRegex(ValueError, "fixed-width columns only"):
+                small.sort_table({"s": np.array([b"x"] * 3, dtype=object)}, by="s", session=True)
+            phases = set()
+            perm = small.sort_table({"a": a, "b": b, "c": c}, by=["a", "b"],
+                                    ascending=[False, True],
+                                    progress=lambda phase, done, total: phases.add(phase))
+        np.testing.assert_array_equal(perm, np.lexsort((np.arange(n), b, -a)))
+        self.assertEqual(phases, {"upload", "sort", "download"})
+
+    def test_bad_table_sessions_are_refused_naming_the_field(self):
+        from sortd.v1 import sort_pb2
+        import grpc
+        start = self.client._start_session
+
+        def refused(request, says):
+            with self.assertRaises(grpc.RpcError) as err:
+                start(request.SerializeToString())
+            self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn(says, err.exception.details())
+
+        req = sort_pb2.StartSortSessionRequest(total_keys=4)
+        req.columns.add(name="when", type=sort_pb2.ELEMENT_TYPE_DATETIME64)
+        req.by.add(column=0)
+        refused(req, "columns[0].unit: required for ELEMENT_TYPE_DATETIME64")
+        req.columns[0].unit = sort_pb2.TIME_UNIT_SECOND
+        req.by[0].column = 3
+        refused(req, "by[0].column: 3, but the table has 1 columns")
+        req.by[0].column = 0
+        req.key_type = sort_pb2.ELEMENT_TYPE_UINT32
+        refused(req, "key_type, value_type: leave them unset in a table session")
+        plain = sort_pb2.StartSortSessionRequest(total_keys=4, key_type=sort_pb2.ELEMENT_TYPE_INT8)
+        refused(plain, "key_type: ELEMENT_TYPE_INT8 is for table sessions' columns")
+        no_keys = sort_pb2.StartSortSessionRequest(total_keys=4)
+        no_keys.columns.add(type=sort_pb2.ELEMENT_TYPE_UINT8)
+        refused(no_keys, "by: required (at least one key column)")
+
     def test_sortctl_sorts_a_table_of_npy_column_files(self):
         rng = np.random.default_rng(12)
         n = 30_000

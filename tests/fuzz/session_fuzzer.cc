@@ -66,14 +66,14 @@ void CheckSorted(const Shadow& keys, const Shadow* values, size_t value_width, s
   std::vector<T> input(n);
   if (n > 0) std::memcpy(input.data(), keys.bytes.data(), n * sizeof(T));
   const std::vector<uint64_t> perm = ReferencePermutation(input, order);
-  auto keys_out = session.DownloadRange(v1::SESSION_ARRAY_KEYS, 0, 0);
+  auto keys_out = session.DownloadRange(v1::SESSION_ARRAY_KEYS, 0, 0, 0);
   Check(keys_out.ok(), "DownloadRange(keys): " + keys_out.status().ToString());
   for (size_t i = 0; i < n; ++i) {
     Check(std::memcmp(keys_out->data + i * sizeof(T), &input[perm[i]], sizeof(T)) == 0,
           "sorted keys differ from the reference");
   }
   if (values != nullptr) {
-    auto values_out = session.DownloadRange(v1::SESSION_ARRAY_VALUES, 0, 0);
+    auto values_out = session.DownloadRange(v1::SESSION_ARRAY_VALUES, 0, 0, 0);
     Check(values_out.ok(), "DownloadRange(values): " + values_out.status().ToString());
     for (size_t i = 0; i < n; ++i) {
       Check(std::memcmp(values_out->data + i * value_width,
@@ -82,7 +82,7 @@ void CheckSorted(const Shadow& keys, const Shadow* values, size_t value_width, s
     }
   }
   if (with_indices) {
-    auto indices = session.DownloadRange(v1::SESSION_ARRAY_INDICES, 0, 0);
+    auto indices = session.DownloadRange(v1::SESSION_ARRAY_INDICES, 0, 0, 0);
     Check(indices.ok(), "DownloadRange(indices): " + indices.status().ToString());
     for (size_t i = 0; i < n; ++i) {
       uint64_t index = 0;

@@ -257,7 +257,8 @@ class Client:
         return (res.keys, res.indices) if return_indices else res.keys
 
     def sort_table(self, columns, by, ascending=True, nulls="last", return_columns=False,
-                   request_id="", timeout=_DEFAULT):
+                   request_id="", timeout=_DEFAULT, session=None, connections=None,
+                   progress=None):
         """Sorts the rows of a table by one or more key columns (SortTable).
 
         columns: a dict (or any mapping) name -> 1-D array, or a sequence of
@@ -269,14 +270,38 @@ class Client:
 
         Returns the permutation (int64: row i of the sorted table is input
         row perm[i]), or with return_columns a dict name -> column in the
-        sorted order (masked arrays where the input had nulls). The table
-        travels in one message (max_message_bytes).
+        sorted order (masked arrays where the input had nulls).
+
+        session: None picks a table session (docs/api.md, "Table
+        sessions": parts over `connections`, progress as for sort_full) for
+        tables of fixed-width columns of at least session_min_bytes, or
+        too large for one message, else one SortTable message; True/False
+        force either. Tables with byte-string or str columns travel in one
+        message (max_message_bytes).
         """
         table = TableInput(columns, by, ascending, nulls)
-        if table.size() > self.max_message_bytes - HEADROOM:
+        too_large = table.size() > self.max_message_bytes - HEADROOM
+        if session is None:
+            session = table.fixed_width() and (too_large or (
+                self.session_min_bytes and table.size() >= self.session_min_bytes))
+        if session:
+            if not table.fixed_width():
+                raise ValueError("a table session carries fixed-width columns only; byte-string "
+                                 "and str columns travel in one SortTable message")
+            try:
+                perm, reordered, _ = self._sessions.sort_table(
+                    self._start_session, table.session_columns(), table.session_keys(),
+                    return_columns, request_id, self._deadline(timeout),
+                    connections=connections, progress=progress)
+            except grpc.RpcError as err:
+                raise SortdError.from_rpc_error(err) from None
+            if return_columns:
+                return table.reordered_from_session(reordered)
+            return perm.view(np.int64)
+        if too_large:
             raise ValueError("the table is %d bytes; SortTable carries one message (%d bytes "
-                             "here): sort fewer rows per call" % (
-                                 table.size(), self.max_message_bytes - HEADROOM))
+                             "here) and a table session fixed-width columns only: sort fewer "
+                             "rows per call" % (table.size(), self.max_message_bytes - HEADROOM))
         try:
             resp = self._sort_table(table.request(return_columns, request_id),
                                     timeout=self._deadline(timeout))

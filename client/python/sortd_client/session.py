@@ -35,10 +35,10 @@ ELEMENT_TYPES = {
 _INDEX_DTYPE = np.dtype("<u8")
 
 
-def part_message(session_id, array, offset, body):
+def part_message(session_id, array, offset, body, column=0):
     """A serialized SessionPart: header fields, then the body (one copy)."""
     head = (wire.string_field(1, session_id) + wire.varint_field(2, array)
-            + wire.varint_field(3, offset))
+            + wire.varint_field(3, offset) + wire.varint_field(4, column))
     view = memoryview(body).cast("B")
     return b"".join(head + [_BODY_TAG, wire.varint(view.nbytes), view])
 
@@ -150,6 +150,64 @@ class SessionTransport:
             value_type=ELEMENT_TYPES[v.wire_dtype] if v is not None else 0,
             order=order, return_indices=return_indices, request_id=request_id,
             transfer_only=transfer_only)
+        uploads = [(sort_pb2.SESSION_ARRAY_KEYS, 0, k.data)]
+        if v is not None:
+            uploads.append((sort_pb2.SESSION_ARRAY_VALUES, 0, v.data))
+        keys_out = np.empty(n, k.wire_dtype)
+        downloads = [(sort_pb2.SESSION_ARRAY_KEYS, 0, keys_out)]
+        values_out = indices_out = None
+        if v is not None:
+            values_out = np.empty(n, v.wire_dtype)
+            downloads.append((sort_pb2.SESSION_ARRAY_VALUES, 0, values_out))
+        if return_indices:
+            indices_out = np.empty(n, _INDEX_DTYPE)
+            downloads.append((sort_pb2.SESSION_ARRAY_INDICES, 0, indices_out))
+        engine = self._run(start_call, start, n, uploads, downloads, deadline, connections,
+                           progress)
+        if values_out is not None:
+            values_out = values_out.astype(v.native_dtype, copy=False)
+        return keys_out.astype(k.native_dtype, copy=False), values_out, indices_out, engine
+
+    def sort_table(self, start_call, columns, by, return_columns, request_id, deadline,
+                   connections=None, progress=None):
+        """Runs one table session (docs/api.md, "Table sessions").
+
+        columns: (name, ElementType, time unit, wire data, validity bitmap
+        bytes or None) per column; by: SortKey messages. Returns (uint64
+        permutation, [(data, bitmap or None) per column] with
+        return_columns, else None, engine number)."""
+        n = len(columns[0][3])
+        start = sort_pb2.StartSortSessionRequest(
+            total_keys=n, request_id=request_id, by=by, return_columns=return_columns,
+            columns=[sort_pb2.SessionColumn(name=name, type=etype, unit=unit,
+                                            has_validity=bitmap is not None)
+                     for name, etype, unit, _, bitmap in columns])
+        uploads = []
+        for c, (_, _, _, data, bitmap) in enumerate(columns):
+            uploads.append((sort_pb2.SESSION_ARRAY_COLUMN, c, data))
+            if bitmap is not None:
+                uploads.append((sort_pb2.SESSION_ARRAY_VALIDITY, c, bitmap))
+        indices_out = np.empty(n, _INDEX_DTYPE)
+        downloads = [(sort_pb2.SESSION_ARRAY_INDICES, 0, indices_out)]
+        reordered = None
+        if return_columns:
+            reordered = []
+            for c, (_, _, _, data, bitmap) in enumerate(columns):
+                out = np.empty(n, data.dtype)
+                downloads.append((sort_pb2.SESSION_ARRAY_COLUMN, c, out))
+                bits = None
+                if bitmap is not None:
+                    bits = np.empty(len(bitmap), np.uint8)
+                    downloads.append((sort_pb2.SESSION_ARRAY_VALIDITY, c, bits))
+                reordered.append((out, bits))
+        engine = self._run(start_call, start, n, uploads, downloads, deadline, connections,
+                           progress)
+        return indices_out, reordered, engine
+
+    def _run(self, start_call, start, n, uploads, downloads, deadline, connections, progress):
+        """Starts a session, uploads every (array, column, data), finishes
+        it, downloads every (array, column, out) into `out`, ends it; returns
+        the engine number. Each connection moves its share of every array."""
         started = start_call(start.SerializeToString(), timeout=deadline)
         # Every connection must reach the server that holds the session: the
         # address it advertises, else the target itself (one server, or
@@ -183,30 +241,25 @@ class SessionTransport:
             except grpc.RpcError:
                 pass  # best effort: an abandoned session expires anyway
 
-        def bounds(c):
-            return n * c // count, n * (c + 1) // count
+        def bounds(c, length):
+            return length * c // count, length * (c + 1) // count
 
-        uploads = [(sort_pb2.SESSION_ARRAY_KEYS, k.data)]
-        if v is not None:
-            uploads.append((sort_pb2.SESSION_ARRAY_VALUES, v.data))
-        up = _Progress(progress, "upload", sum(a.nbytes for _, a in uploads))
+        up = _Progress(progress, "upload", sum(a.nbytes for _, _, a in uploads))
 
         def upload(c):
-            lo, hi = bounds(c)
-            if lo == hi:
-                return
-
             def parts():
                 first = True
-                for array, data in uploads:
+                for array, column, data in uploads:
+                    lo, hi = bounds(c, len(data))
                     step = max(1, part_bytes // data.itemsize)
                     for at in range(lo, hi, step):
                         body = data[at:min(at + step, hi)]
-                        yield part_message(sid if first else "", array, at, body)
+                        yield part_message(sid if first else "", array, at, body, column)
                         first = False
                         up.add(body.nbytes)
 
-            channels[c].stream_unary(_PATH + "UploadParts")(parts(), timeout=deadline)
+            if any(bounds(c, len(data))[0] < bounds(c, len(data))[1] for _, _, data in uploads):
+                channels[c].stream_unary(_PATH + "UploadParts")(parts(), timeout=deadline)
 
         try:
             _run_parallel(count, upload)
@@ -222,25 +275,16 @@ class SessionTransport:
                                     % (finished.total_keys, n))
             if progress is not None:
                 progress("sort", 1, 1)
-            keys_out = np.empty(n, k.wire_dtype)
-            downloads = [(sort_pb2.SESSION_ARRAY_KEYS, keys_out)]
-            values_out = indices_out = None
-            if v is not None:
-                values_out = np.empty(n, v.wire_dtype)
-                downloads.append((sort_pb2.SESSION_ARRAY_VALUES, values_out))
-            if return_indices:
-                indices_out = np.empty(n, _INDEX_DTYPE)
-                downloads.append((sort_pb2.SESSION_ARRAY_INDICES, indices_out))
-            down = _Progress(progress, "download", sum(a.nbytes for _, a in downloads))
+            down = _Progress(progress, "download", sum(a.nbytes for _, _, a in downloads))
 
             def download(c):
-                lo, hi = bounds(c)
-                if lo == hi:
-                    return
-                for array, out in downloads:
+                for array, column, out in downloads:
+                    lo, hi = bounds(c, len(out))
+                    if lo == hi:
+                        continue
                     request = sort_pb2.DownloadPartsRequest(
                         session_id=sid, array=array, offset=lo, count=hi - lo,
-                        part_bytes=part_bytes).SerializeToString()
+                        part_bytes=part_bytes, column=column).SerializeToString()
                     call = channels[c].unary_stream(_PATH + "DownloadParts")(
                         request, timeout=deadline)
                     at = lo
@@ -265,7 +309,4 @@ class SessionTransport:
             _run_parallel(count, download)
         finally:
             end()
-        if values_out is not None:
-            values_out = values_out.astype(v.native_dtype, copy=False)
-        return keys_out.astype(k.native_dtype, copy=False), values_out, indices_out, \
-            finished.engine
+        return finished.engine

@@ -13,6 +13,19 @@ from . import wire
 from .arrays import TypedInput, indices_from
 
 
+# TypedArray case -> the ElementType of a table session's column.
+_ELEMENT_TYPES = {
+    "uint32": sort_pb2.ELEMENT_TYPE_UINT32, "int32": sort_pb2.ELEMENT_TYPE_INT32,
+    "float32": sort_pb2.ELEMENT_TYPE_FLOAT32, "uint64": sort_pb2.ELEMENT_TYPE_UINT64,
+    "int64": sort_pb2.ELEMENT_TYPE_INT64, "float64": sort_pb2.ELEMENT_TYPE_FLOAT64,
+    "int8": sort_pb2.ELEMENT_TYPE_INT8, "uint8": sort_pb2.ELEMENT_TYPE_UINT8,
+    "int16": sort_pb2.ELEMENT_TYPE_INT16, "uint16": sort_pb2.ELEMENT_TYPE_UINT16,
+    "float16": sort_pb2.ELEMENT_TYPE_FLOAT16, "bfloat16": sort_pb2.ELEMENT_TYPE_BFLOAT16,
+    "boolean": sort_pb2.ELEMENT_TYPE_BOOL, "datetime64": sort_pb2.ELEMENT_TYPE_DATETIME64,
+    "timedelta64": sort_pb2.ELEMENT_TYPE_TIMEDELTA64,
+}
+
+
 def _per_key(value, keys, what):
     """One value per key: a scalar repeated, or a sequence of len(keys)."""
     if isinstance(value, (list, tuple)):
@@ -85,6 +98,40 @@ class TableInput:
             parts += wire.len_field(2, key)
         parts += wire.varint_field(3, return_columns) + wire.string_field(4, request_id)
         return wire.join(parts)
+
+    def fixed_width(self):
+        """Whether every column is fixed width (a table session carries it)."""
+        return not any(c.is_bytes for c in self.columns)
+
+    def session_columns(self):
+        """(name, ElementType, unit, wire data, bitmap or None) per column."""
+        out = []
+        for name, column, mask in zip(self.names, self.columns, self.masks):
+            etype = _ELEMENT_TYPES[column.kind]
+            bitmap = None
+            if mask is not None:
+                bitmap = np.packbits(~mask, bitorder="little")
+            out.append((name, etype, column.time_unit, column.data, bitmap))
+        return out
+
+    def session_keys(self):
+        return [sort_pb2.SortKey(
+            column=index,
+            order=sort_pb2.SORT_ORDER_ASCENDING if ascending else sort_pb2.SORT_ORDER_DESCENDING,
+            nulls=sort_pb2.NULL_PLACEMENT_FIRST if nulls == "first" else sort_pb2.NULL_PLACEMENT_LAST)
+            for index, ascending, nulls in zip(self.by, self.ascending, self.nulls)]
+
+    def reordered_from_session(self, reordered):
+        """{name: column in sorted row order} from a table session's arrays."""
+        out = {}
+        for name, column, mask, (data, bits) in zip(self.names, self.columns, self.masks,
+                                                    reordered):
+            values = column.finish([data])
+            if mask is not None:
+                valid = np.unpackbits(bits, bitorder="little", count=self.rows).astype(bool)
+                values = np.ma.MaskedArray(values, mask=~valid)
+            out[name] = values
+        return out
 
     def size(self):
         """About the encoded request size (for the message limit)."""

@@ -23,6 +23,7 @@ namespace sortd::v1::session_part {
 inline constexpr int kSessionIdField = 1;
 inline constexpr int kArrayField = 2;
 inline constexpr int kOffsetField = 3;
+inline constexpr int kColumnField = 4;
 inline constexpr int kBodyField = 15;
 
 // What precedes the body.
@@ -30,6 +31,7 @@ struct Header {
   std::string session_id;
   int array = 0;  // a SessionArray value
   uint64_t offset = 0;
+  uint32_t column = 0;  // table sessions' column arrays
 };
 
 // Reads one SessionPart message: Start() parses the header fields and stops
@@ -74,6 +76,8 @@ class Reader {
         header->array = static_cast<int>(value > 1000 ? 1000 : value);
       } else if (field == kOffsetField && wire_type == WireFormatLite::WIRETYPE_VARINT) {
         ok = in_.ReadVarint64(&header->offset);
+      } else if (field == kColumnField && wire_type == WireFormatLite::WIRETYPE_VARINT) {
+        ok = in_.ReadVarint32(&header->column);
       } else {
         ok = WireFormatLite::SkipField(&in_, tag);  // unknown fields are ignored
       }
@@ -133,6 +137,7 @@ inline grpc::ByteBuffer Encode(const Header& header, const void* body, size_t bo
     }
     if (header.array != 0) WireFormatLite::WriteEnum(kArrayField, header.array, &out);
     if (header.offset != 0) WireFormatLite::WriteUInt64(kOffsetField, header.offset, &out);
+    if (header.column != 0) WireFormatLite::WriteUInt32(kColumnField, header.column, &out);
     WireFormatLite::WriteTag(kBodyField, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, &out);
     out.WriteVarint64(body_bytes);
   }
