@@ -1,6 +1,7 @@
 #include "core/table_keys.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -207,7 +208,10 @@ absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
   const TableKeyPacking packing = TableKeyPacking::Plan(keys, rows.size(), threads);
   EngineKind engine = EngineKind::kCpu;
   if (packing.words() == 0 || rows.size() < 2) return engine;
-  std::unique_ptr<uint64_t[]> words(new uint64_t[rows.size()]);
+  // Huge pages where the kernel gives them: first touches of a fresh
+  // buffer, page by page, cost more than the packing itself.
+  std::unique_ptr<uint64_t, void (*)(void*)> words(
+      static_cast<uint64_t*>(cpu::AllocateScratch(rows.size() * sizeof(uint64_t))), std::free);
   for (int w = packing.words() - 1; w >= 0; --w) {
     packing.Build(w, rows, words.get(), threads);
     const NumericSpan span = packing.bits(w) <= 32
