@@ -34,6 +34,9 @@ def main():
     ap.add_argument("--log2", type=int, default=22)
     ap.add_argument("--table_log2", type=int, default=22)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--frame_log2", type=int, default=0,
+                    help="also the (Int32 nulls, float32 desc NaN) frame at 2^N rows, a table "
+                         "session (one call after a warm-up; pandas' side is slow)")
     args = ap.parse_args()
     from sortd_client import Client
     from sortd_client import pandas as sortd_pandas
@@ -58,21 +61,27 @@ def main():
         if not ok:
             failed.append(name)
         rows.append((f"{name} keys 2^{args.log2}", t_sortd, "numpy.sort", t_numpy, ok))
+    def frame_row(log2, repeats):
+        m = 1 << log2
+        a = rng.integers(-1000, 1000, m).astype(np.int32)
+        b = rng.standard_normal(m).astype(np.float32)
+        b[rng.integers(0, m, m // 10)] = np.nan
+        df = pd.DataFrame({"a": pd.array(a, dtype="Int32"), "b": b})
+        df.loc[rng.integers(0, m, m // 10), "a"] = pd.NA
+        t_sortd, got = timed(lambda: sortd_pandas.sort_values(
+            df, ["a", "b"], ascending=[True, False], client=client), repeats)
+        t_pandas, want = timed(lambda: df.sort_values(["a", "b"], ascending=[True, False],
+                                                      kind="stable"), repeats)
+        ok = got.index.equals(want.index)
+        if not ok:
+            failed.append("table int32,float32 2^%d" % log2)
+        rows.append((f"table (Int32 nulls, float32 desc NaN) 2^{log2}", t_sortd,
+                     "pandas", t_pandas, ok))
+
+    frame_row(args.table_log2, args.repeats)
+    if args.frame_log2:
+        frame_row(args.frame_log2, 1)
     m = 1 << args.table_log2
-    a = rng.integers(-1000, 1000, m).astype(np.int32)
-    b = rng.standard_normal(m).astype(np.float32)
-    b[rng.integers(0, m, m // 10)] = np.nan
-    df = pd.DataFrame({"a": pd.array(a, dtype="Int32"), "b": b})
-    df.loc[rng.integers(0, m, m // 10), "a"] = pd.NA
-    t_sortd, got = timed(lambda: sortd_pandas.sort_values(df, ["a", "b"], ascending=[True, False],
-                                                          client=client), args.repeats)
-    t_pandas, want = timed(lambda: df.sort_values(["a", "b"], ascending=[True, False],
-                                                  kind="stable"), args.repeats)
-    ok = got.index.equals(want.index)
-    if not ok:
-        failed.append("table int32,float32")
-    rows.append((f"table (Int32 nulls, float32 desc NaN) 2^{args.table_log2}", t_sortd,
-                 "pandas", t_pandas, ok))
     words = np.array(["%06d" % i for i in range(50_000)])[rng.integers(0, 50_000, m // 2)]
     df2 = pd.DataFrame({"s": words, "v": rng.integers(0, 100, m // 2)})
     t_sortd, got = timed(lambda: sortd_pandas.sort_values(df2, ["s", "v"], client=client), 3)

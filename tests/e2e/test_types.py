@@ -3,7 +3,8 @@ real Python client (sortd_client) with int8, uint8, int16, uint16, float16,
 bool, datetime64, timedelta64 and numpy U strings, as keys (both orders,
 with the permutation) and as values; each answer compared with numpy's
 stable order (tests/e2e/sort_reference.py; NaT placed by nulls=), bit for
-bit, in the caller's dtype. The server's sorted-keys counter is read from
+bit, in the caller's dtype, through one message and through table sessions
+(past the message limit, or from session_min_bytes). The server's sorted-keys counter is read from
 /metrics and must count every key.
 
 Environment: SORTD_BIN, PYTHONPATH with client/python and tests/e2e.
@@ -127,15 +128,44 @@ class TypesTest(unittest.TestCase):
             np.testing.assert_array_equal(got, np.sort(a, kind="stable"))
             self.assertEqual(got.dtype, a.dtype)
 
-    def test_converted_arrays_larger_than_a_message_are_refused_before_sending(self):
-        small = Client(self.server.target, max_message_bytes=1 << 20)
-        try:
-            requests = total(scrape(self.server.metrics_url), "sortd_requests_total")
-            with self.assertRaisesRegex(ValueError, "int8 arrays travel in one message"):
-                small.sort(np.zeros(2 << 20, np.int8))
-            self.assertEqual(total(scrape(self.server.metrics_url), "sortd_requests_total"), requests)
-        finally:
-            small.close()
+    def test_converted_arrays_past_the_message_limit_travel_as_table_sessions(self):
+        # 1 MiB messages: 2 MiB of int8 and 1.6 MiB of datetime64 go as table
+        # sessions of one key column (the values a second column), which
+        # report progress as sessions do.
+        rng = np.random.default_rng(13)
+        with Client(self.server.target, max_message_bytes=1 << 20, native=False) as small:
+            a = narrow_array(rng, "i1", 2 << 20)
+            phases = set()
+            keys, idx = small.sort(a, descending=True, return_indices=True,
+                                   progress=lambda phase, done, total: phases.add(phase))
+            self.assertEqual(phases, {"upload", "sort", "download"})
+            ref = reference_permutation(a, True)
+            np.testing.assert_array_equal(idx, ref)
+            np.testing.assert_array_equal(keys, a[ref])
+            t = rng.integers(-50, 50, 200_000).astype(np.int64)
+            t[rng.integers(0, len(t), 30_000)] = np.iinfo(np.int64).min
+            t = t.view("M8[us]")
+            values = narrow_array(rng, "f2", len(t))
+            k, v = small.sort_pairs(t, values, nulls="first")
+            ref = time_reference(t, False, "first")
+            self.assertEqual(k.dtype, t.dtype)
+            np.testing.assert_array_equal(k.view(np.int64), t[ref].view(np.int64))
+            np.testing.assert_array_equal(bits(v), bits(values[ref]))  # NaN payloads kept
+
+    def test_session_and_one_message_answers_agree_for_every_converted_type(self):
+        rng = np.random.default_rng(17)
+        with Client(self.server.target, session_min_bytes=1, native=False) as sessions:
+            for dtype in NARROW + ["M8[ns]", "m8[s]"]:
+                a = (narrow_array(rng, dtype, 30_000) if dtype in NARROW
+                     else rng.integers(-9, 9, 30_000).astype(np.int64).view(dtype))
+                for descending in (False, True):
+                    with self.subTest(dtype=dtype, descending=descending):
+                        one = self.client.sort_full(a, descending=descending, return_indices=True,
+                                                    chunked=False)
+                        got = sessions.sort_full(a, descending=descending, return_indices=True)
+                        np.testing.assert_array_equal(got.indices, one.indices)
+                        np.testing.assert_array_equal(bits(got.keys), bits(one.keys))
+                        self.assertEqual(got.keys.dtype, one.keys.dtype)
 
 
 if __name__ == "__main__":

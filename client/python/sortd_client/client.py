@@ -11,7 +11,7 @@ from sortd.v1 import sort_pb2
 
 from . import wire
 from .arrays import TypedInput, finish_indices, indices_from
-from .table import TableInput
+from .table import ELEMENT_TYPE_OF, TableInput
 from .errors import ProtocolError, RequestError, SortdError
 from .health import HealthChecker
 from . import native as native_sessions
@@ -332,9 +332,10 @@ class Client:
         """Sort or SortPairs returning a SortResult (with engine and id).
 
         Types: see arrays.SUPPORTED. int8/uint8/int16/uint16/float16/bfloat16/
-        bool/datetime64/timedelta64 travel in one message (Sort, SortPairs),
-        not yet through sessions or SortChunked. nulls ("last" or "first"):
-        where NaT keys go, in either order.
+        bool/datetime64/timedelta64 travel in one message (Sort, SortPairs)
+        below session_min_bytes, else (and past the message limit) as a
+        table session of one key column (docs/api.md, "Table sessions").
+        nulls ("last" or "first"): where NaT keys go, in either order.
 
         chunked: None picks the region path for arrays in regions this
         client registered, else a sort session for numeric arrays of at
@@ -398,6 +399,19 @@ class Client:
                 if err.code != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 chunked = True
+        if converted and chunked is not False and not k.is_bytes and (v is None or not v.is_bytes):
+            # Converted types travel as a table session of one key column
+            # (and the values), reordered there: past the message limit, or
+            # from session_min_bytes like the numeric types' sessions.
+            fixed = k.data.nbytes + (v.data.nbytes if v is not None else 0)
+            if chunked or fixed > self.max_message_bytes - HEADROOM or (
+                    self.session_min_bytes and fixed >= self.session_min_bytes):
+                try:
+                    return self._converted_session(k, v, order, null_placement, return_indices,
+                                                   request_id, self._deadline(timeout),
+                                                   connections, progress)
+                except grpc.RpcError as err:
+                    raise SortdError.from_rpc_error(err) from None
         if v is not None:
             if return_indices and not chunked:
                 raise ValueError("return_indices with values needs chunked=True "
@@ -410,8 +424,8 @@ class Client:
                 size += 16 + 8 * k.n  # the response is larger than the request
             chunked = size > self.max_message_bytes - HEADROOM
         if chunked and converted:
-            raise ValueError("%s arrays travel in one message (%d bytes at most here); "
-                             "SortChunked and sessions do not carry them yet"
+            raise ValueError("%s arrays with byte-string keys or values travel in one message "
+                             "(%d bytes at most here)"
                              % ((k if k.converted else v).kind, self.max_message_bytes - HEADROOM))
         deadline = self._deadline(timeout)
         try:
@@ -423,6 +437,20 @@ class Client:
             return self._unary_pairs(k, v, order, request_id, deadline, null_placement)
         except grpc.RpcError as err:
             raise SortdError.from_rpc_error(err) from None
+
+    def _converted_session(self, k, v, order, nulls, return_indices, request_id, deadline,
+                           connections, progress):
+        columns = [("keys", ELEMENT_TYPE_OF[k.kind], k.time_unit, k.data, None)]
+        if v is not None:
+            columns.append(("values", ELEMENT_TYPE_OF[v.kind], v.time_unit, v.data, None))
+        by = [sort_pb2.SortKey(column=0, order=order, nulls=nulls)]
+        perm, reordered, engine = self._sessions.sort_table(
+            self._start_session, columns, by, True, request_id, deadline,
+            connections=connections, progress=progress)
+        keys = k.finish([reordered[0][0]])
+        values = v.finish([reordered[1][0]]) if v is not None else None
+        return SortResult(keys, values, perm if return_indices else None, request_id,
+                          _engine_name(engine))
 
     def _unary_sort(self, k, order, return_indices, request_id, deadline, nulls=0):
         resp = self._sort(_sort_request(k, order, return_indices, request_id, nulls),

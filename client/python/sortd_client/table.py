@@ -14,7 +14,7 @@ from .arrays import TypedInput, indices_from
 
 
 # TypedArray case -> the ElementType of a table session's column.
-_ELEMENT_TYPES = {
+ELEMENT_TYPE_OF = {
     "uint32": sort_pb2.ELEMENT_TYPE_UINT32, "int32": sort_pb2.ELEMENT_TYPE_INT32,
     "float32": sort_pb2.ELEMENT_TYPE_FLOAT32, "uint64": sort_pb2.ELEMENT_TYPE_UINT64,
     "int64": sort_pb2.ELEMENT_TYPE_INT64, "float64": sort_pb2.ELEMENT_TYPE_FLOAT64,
@@ -107,7 +107,7 @@ class TableInput:
         """(name, ElementType, unit, wire data, bitmap or None) per column."""
         out = []
         for name, column, mask in zip(self.names, self.columns, self.masks):
-            etype = _ELEMENT_TYPES[column.kind]
+            etype = ELEMENT_TYPE_OF[column.kind]
             bitmap = None
             if mask is not None:
                 bitmap = np.packbits(~mask, bitorder="little")
