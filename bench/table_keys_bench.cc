@@ -6,6 +6,8 @@
 // order by the keys, the permutation a permutation). Median of --repeats.
 //
 //   sortd_table_keys_bench [--log2=26] [--repeats=5] [--engine=auto|cpu]
+// PAIRS_PACKED=1 gives the pairs sort the table's packed words instead of
+// random ones (how much the words' distribution costs the engine).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
