@@ -87,7 +87,7 @@ int Run(int argc, char** argv) {
   (void)TableKeyPacking::Plan(keys, n, threads);
   const double plan_s = Seconds(plan0);
   const auto build0 = std::chrono::steady_clock::now();
-  packing.Build(0, rows, packed.data(), threads);
+  packing.Build(0, rows, packed.data(), threads, /*in_order=*/true);
   const double build_s = Seconds(build0);
   std::vector<double> table_s;
   EngineKind table_engine = EngineKind::kCpu;

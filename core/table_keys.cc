@@ -116,16 +116,18 @@ TableKeyPacking TableKeyPacking::Plan(absl::Span<const TableKey> keys, size_t ro
       uint64_t words[kBlock];
       uint8_t null[kBlock];
       ValueWords(keys[k], nullptr, begin, end - begin, words, null);
-      Range& r = ranges[p];
+      // Branch-free, so that the loop vectorises (nulls are random).
+      uint64_t lo = ranges[p].lo, hi = ranges[p].hi, nulls = 0;
       for (size_t i = 0; i < end - begin; ++i) {
-        if (null[i]) {
-          ++r.nulls;
-        } else {
-          ++r.valid;
-          r.lo = std::min(r.lo, words[i]);
-          r.hi = std::max(r.hi, words[i]);
-        }
+        const uint64_t is_null = null[i];
+        nulls += is_null;
+        lo = std::min(lo, is_null ? ~uint64_t{0} : words[i]);
+        hi = std::max(hi, is_null ? 0 : words[i]);
       }
+      ranges[p].lo = lo;
+      ranges[p].hi = hi;
+      ranges[p].nulls += nulls;
+      ranges[p].valid += (end - begin) - nulls;
     });
     Range all;
     for (const Range& r : ranges) {
@@ -168,7 +170,8 @@ TableKeyPacking TableKeyPacking::Plan(absl::Span<const TableKey> keys, size_t ro
   return packing;
 }
 
-void TableKeyPacking::Build(int w, absl::Span<const uint32_t> rows, void* out, int threads) const {
+void TableKeyPacking::Build(int w, absl::Span<const uint32_t> rows, void* out, int threads,
+                            bool in_order) const {
   const bool narrow = bits(w) <= 32;
   ForBlocks(rows.size(), threads, [&](size_t begin, size_t end, int) {
     const size_t n = end - begin;
@@ -180,7 +183,7 @@ void TableKeyPacking::Build(int w, absl::Span<const uint32_t> rows, void* out, i
       if (f.word != w) continue;
       const TableKey& key = keys_[f.key];
       if (loaded != f.key) {
-        ValueWords(key, rows.data() + begin, 0, n, words, null);
+        ValueWords(key, in_order ? nullptr : rows.data() + begin, begin, n, words, null);
         loaded = f.key;
       }
       if (f.null_bit) {
@@ -204,19 +207,28 @@ void TableKeyPacking::Build(int w, absl::Span<const uint32_t> rows, void* out, i
 
 absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
                                                 absl::Span<const TableKey> keys,
-                                                absl::Span<uint32_t> rows, int threads) {
+                                                absl::Span<uint32_t> rows, int threads,
+                                                absl::Span<uint64_t> words) {
   const TableKeyPacking packing = TableKeyPacking::Plan(keys, rows.size(), threads);
   EngineKind engine = EngineKind::kCpu;
   if (packing.words() == 0 || rows.size() < 2) return engine;
   // Huge pages where the kernel gives them: first touches of a fresh
   // buffer, page by page, cost more than the packing itself.
-  std::unique_ptr<uint64_t, void (*)(void*)> words(
-      static_cast<uint64_t*>(cpu::AllocateScratch(rows.size() * sizeof(uint64_t))), std::free);
+  std::unique_ptr<uint64_t, void (*)(void*)> owned(nullptr, std::free);
+  if (words.size() < rows.size()) {
+    owned.reset(static_cast<uint64_t*>(cpu::AllocateScratch(rows.size() * sizeof(uint64_t))));
+    words = absl::MakeSpan(owned.get(), rows.size());
+  }
+  // The first pass reads the columns straight when the rows come in order
+  // (a table's first sort); later passes gather by the permutation.
+  bool in_order = true;
+  for (size_t i = 0; i < rows.size() && in_order; ++i) in_order = rows[i] == i;
   for (int w = packing.words() - 1; w >= 0; --w) {
-    packing.Build(w, rows, words.get(), threads);
+    packing.Build(w, rows, words.data(), threads, in_order);
+    in_order = false;
     const NumericSpan span = packing.bits(w) <= 32
-                                 ? NumericSpan(reinterpret_cast<uint32_t*>(words.get()), rows.size())
-                                 : NumericSpan(words.get(), rows.size());
+                                 ? NumericSpan(reinterpret_cast<uint32_t*>(words.data()), rows.size())
+                                 : NumericSpan(words.data(), rows.size());
     absl::StatusOr<EngineKind> ran =
         dispatcher.SortPairsNumeric(span, rows.data(), sizeof(uint32_t), SortOrder::kAscending);
     if (!ran.ok()) return ran.status();

@@ -62,8 +62,10 @@ class TableKeyPacking {
   int bits(int w) const { return word_bits_[w]; }
 
   // out[i] = word `w` of row rows[i]; `out` holds uint32 when bits(w) <= 32,
-  // else uint64, rows.size() of them.
-  void Build(int w, absl::Span<const uint32_t> rows, void* out, int threads) const;
+  // else uint64, rows.size() of them. `in_order`: rows[i] == i (the columns
+  // are read straight, not gathered).
+  void Build(int w, absl::Span<const uint32_t> rows, void* out, int threads,
+             bool in_order = false) const;
 
  private:
   struct Field {
@@ -83,9 +85,13 @@ class TableKeyPacking {
 // current order breaks ties) stably by `keys`: one stable pairs sort on the
 // dispatcher per packed word, from the last word to the first. Returns the
 // engine of the last (most significant) pass; CPU when nothing was sorted.
+// `words` (rows.size() slots, optional) holds the packed words: pass pinned
+// memory (a session's pool) and the GPU engine moves them by DMA; empty, a
+// buffer is allocated here.
 absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
                                                 absl::Span<const TableKey> keys,
-                                                absl::Span<uint32_t> rows, int threads);
+                                                absl::Span<uint32_t> rows, int threads,
+                                                absl::Span<uint64_t> words = {});
 
 }  // namespace sortd
 

@@ -484,16 +484,25 @@ absl::Status SortSession::RunTableSort(Dispatcher& dispatcher, std::optional<Eng
     key.nulls = by.nulls;
     keys.push_back(key);
   }
-  std::vector<uint32_t> rows(n);
-  std::iota(rows.begin(), rows.end(), 0);
-  const int threads = static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
-  absl::StatusOr<EngineKind> ran = SortRowsByPackedKeys(dispatcher, keys, absl::MakeSpan(rows), threads);
-  if (!ran.ok()) return ran.status();
-  *engine = *ran;
+  // The row numbers live in the first half of the permutation's (pinned)
+  // buffer, the packed words in a pinned buffer of the session's pool: the
+  // GPU engine moves both by DMA.
   auto* perm = reinterpret_cast<uint64_t*>(indices_.data());
-  std::copy(rows.begin(), rows.end(), perm);
+  auto* rows = reinterpret_cast<uint32_t*>(indices_.data());
+  std::iota(rows, rows + n, uint32_t{0});
+  const int threads = static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
+  {
+    SessionBuffer words(n, 8, memory_);
+    absl::StatusOr<EngineKind> ran =
+        SortRowsByPackedKeys(dispatcher, keys, absl::MakeSpan(rows, n), threads,
+                             absl::MakeSpan(reinterpret_cast<uint64_t*>(words.data()), n));
+    if (!ran.ok()) return ran.status();
+    *engine = *ran;
+  }
+  // Widened in place from the end: slot i holds row numbers 2i and 2i + 1,
+  // read (as slots 2i and 2i + 1) before slot i is written.
+  for (size_t i = n; i-- > 0;) perm[i] = rows[i];
   if (!spec_.return_columns) return absl::OkStatus();
-  rows = std::vector<uint32_t>();  // its memory is the reordered columns' scratch
   const absl::Span<const uint64_t> order(perm, n);
   for (size_t c = 0; c < columns_.size(); ++c) {
     SessionBuffer gathered(n, columns_[c].width(), memory_);

@@ -446,7 +446,7 @@ class Client:
         by = [sort_pb2.SortKey(column=0, order=order, nulls=nulls)]
         perm, reordered, engine = self._sessions.sort_table(
             self._start_session, columns, by, True, request_id, deadline,
-            connections=connections, progress=progress)
+            connections=connections, progress=progress, want_indices=return_indices)
         keys = k.finish([reordered[0][0]])
         values = v.finish([reordered[1][0]]) if v is not None else None
         return SortResult(keys, values, perm if return_indices else None, request_id,

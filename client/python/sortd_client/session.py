@@ -169,13 +169,14 @@ class SessionTransport:
         return keys_out.astype(k.native_dtype, copy=False), values_out, indices_out, engine
 
     def sort_table(self, start_call, columns, by, return_columns, request_id, deadline,
-                   connections=None, progress=None):
+                   connections=None, progress=None, want_indices=True):
         """Runs one table session (docs/api.md, "Table sessions").
 
         columns: (name, ElementType, time unit, wire data, validity bitmap
         bytes or None) per column; by: SortKey messages. Returns (uint64
-        permutation, [(data, bitmap or None) per column] with
-        return_columns, else None, engine number)."""
+        permutation (None without want_indices: not downloaded), [(data,
+        bitmap or None) per column] with return_columns, else None, engine
+        number)."""
         n = len(columns[0][3])
         start = sort_pb2.StartSortSessionRequest(
             total_keys=n, request_id=request_id, by=by, return_columns=return_columns,
@@ -187,8 +188,8 @@ class SessionTransport:
             uploads.append((sort_pb2.SESSION_ARRAY_COLUMN, c, data))
             if bitmap is not None:
                 uploads.append((sort_pb2.SESSION_ARRAY_VALIDITY, c, bitmap))
-        indices_out = np.empty(n, _INDEX_DTYPE)
-        downloads = [(sort_pb2.SESSION_ARRAY_INDICES, 0, indices_out)]
+        indices_out = np.empty(n, _INDEX_DTYPE) if want_indices else None
+        downloads = [(sort_pb2.SESSION_ARRAY_INDICES, 0, indices_out)] if want_indices else []
         reordered = None
         if return_columns:
             reordered = []
