@@ -40,6 +40,7 @@ absl::Status ParallelGather(const SessionBuffer& src, absl::Span<const uint64_t>
 
 // The rows' bitmap in sorted order: out bit i = in bit perm[i].
 void PermuteBitmap(const SessionBuffer& in, absl::Span<const uint64_t> perm, SessionBuffer* out) {
+  if (out->bytes() == 0) return;  // no rows
   std::memset(out->data(), 0, out->bytes());
   const uint8_t* bits = in.data();
   uint8_t* dst = out->data();
@@ -221,7 +222,7 @@ const SessionBuffer* SortSession::BufferFor(int array, uint32_t column, int* slo
   switch (array) {
     case v1::SESSION_ARRAY_KEYS: *slot = 0; return table ? nullptr : &keys_;
     case v1::SESSION_ARRAY_VALUES: *slot = 1; return !table && value_type_ ? &values_ : nullptr;
-    case v1::SESSION_ARRAY_INDICES: *slot = -1; return indices_.elements() > 0 || table ? &indices_ : nullptr;
+    case v1::SESSION_ARRAY_INDICES: *slot = -1; return spec_.return_indices ? &indices_ : nullptr;
     case v1::SESSION_ARRAY_COLUMN:
       if (column >= columns_.size()) return nullptr;
       *slot = 2 + 2 * static_cast<int>(column);
@@ -470,6 +471,20 @@ absl::Status SortSession::RunTableSort(Dispatcher& dispatcher, std::optional<Eng
   if (n > std::numeric_limits<uint32_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat("total_keys: ", n, " rows; a table session sorts fewer than 2^32"));
+  }
+  // Bools are 0 or 1, as in one SortTable message (a byte is no bool).
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    if (spec_.columns[c].kind != TableKey::Kind::kNarrow || spec_.columns[c].narrow != NarrowType::kBool) {
+      continue;
+    }
+    const uint8_t* bytes = columns_[c].data();
+    for (size_t r = 0; r < n; ++r) {
+      if (bytes[r] > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            ArrayName(v1::SESSION_ARRAY_COLUMN, static_cast<uint32_t>(c)), ": bool byte ",
+            bytes[r], " at row ", r, " (bools are 0 or 1)"));
+      }
+    }
   }
   std::vector<TableKey> keys;
   for (const SessionKeySpec& by : spec_.by) {

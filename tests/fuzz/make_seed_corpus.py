@@ -286,6 +286,35 @@ def session_seeds():
     write("session", head + raw_record(b"\x10\x01\x18\x02\x7a\x04abcd\x08\x01"))
 
 
+def table_session_seeds():
+    """Table sessions (byte 0 >= 0xF0): every column type, bitmaps, keys in
+    both orders and placements, whole and split parts; a bool byte of 2."""
+    widths = [4, 4, 4, 8, 8, 8, 1, 1, 2, 2, 2, 2, 1, 8, 8]
+    n = 9
+    for t in range(15):
+        for variant in range(3):
+            cols = [t | (16 if variant else 0), (t + 5) % 15]
+            keys = [0 | (16 * (variant & 1)) | (32 if variant == 2 else 0), 1]
+            head = bytes([0xF0, n | (64 if variant == 1 else 0), len(cols) - 1]) + bytes(cols)
+            head += bytes([len(keys) - 1]) + bytes(keys)
+            records = b""
+            for c, ct in enumerate(cols):
+                w = widths[ct & 15]
+                body = bytes((7 * i + 3 * c) % 5 if (ct & 15) != 12 else i % 2 for i in range(n * w))
+                # array 4 (COLUMN) of column c: selector 4 + 6 * c; split in two parts
+                records += session_record(4 + 6 * c, 0, body[:4 * w], slices=variant)
+                records += session_record(4 + 6 * c, 4, body[4 * w:])
+                if ct & 16:
+                    records += session_record(5 + 6 * c, 0, bytes([0b10110111, 0b1]))
+            write("session", head + records)
+    # A bool byte of 2, a missing bitmap, a column past the table, a part of
+    # the keys array (not a table's).
+    head = bytes([0xF1, 4, 0, 12 | 16, 0, 0])
+    write("session", head + session_record(4, 0, bytes([1, 2, 0, 1])) + session_record(5, 0, b"\x0f"))
+    write("session", head + session_record(4, 0, bytes([1, 0, 0, 1])))
+    write("session", head + session_record(4 + 6 * 3, 0, bytes([1, 0, 0, 1])) + session_record(1, 0, b"\x01" * 4))
+
+
 if __name__ == "__main__":
     request_seeds()
     converted_seeds()
@@ -294,5 +323,6 @@ if __name__ == "__main__":
     chunked_seeds()
     cpu_seeds()
     session_seeds()
+    table_session_seeds()
     for fuzzer in ("request", "chunked", "cpu_engine", "session"):
         print(fuzzer, len(os.listdir(os.path.join(HERE, "corpus", fuzzer))), "seeds")

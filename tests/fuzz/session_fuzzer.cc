@@ -8,7 +8,8 @@
 // sorted keys (and values, indices) match the reference sort of the shadow;
 // and admission is back to zero once the session is gone.
 //
-// Input: byte 0 picks the key and value types, byte 1 the key count (0-63)
+// Input: byte 0 picks the key and value types (0xF0 and above: a table
+// session, RunTable says how), byte 1 the key count (0-63)
 // and order and whether indices are wanted; then records: a flag byte
 // (bit 0: raw bytes, else a built part; bits 1-2: slices), a 2-byte
 // little-endian length, and that many bytes.
@@ -18,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatcher.h"
@@ -26,6 +28,7 @@
 #include "server/wire/session_spec.h"
 #include "sortd/v1/session_part_codec.h"
 #include "tests/fuzz/fuzz_oracle.h"
+#include "tests/fuzz/table_oracle.h"
 
 namespace sortd::fuzz {
 namespace {
@@ -92,8 +95,231 @@ void CheckSorted(const Shadow& keys, const Shadow* values, size_t value_width, s
   }
 }
 
+// A table session's column types, with their element widths.
+struct ColumnType {
+  v1::ElementType type;
+  size_t width;
+};
+constexpr ColumnType kColumnTypes[] = {
+    {v1::ELEMENT_TYPE_UINT32, 4},     {v1::ELEMENT_TYPE_INT32, 4},     {v1::ELEMENT_TYPE_FLOAT32, 4},
+    {v1::ELEMENT_TYPE_UINT64, 8},     {v1::ELEMENT_TYPE_INT64, 8},     {v1::ELEMENT_TYPE_FLOAT64, 8},
+    {v1::ELEMENT_TYPE_INT8, 1},       {v1::ELEMENT_TYPE_UINT8, 1},     {v1::ELEMENT_TYPE_INT16, 2},
+    {v1::ELEMENT_TYPE_UINT16, 2},     {v1::ELEMENT_TYPE_FLOAT16, 2},   {v1::ELEMENT_TYPE_BFLOAT16, 2},
+    {v1::ELEMENT_TYPE_BOOL, 1},       {v1::ELEMENT_TYPE_DATETIME64, 8}, {v1::ELEMENT_TYPE_TIMEDELTA64, 8}};
+
+// The column as one SortTable message would carry it (for the reference).
+v1::TableColumn AsTableColumn(v1::ElementType type, const Shadow& values, const Shadow* bitmap) {
+  v1::TableColumn column;
+  v1::TypedArray* a = column.mutable_values();
+  const std::string bytes(values.bytes.begin(), values.bytes.end());
+  auto numbers = [&](auto* field) {
+    using T = std::decay_t<decltype(field->Get(0))>;
+    field->Resize(static_cast<int>(bytes.size() / sizeof(T)), T());
+    if (!bytes.empty()) std::memcpy(field->mutable_data(), bytes.data(), bytes.size());
+  };
+  switch (type) {
+    case v1::ELEMENT_TYPE_UINT32: numbers(a->mutable_uint32()->mutable_values()); break;
+    case v1::ELEMENT_TYPE_INT32: numbers(a->mutable_int32()->mutable_values()); break;
+    case v1::ELEMENT_TYPE_FLOAT32: numbers(a->mutable_float32()->mutable_values()); break;
+    case v1::ELEMENT_TYPE_UINT64: numbers(a->mutable_uint64()->mutable_values()); break;
+    case v1::ELEMENT_TYPE_INT64: numbers(a->mutable_int64()->mutable_values()); break;
+    case v1::ELEMENT_TYPE_FLOAT64: numbers(a->mutable_float64()->mutable_values()); break;
+    case v1::ELEMENT_TYPE_INT8: a->mutable_int8()->set_values(bytes); break;
+    case v1::ELEMENT_TYPE_UINT8: a->mutable_uint8()->set_values(bytes); break;
+    case v1::ELEMENT_TYPE_INT16: a->mutable_int16()->set_values(bytes); break;
+    case v1::ELEMENT_TYPE_UINT16: a->mutable_uint16()->set_values(bytes); break;
+    case v1::ELEMENT_TYPE_FLOAT16: a->mutable_float16()->set_values(bytes); break;
+    case v1::ELEMENT_TYPE_BFLOAT16: a->mutable_bfloat16()->set_values(bytes); break;
+    case v1::ELEMENT_TYPE_BOOL: a->mutable_boolean()->set_values(bytes); break;
+    case v1::ELEMENT_TYPE_DATETIME64:
+      numbers(a->mutable_datetime64()->mutable_values());
+      a->mutable_datetime64()->set_unit(v1::TIME_UNIT_SECOND);
+      break;
+    default:
+      numbers(a->mutable_timedelta64()->mutable_values());
+      a->mutable_timedelta64()->set_unit(v1::TIME_UNIT_SECOND);
+      break;
+  }
+  if (bitmap != nullptr) column.set_validity(std::string(bitmap->bytes.begin(), bitmap->bytes.end()));
+  return column;
+}
+
+// Table sessions: byte 1 the row count (0-63) and return_columns; byte 2
+// the columns (1-3), then a byte per column (bits 0-3: the type, bit 4: a
+// bitmap), a key count byte (1-3), a byte per key (bits 0-1: the column,
+// bit 4: descending, bit 5: nulls first); then records as for arrays, a
+// built part's first byte picking the array (% 6) and column (/ 6 % 4).
+// Accepted parts land where they say; finish succeeds exactly when every
+// column and bitmap arrived; the permutation is the reference table order
+// of the shadow (tests/fuzz/table_oracle.h) unless a bool byte is not 0 or
+// 1 (INVALID_ARGUMENT), and the returned columns are the shadow reordered.
+void RunTable(const uint8_t* data, size_t size) {
+  if (size < 3) return;
+  const size_t n = data[1] % 64;
+  const bool return_columns = data[1] & 64;
+  const int ncolumns = 1 + data[2] % 3;
+  data += 3;
+  size -= 3;
+  if (size < static_cast<size_t>(ncolumns) + 1) return;
+  v1::StartSortSessionRequest start;
+  start.set_total_keys(n);
+  start.set_return_columns(return_columns);
+  std::vector<ColumnType> types;
+  for (int c = 0; c < ncolumns; ++c) {
+    const ColumnType type = kColumnTypes[(data[c] & 15) % 15];
+    types.push_back(type);
+    v1::SessionColumn* column = start.add_columns();
+    column->set_type(type.type);
+    column->set_has_validity(data[c] & 16);
+    if (type.type == v1::ELEMENT_TYPE_DATETIME64 || type.type == v1::ELEMENT_TYPE_TIMEDELTA64) {
+      column->set_unit(v1::TIME_UNIT_SECOND);
+    }
+  }
+  const int nkeys = 1 + data[ncolumns] % 3;
+  data += ncolumns + 1;
+  size -= ncolumns + 1;
+  if (size < static_cast<size_t>(nkeys)) return;
+  for (int k = 0; k < nkeys; ++k) {
+    v1::SortKey* key = start.add_by();
+    key->set_column(data[k] % ncolumns);
+    key->set_order(data[k] & 16 ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
+    key->set_nulls(data[k] & 32 ? v1::NULL_PLACEMENT_FIRST : v1::NULL_PLACEMENT_LAST);
+  }
+  data += nkeys;
+  size -= nkeys;
+
+  AdmissionControl admission(uint64_t{1} << 20, 16);
+  {
+    SessionLimits limits;
+    limits.max_part_bytes = 256;
+    SessionStore store(limits, &admission, nullptr);
+    auto spec = SessionSpecFromProto(start);
+    Check(spec.ok(), "SessionSpecFromProto (table): " + spec.status().ToString());
+    auto started = store.Start(*spec);
+    Check(started.ok(), "Start (table): " + started.status().ToString());
+    SortSession& session = **started;
+    const size_t bitmap_bytes = (n + 7) / 8;
+    // Slots 2c: column c's elements, 2c + 1: its bitmap's bytes.
+    std::vector<Shadow> shadows;
+    for (int c = 0; c < ncolumns; ++c) {
+      shadows.push_back({std::vector<uint8_t>(n * types[c].width), std::vector<bool>(n)});
+      const size_t bits = start.columns(c).has_validity() ? bitmap_bytes : 0;
+      shadows.push_back({std::vector<uint8_t>(bits), std::vector<bool>(bits)});
+    }
+    while (size >= 3) {
+      const uint8_t flags = data[0];
+      const size_t length = std::min<size_t>(data[1] | (size_t{data[2]} << 8), size - 3);
+      const uint8_t* record = data + 3;
+      data += 3 + length;
+      size -= 3 + length;
+      if (length < 2) continue;
+      std::string built;
+      part::Header header;
+      header.array = record[0] % 6;
+      header.column = (record[0] / 6) % 4;
+      header.offset = record[1] % 72;
+      grpc::ByteBuffer message = part::Encode(header, record + 2, length - 2, [](void*) {}, nullptr);
+      grpc::Slice whole;
+      message.DumpToSingleSlice(&whole);
+      built.assign(reinterpret_cast<const char*>(whole.begin()), whole.size());
+      message = Sliced(reinterpret_cast<const uint8_t*>(built.data()), built.size(), 1 + (flags >> 1) % 3);
+      const uint64_t message_bytes = message.Length();
+      part::Reader reader(&message);
+      part::Header got;
+      if (!reader.Start(&got)) continue;
+      const uint64_t body = reader.body_bytes();
+      const absl::Status accepted =
+          session.AcceptPart(reader, got, message_bytes, limits.max_part_bytes).status();
+      const bool column_array = got.array == v1::SESSION_ARRAY_COLUMN || got.array == v1::SESSION_ARRAY_VALIDITY;
+      const bool known = column_array && got.column < static_cast<uint32_t>(ncolumns);
+      const int slot = known ? 2 * static_cast<int>(got.column) + (got.array == v1::SESSION_ARRAY_VALIDITY) : -1;
+      const size_t width = got.array == v1::SESSION_ARRAY_COLUMN && known ? types[got.column].width : 1;
+      const size_t length_of = slot >= 0 ? shadows[slot].got.size() : 0;
+      if (!accepted.ok()) {
+        CheckRefusal(accepted, "AcceptPart (table)",
+                     {absl::StatusCode::kInvalidArgument, absl::StatusCode::kAlreadyExists});
+        if (accepted.code() == absl::StatusCode::kAlreadyExists) {
+          Check(slot >= 0 && body % width == 0 && got.offset + body / width <= length_of &&
+                    shadows[slot].Overlaps(got.offset, got.offset + body / width),
+                "ALREADY_EXISTS for a table part that overlaps nothing received");
+        }
+        continue;
+      }
+      Check(slot >= 0 && (got.array == v1::SESSION_ARRAY_COLUMN || start.columns(got.column).has_validity()),
+            "accepted a part of an array the table session does not upload");
+      Check(body > 0 && body % width == 0, "accepted a table part of partial elements");
+      const uint64_t count = body / width;
+      Check(got.offset + count <= length_of, "accepted a table part past its array");
+      Check(!shadows[slot].Overlaps(got.offset, got.offset + count),
+            "accepted a table part overlapping elements already received");
+      std::memcpy(shadows[slot].bytes.data() + got.offset * width, record + 2, body);
+      for (uint64_t i = got.offset; i < got.offset + count; ++i) shadows[slot].got[i] = true;
+    }
+    bool complete = true;
+    for (const Shadow& shadow : shadows) {
+      for (bool g : shadow.got) complete = complete && g;
+    }
+    const absl::StatusOr<bool> begun = session.BeginSort();
+    Check(begun.ok() == complete, "BeginSort (table): " + begun.status().ToString() +
+                                      (complete ? " with every column received"
+                                                : " accepted with elements missing"));
+    if (begun.ok()) {
+      bool bad_bool = false;
+      for (int c = 0; c < ncolumns; ++c) {
+        if (types[c].type != v1::ELEMENT_TYPE_BOOL) continue;
+        for (uint8_t b : shadows[2 * c].bytes) bad_bool = bad_bool || b > 1;
+      }
+      const absl::Status sorted = session.RunSort(CpuDispatcher());
+      if (bad_bool) {
+        Check(sorted.code() == absl::StatusCode::kInvalidArgument,
+              "a bool byte other than 0 or 1 was sorted: " + sorted.ToString());
+      } else {
+        Check(sorted.ok(), "RunSort (table): " + sorted.ToString());
+        v1::SortTableRequest reference;
+        for (int c = 0; c < ncolumns; ++c) {
+          *reference.add_columns() = AsTableColumn(
+              types[c].type, shadows[2 * c], start.columns(c).has_validity() ? &shadows[2 * c + 1] : nullptr);
+        }
+        *reference.mutable_by() = start.by();
+        const std::vector<uint64_t> perm = TablePermutation(reference);
+        auto indices = session.DownloadRange(v1::SESSION_ARRAY_INDICES, 0, 0, 0);
+        Check(indices.ok(), "DownloadRange(indices, table): " + indices.status().ToString());
+        for (size_t i = 0; i < n; ++i) {
+          uint64_t index = 0;
+          std::memcpy(&index, indices->data + i * 8, 8);
+          Check(index == perm[i], "table session permutation differs from the reference order");
+        }
+        for (int c = 0; c < ncolumns; ++c) {
+          auto out = session.DownloadRange(v1::SESSION_ARRAY_COLUMN, c, 0, 0);
+          Check(out.ok() == return_columns, "column download without return_columns, or refused with it");
+          if (!out.ok()) continue;
+          const size_t w = types[c].width;
+          for (size_t i = 0; i < n; ++i) {
+            Check(std::memcmp(out->data + i * w, shadows[2 * c].bytes.data() + perm[i] * w, w) == 0,
+                  "a reordered column differs from the shadow reordered");
+          }
+          if (!start.columns(c).has_validity()) continue;
+          auto bits = session.DownloadRange(v1::SESSION_ARRAY_VALIDITY, c, 0, 0);
+          Check(bits.ok(), "bitmap download: " + bits.status().ToString());
+          for (size_t i = 0; i < n; ++i) {
+            const int want = (shadows[2 * c + 1].bytes[perm[i] / 8] >> (perm[i] % 8)) & 1;
+            Check(((bits->data[i / 8] >> (i % 8)) & 1) == want, "a reordered bitmap bit differs");
+          }
+        }
+      }
+    }
+    Check(store.End(session.id()).ok(), "End of an open table session failed");
+  }
+  Check(admission.inflight_bytes() == 0 && admission.inflight_requests() == 0,
+        "admission not back to zero after the table session ended");
+}
+
 void Run(const uint8_t* data, size_t size) {
   if (size < 2) return;
+  if (data[0] >= 0xF0) {
+    RunTable(data, size);
+    return;
+  }
   const v1::ElementType key_type = kKeyTypes[data[0] % 6];
   const int value_pick = (data[0] / 6) % 7;  // 6: no values
   const v1::ElementType value_type =
