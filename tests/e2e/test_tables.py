@@ -47,6 +47,7 @@ def frame(rng, n):
         "n": nullable,
         "flag": rng.integers(0, 2, n).astype(bool),
         "cat": cat,
+        "raw": np.array([b"a", b"\xff", b"", b"ab", b"a\x00"], dtype=object)[rng.integers(0, 5, n)],
         "payload": np.arange(n) * 3,
     }, index=pd.Index(rng.permutation(n) + 1000, name="id"))
 
@@ -73,11 +74,12 @@ class TablesTest(unittest.TestCase):
                 (["ts", "n", "f"], [False, True, True], "first"),
                 (["cat", "flag", "name", "u32"], True, "last"),
                 (["n", "cat"], [False, False], "last"),
+                (["raw", "name"], [False, True], "first"),
             ]
-            for by, ascending, na in cases:
-                with self.subTest(n=n, by=by, ascending=ascending, na=na):
+            for (by, ascending, na), dictionary in [(c, d) for c in cases for d in (True, False)]:
+                with self.subTest(n=n, by=by, ascending=ascending, na=na, dictionary=dictionary):
                     got = sortd_pandas.sort_values(df, by, ascending=ascending, na_position=na,
-                                                   client=self.client)
+                                                   client=self.client, dictionary=dictionary)
                     want = df.sort_values(by, ascending=ascending, na_position=na, kind="stable")
                     pd.testing.assert_frame_equal(got, want)
 

@@ -9,7 +9,11 @@ Key columns are sent as pandas sorts them:
 - -0.0 and +0.0 are one value (pandas compares them equal; sortd's own
   float order puts -0.0 first, so the key sent is +0.0 for both);
 - nullable integer, float and boolean columns send their values and mask;
-- strings (object or string dtype) travel as UTF-8;
+- strings (object or string dtype) and bytes are dictionary-encoded here:
+  pandas' factorize (a hash pass) finds the distinct values, sortd sorts
+  those (as UTF-8, code-point order; bytes unsigned), and each row's key is
+  its value's rank, an integer column (the packed path, and a table
+  session when large) instead of a string per row;
 - categoricals sort by their categories' order (their codes), as pandas
   does;
 - timezone-aware datetimes by their UTC instant.
@@ -18,8 +22,37 @@ pandas comes from Debian's python3-pandas; it is imported on first use.
 import numpy as np
 
 
-def _key_column(series):
-    """(values, mask or None) for one key column, in pandas' order."""
+def _ranks(series, mask, argsort):
+    """(ranks, nulls): each row's rank among the distinct strings (or
+    bytes) of `series`, int32 (int64 past 2^31 distinct values) codes whose
+    order is the values' order; `argsort(distinct)` sorts the distinct
+    values."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(series)
+    distinct = list(uniques)
+    kinds = {type(x) for x in distinct}
+    if kinds <= {str}:
+        values = np.array(distinct, dtype=str) if distinct else np.array([], dtype="U1")
+    elif kinds <= {bytes}:
+        values = np.array(distinct, dtype=object)
+    else:
+        raise TypeError("column %r: values of types %s; sortd sorts one type a column"
+                        % (series.name, ", ".join(sorted(k.__name__ for k in kinds))))
+    dtype = np.int32 if len(distinct) < (1 << 31) else np.int64
+    rank = np.empty(len(distinct), dtype)
+    if distinct:
+        rank[np.asarray(argsort(values), dtype=np.int64)] = np.arange(len(distinct), dtype=dtype)
+    codes = np.asarray(codes)
+    nulls = codes < 0
+    values = rank[np.maximum(codes, 0)] if distinct else np.zeros(len(codes), dtype)
+    return np.where(nulls, 0, values).astype(dtype, copy=False), nulls | mask
+
+
+def _key_column(series, argsort=None):
+    """(values, mask or None) for one key column, in pandas' order.
+    argsort (of an array of distinct strings or bytes) dictionary-encodes
+    string columns; None sends their values."""
     import pandas as pd
 
     dtype = series.dtype
@@ -32,6 +65,8 @@ def _key_column(series):
     if isinstance(dtype, pd.api.extensions.ExtensionDtype) and hasattr(series.array, "_data"):
         # Nullable Int*/UInt*/Float*/boolean: their values and mask.
         values = np.asarray(series.array._data)
+    elif (dtype == object or isinstance(dtype, pd.StringDtype)) and argsort is not None:
+        values, mask = _ranks(series, mask, argsort)
     elif dtype == object or isinstance(dtype, pd.StringDtype):
         filled = series.where(~mask, "")
         kinds = {type(x) for x in filled}
@@ -51,10 +86,12 @@ def _key_column(series):
 
 
 def sort_values(df, by, ascending=True, na_position="last", client=None, target=None,
-                timeout=None):
+                timeout=None, dictionary=True):
     """df sorted by the columns `by` (a name or a list, most significant
     first) on a sortd server: `client` (a sortd_client.Client) or `target`
-    (a gRPC target, for a client made and closed here)."""
+    (a gRPC target, for a client made and closed here). dictionary=False
+    sends string columns as strings (one SortTable message) instead of
+    their ranks."""
     from .client import Client
 
     if na_position not in ("last", "first"):
@@ -64,12 +101,9 @@ def sort_values(df, by, ascending=True, na_position="last", client=None, target=
         raise ValueError("by: at least one column")
     if isinstance(ascending, (list, tuple)) and len(ascending) != len(keys):
         raise ValueError("ascending: %d values for %d keys" % (len(ascending), len(keys)))
-    columns = {}
-    for i, key in enumerate(keys):
+    for key in keys:
         if key not in df.columns:
             raise KeyError(key)
-        values, mask = _key_column(df[key])
-        columns["%d:%s" % (i, key)] = values if mask is None else np.ma.MaskedArray(values, mask)
     own = client is None
     if own:
         if target is None:
@@ -77,6 +111,14 @@ def sort_values(df, by, ascending=True, na_position="last", client=None, target=
         client = Client(target)
     try:
         kwargs = {} if timeout is None else {"timeout": timeout}
+
+        def argsort(distinct):
+            return client.sort(distinct, return_indices=True, **kwargs)[1]
+
+        columns = {}
+        for i, key in enumerate(keys):
+            values, mask = _key_column(df[key], argsort if dictionary else None)
+            columns["%d:%s" % (i, key)] = values if mask is None else np.ma.MaskedArray(values, mask)
         perm = client.sort_table(columns, by=list(columns), ascending=ascending,
                                  nulls=na_position, **kwargs)
     finally:
