@@ -83,6 +83,21 @@ class TablesTest(unittest.TestCase):
                     want = df.sort_values(by, ascending=ascending, na_position=na, kind="stable")
                     pd.testing.assert_frame_equal(got, want)
 
+    def test_pandas_sort_values_of_a_large_frame_equals_pandas(self):
+        # Past the client's parallel-take threshold (2^18 rows): numpy and
+        # masked columns gathered on threads, the rest by pandas, the index
+        # a RangeIndex and a labelled one.
+        rng = np.random.default_rng(6)
+        df = frame(rng, 300_000)
+        for index in (None, "id"):
+            f = df.reset_index(drop=True) if index is None else df
+            with self.subTest(index=index):
+                got = sortd_pandas.sort_values(f, ["n", "f", "name"], ascending=[False, True, True],
+                                               na_position="first", client=self.client)
+                want = f.sort_values(["n", "f", "name"], ascending=[False, True, True],
+                                     na_position="first", kind="stable")
+                pd.testing.assert_frame_equal(got, want)
+
     def test_sort_table_permutation_and_columns(self):
         rng = np.random.default_rng(9)
         n = 20_000

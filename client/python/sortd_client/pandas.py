@@ -124,4 +124,59 @@ def sort_values(df, by, ascending=True, na_position="last", client=None, target=
     finally:
         if own:
             client.close()
-    return df.take(perm)
+    return _take(df, perm)
+
+
+# Below this many rows, one df.take.
+_PARALLEL_TAKE_ROWS = 1 << 18
+
+
+def _gather(values, perm, pool):
+    """values[perm] (a numpy array) by chunks on the pool's threads: numpy's
+    take drops the GIL for plain dtypes, and a random gather of a large
+    column is bound by memory latency, which threads overlap."""
+    out = np.empty(len(perm), values.dtype)
+    step = max(1 << 16, -(-len(perm) // (4 * pool._max_workers)))
+    list(pool.map(lambda lo: np.take(values, perm[lo:lo + step], out=out[lo:lo + step], mode="clip"),
+                  range(0, len(perm), step)))
+    return out
+
+
+def _take(df, perm):
+    """df.take(perm), the same frame (dtypes, index, column labels), with the
+    columns that are plain numpy arrays or pandas' masked arrays (nullable
+    integers, floats, booleans) gathered on every core; others, and small
+    frames, by pandas' own take (single-threaded)."""
+    import concurrent.futures
+    import os
+
+    import pandas as pd
+
+    if len(perm) < _PARALLEL_TAKE_ROWS or not df.columns.is_unique:
+        return df.take(perm)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        columns = {}
+        for position, name in enumerate(df.columns):
+            column = df[name]
+            array = column.array
+            if isinstance(array, pd.arrays.PandasArray if hasattr(pd.arrays, "PandasArray")
+                          else pd.arrays.NumpyExtensionArray) and column.dtype.kind in "biufcmM":
+                taken = _gather(column.to_numpy(), perm, pool)
+            elif (hasattr(array, "_data") and hasattr(array, "_mask")
+                  and isinstance(array._data, np.ndarray)
+                  and type(array).__name__ in ("IntegerArray", "FloatingArray", "BooleanArray")):
+                taken = type(array)(_gather(array._data, perm, pool), _gather(array._mask, perm, pool))
+            else:
+                taken = column.take(perm).array
+            columns[position] = taken
+        if isinstance(df.index, pd.RangeIndex):
+            index = pd.Index(df.index.start + df.index.step * perm.astype(np.int64),
+                             name=df.index.name)
+        else:
+            index = df.index.take(perm)
+    # Keyed by position, labelled after: a dict with columns= converts some
+    # extension arrays (datetimes) through Python objects.
+    out = pd.DataFrame(columns, index=index, copy=False)
+    out.columns = df.columns
+    out.attrs = dict(df.attrs)
+    return out
