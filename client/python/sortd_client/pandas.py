@@ -1,8 +1,10 @@
 """pandas on sortd: `sort_values(df, by, ...)` returns exactly what
 `df.sort_values(by, ascending=..., na_position=..., kind="stable")` returns,
 with the rows ordered by a sortd server (SortTable). Only the key columns
-travel; the frame is reordered here with `take`, so every column, dtype and
-the index (a RangeIndex or any other) come back as pandas would give them.
+travel; the frame is reordered here as `take` does (numpy and masked
+columns gathered on every core for large frames), so every column, dtype
+and the index (a RangeIndex or any other) come back as pandas would give
+them.
 
 Key columns are sent as pandas sorts them:
 - missing values (NaN, None, NaT, pd.NA) are nulls, placed by na_position;
