@@ -79,8 +79,11 @@ uint64_t SessionMemoryBytes(const SessionSpec& spec) {
   // The columns and bitmaps, the permutation (uint64), and while sorting the
   // packed words (uint64) with their row numbers (uint32); a reordered
   // column is gathered next to its original, one at a time.
+  // Each column's bookkeeping (its spec, buffers, received ranges) too.
+  constexpr uint64_t kColumnOverhead = 512;
   return n * (SessionRowBytes(spec) + 8 + 12) + bitmaps +
-         (spec.return_columns ? n * widest + BitmapBytes(n) : 0);
+         (spec.return_columns ? n * widest + BitmapBytes(n) : 0) +
+         kColumnOverhead * spec.columns.size();
 }
 
 SessionBuffer::SessionBuffer(size_t elements, size_t width, HostMemoryPool* pool)
@@ -515,8 +518,15 @@ absl::Status SortSession::RunTableSort(Dispatcher& dispatcher, std::optional<Eng
     *engine = *ran;
   }
   // Widened in place from the end: slot i holds row numbers 2i and 2i + 1,
-  // read (as slots 2i and 2i + 1) before slot i is written.
-  for (size_t i = n; i-- > 0;) perm[i] = rows[i];
+  // read (as slots 2i and 2i + 1) before slot i is written; through memcpy,
+  // the bytes being read as both widths.
+  uint8_t* bytes = indices_.data();
+  for (size_t i = n; i-- > 0;) {
+    uint32_t row;
+    std::memcpy(&row, bytes + 4 * i, 4);
+    const uint64_t wide = row;
+    std::memcpy(bytes + 8 * i, &wide, 8);
+  }
   if (!spec_.return_columns) return absl::OkStatus();
   const absl::Span<const uint64_t> order(perm, n);
   for (size_t c = 0; c < columns_.size(); ++c) {

@@ -1,5 +1,8 @@
 #include "server/wire/session_spec.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "server/wire/request_checks.h"
 #include "server/wire/table_ops.h"
@@ -57,6 +60,15 @@ absl::Status TableSpecFromProto(const v1::StartSortSessionRequest& request, Sess
   }
   if (request.transfer_only()) {
     return absl::InvalidArgumentError("transfer_only: not for table sessions");
+  }
+  if (request.columns_size() > kMaxTableColumns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("columns: ", request.columns_size(), " columns, at most ", kMaxTableColumns));
+  }
+  // Rows are numbered in 32 bits while sorting (core/table_keys.h).
+  if (request.total_keys() > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "total_keys: ", request.total_keys(), " rows; a table session sorts fewer than 2^32"));
   }
   for (int c = 0; c < request.columns_size(); ++c) {
     absl::StatusOr<SessionColumnSpec> column = ColumnSpecFromProto(request.columns(c), c);

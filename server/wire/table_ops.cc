@@ -56,6 +56,10 @@ absl::Status ValidateSortTableRequest(const v1::SortTableRequest& request) {
   if (request.columns_size() == 0) {
     return absl::InvalidArgumentError("columns: required (at least one column)");
   }
+  if (request.columns_size() > kMaxTableColumns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("columns: ", request.columns_size(), " columns, at most ", kMaxTableColumns));
+  }
   const uint64_t rows = LengthOf(request.columns(0).values());
   for (int c = 0; c < request.columns_size(); ++c) {
     const v1::TableColumn& column = request.columns(c);

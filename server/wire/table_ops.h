@@ -21,6 +21,9 @@ namespace sortd {
 
 // The most key columns one table sort takes.
 inline constexpr int kMaxSortKeys = 32;
+// The most columns one table (a SortTable request or a table session)
+// carries: each costs the server its own bookkeeping, whatever its rows.
+inline constexpr int kMaxTableColumns = 4096;
 
 // INVALID_ARGUMENT naming the column or key: no columns, columns of unequal
 // length, a validity bitmap shorter than its column, an array unset or

@@ -30,7 +30,7 @@ def frame(rng, n):
     f = rng.integers(-3, 3, n).astype(np.float64)
     f[rng.integers(0, n, n // 7)] = np.nan
     f[rng.integers(0, n, n // 9)] = -0.0
-    names = np.array(["ann", "bob", "čeněk", "", "bob "], dtype=object)[rng.integers(0, 5, n)]
+    names = np.array(["ann", "bob", "čeněk", "", "bob ", "ann\x00"], dtype=object)[rng.integers(0, 6, n)]
     names[rng.integers(0, n, n // 8)] = None
     ts = pd.to_datetime(rng.integers(0, 4, n) * 86_400, unit="s").to_numpy().copy()
     ts[rng.integers(0, n, n // 6)] = np.datetime64("NaT")
@@ -185,6 +185,33 @@ class TablesTest(unittest.TestCase):
         np.testing.assert_array_equal(perm, np.lexsort((np.arange(n), b, -a)))
         self.assertEqual(phases, {"upload", "sort", "download"})
 
+    def test_a_server_without_table_sessions_gets_one_message(self):
+        # What a server from before table sessions answers their start (a
+        # plain session without key_type): the client sends the table, and
+        # a converted array, in one message where it fits; forced, it fails.
+        import grpc
+
+        class OldServer(grpc.RpcError):
+            def code(self):
+                return grpc.StatusCode.INVALID_ARGUMENT
+
+            def details(self):
+                return "key_type: must be set (ELEMENT_TYPE_UINT32 ... ELEMENT_TYPE_FLOAT64)"
+
+        def refuse(*args, **kwargs):
+            raise OldServer()
+
+        rng = np.random.default_rng(8)
+        cols = {"a": rng.integers(0, 9, 5000).astype(np.int16), "b": rng.random(5000)}
+        want = self.client.sort_table(cols, ["a", "b"], session=False)
+        with Client(self.server.target, session_min_bytes=1, native=False) as c:
+            c._sessions.sort_table = refuse
+            np.testing.assert_array_equal(c.sort_table(cols, ["a", "b"]), want)
+            keys, idx = c.sort(cols["a"], return_indices=True)
+            np.testing.assert_array_equal(idx, np.argsort(cols["a"], kind="stable"))
+            with self.assertRaisesRegex(SortdError, "key_type: must be set"):
+                c.sort_table(cols, ["a", "b"], session=True)
+
     def test_bad_table_sessions_are_refused_naming_the_field(self):
         from sortd.v1 import sort_pb2
         import grpc
@@ -211,6 +238,15 @@ class TablesTest(unittest.TestCase):
         no_keys = sort_pb2.StartSortSessionRequest(total_keys=4)
         no_keys.columns.add(type=sort_pb2.ELEMENT_TYPE_UINT8)
         refused(no_keys, "by: required (at least one key column)")
+        huge = sort_pb2.StartSortSessionRequest(total_keys=1 << 32)
+        huge.columns.add(type=sort_pb2.ELEMENT_TYPE_UINT8)
+        huge.by.add(column=0)
+        refused(huge, "total_keys: 4294967296 rows; a table session sorts fewer than 2^32")
+        wide = sort_pb2.StartSortSessionRequest(total_keys=1)
+        for _ in range(4097):
+            wide.columns.add(type=sort_pb2.ELEMENT_TYPE_UINT8)
+        wide.by.add(column=0)
+        refused(wide, "columns: 4097 columns, at most 4096")
 
     def test_sortctl_sorts_a_table_of_npy_column_files(self):
         rng = np.random.default_rng(12)
@@ -254,6 +290,14 @@ class TablesTest(unittest.TestCase):
             self.client._sort_table(req.SerializeToString())
         self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("by[0].column: 4, but the table has 1 columns", err.exception.details())
+        wide = sort_pb2.SortTableRequest()
+        for _ in range(4097):
+            wide.columns.add().values.uint8.values = b"\x01"
+        wide.by.add(column=0)
+        with self.assertRaises(grpc.RpcError) as err:
+            self.client._sort_table(wide.SerializeToString())
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("columns: 4097 columns, at most 4096", err.exception.details())
 
 
 if __name__ == "__main__":

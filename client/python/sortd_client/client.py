@@ -281,6 +281,7 @@ class Client:
         """
         table = TableInput(columns, by, ascending, nulls)
         too_large = table.size() > self.max_message_bytes - HEADROOM
+        chosen = session
         if session is None:
             session = table.fixed_width() and (too_large or (
                 self.session_min_bytes and table.size() >= self.session_min_bytes))
@@ -293,11 +294,15 @@ class Client:
                     self._start_session, table.session_columns(), table.session_keys(),
                     return_columns, request_id, self._deadline(timeout),
                     connections=connections, progress=progress)
+                if return_columns:
+                    return table.reordered_from_session(reordered)
+                return perm.view(np.int64)
             except grpc.RpcError as err:
-                raise SortdError.from_rpc_error(err) from None
-            if return_columns:
-                return table.reordered_from_session(reordered)
-            return perm.view(np.int64)
+                error = SortdError.from_rpc_error(err)
+            # A server older than table sessions reads the start as a plain
+            # session without key_type: one message, where the table fits.
+            if chosen is not None or too_large or not _no_table_sessions(error):
+                raise error from None
         if too_large:
             raise ValueError("the table is %d bytes; SortTable carries one message (%d bytes "
                              "here) and a table session fixed-width columns only: sort fewer "
@@ -404,14 +409,17 @@ class Client:
             # (and the values), reordered there: past the message limit, or
             # from session_min_bytes like the numeric types' sessions.
             fixed = k.data.nbytes + (v.data.nbytes if v is not None else 0)
-            if chunked or fixed > self.max_message_bytes - HEADROOM or (
-                    self.session_min_bytes and fixed >= self.session_min_bytes):
+            beyond = fixed > self.max_message_bytes - HEADROOM
+            if chunked or beyond or (self.session_min_bytes and fixed >= self.session_min_bytes):
                 try:
                     return self._converted_session(k, v, order, null_placement, return_indices,
                                                    request_id, self._deadline(timeout),
                                                    connections, progress)
                 except grpc.RpcError as err:
-                    raise SortdError.from_rpc_error(err) from None
+                    error = SortdError.from_rpc_error(err)
+                # An older server (no table sessions): one message, if it fits.
+                if chunked or beyond or not _no_table_sessions(error):
+                    raise error from None
         if v is not None:
             if return_indices and not chunked:
                 raise ValueError("return_indices with values needs chunked=True "
@@ -623,6 +631,13 @@ class Client:
             arrays = list(arrays.items())
         return dict(self.sort_stream(arrays, descending, return_indices,
                                      raise_errors, timeout))
+
+
+def _no_table_sessions(error):
+    """Whether a refused table session came from a server without them (it
+    reads the start as a plain session whose key_type is missing)."""
+    return (error.code == grpc.StatusCode.INVALID_ARGUMENT
+            and "key_type: must be set" in (error.details or ""))
 
 
 def _ld_size_of(inner):

@@ -35,9 +35,13 @@ def _ranks(series, mask, argsort):
     distinct = list(uniques)
     kinds = {type(x) for x in distinct}
     if kinds <= {str}:
-        values = np.array(distinct, dtype=str) if distinct else np.array([], dtype="U1")
+        # As UTF-8 bytes (code-point order), not numpy U: U drops trailing
+        # NULs and pads every string to the longest.
+        values = np.empty(len(distinct), dtype=object)
+        values[:] = [x.encode("utf-8", "surrogatepass") for x in distinct]
     elif kinds <= {bytes}:
-        values = np.array(distinct, dtype=object)
+        values = np.empty(len(distinct), dtype=object)
+        values[:] = distinct
     else:
         raise TypeError("column %r: values of types %s; sortd sorts one type a column"
                         % (series.name, ", ".join(sorted(k.__name__ for k in kinds))))
@@ -73,7 +77,9 @@ def _key_column(series, argsort=None):
         filled = series.where(~mask, "")
         kinds = {type(x) for x in filled}
         if kinds <= {str}:
-            values = np.array(filled.tolist(), dtype=str) if len(filled) else np.array([], dtype="U1")
+            # UTF-8 bytes (code-point order); numpy U would drop trailing NULs.
+            values = np.empty(len(filled), dtype=object)
+            values[:] = [x.encode("utf-8", "surrogatepass") for x in filled.tolist()]
         elif kinds <= {bytes}:
             values = np.array(filled.tolist(), dtype=object)
         else:
@@ -156,13 +162,14 @@ def _take(df, perm):
 
     if len(perm) < _PARALLEL_TAKE_ROWS or not df.columns.is_unique:
         return df.take(perm)
+    # pandas 2.1 renamed PandasArray (and warns on the old name).
+    numpy_array = getattr(pd.arrays, "NumpyExtensionArray", None) or pd.arrays.PandasArray
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         columns = {}
         for position, name in enumerate(df.columns):
             column = df[name]
             array = column.array
-            if isinstance(array, pd.arrays.PandasArray if hasattr(pd.arrays, "PandasArray")
-                          else pd.arrays.NumpyExtensionArray) and column.dtype.kind in "biufcmM":
+            if isinstance(array, numpy_array) and column.dtype.kind in "biufcmM":
                 taken = _gather(column.to_numpy(), perm, pool)
             elif (hasattr(array, "_data") and hasattr(array, "_mask")
                   and isinstance(array._data, np.ndarray)
