@@ -33,7 +33,9 @@ What it does
      arrays) or U strings, now and then one column twice, each key with a
      random order and null placement; about half the columns are masked
      arrays (nulls); 0-2 more columns of any type travel along; about 30%
-     of the calls ask for return_columns. About --cancel_fraction of the
+     of the calls ask for return_columns; a third of the tables without
+     string columns whose call is not to be cancelled or cut short go as a
+     table session (counted as SortSession). About --cancel_fraction of the
      calls are cancelled after a random 0.5-300 ms and --deadline_fraction
      get a deadline of 1-500 ms. The RSS is sampled every 0.5 s.
   3. Waits for in-flight 0 again and watches the RSS for up to --idle_wait
@@ -130,8 +132,10 @@ from sortd_client import Client, RequestError, SortdError  # noqa: E402
 from sort_reference import reference_permutation, time_reference  # noqa: E402
 from sortd_process import SortdProcess  # noqa: E402
 
-METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked", "SortTable")
-METHOD_WEIGHTS = (0.26, 0.17, 0.2, 0.2, 0.17)
+# SortSession: table sessions (the server counts one request a session,
+# at its end); the soak starts them only through SortTable calls.
+METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked", "SortTable", "SortSession")
+METHOD_WEIGHTS = (0.26, 0.17, 0.2, 0.2, 0.17)  # the first five (sessions come from SortTable)
 KEY_TYPES = ("uint32", "int32", "float32", "uint64", "int64", "float64", "bytes")
 # Sorted by conversion (docs/api.md, "Types"): one message only, so Sort alone
 # (Client.sort with return_indices) carries them here.
@@ -549,6 +553,10 @@ class Table:
         self.ascending = [bool(x) for x in rng.random(nkeys) < 0.5]
         self.nulls = ["first" if x else "last" for x in rng.random(nkeys) < 0.5]
         self.return_columns = bool(rng.random() < 0.3)
+        # A third of the fixed-width tables go as a table session (parts
+        # over 1-3 connections) instead of one SortTable message.
+        self.fixed_width = not strings
+        self.session = self.fixed_width and bool(rng.random() < 0.33)
         self.names = ["c%d" % i for i in range(len(types))]
         # As handed to the client: a dict or a list; names or indices; a
         # scalar by/ascending/nulls where that says the same.
@@ -573,7 +581,8 @@ class Table:
     def call(self, client, rid, timeout):
         return client.sort_table(self.columns_arg, self.by_arg, self.ascending_arg,
                                  self.nulls_arg, return_columns=self.return_columns,
-                                 request_id=rid, timeout=timeout)
+                                 request_id=rid, timeout=timeout,
+                                 session=True if self.session else False)
 
     def verify(self, res):
         perm = table_reference(self.columns, self.by, self.ascending, self.nulls)
@@ -620,7 +629,7 @@ class Soaker:
 
     def one_call(self, client, rng, rid, stop):
         args = self.args
-        method = METHODS[rng.choice(len(METHODS), p=METHOD_WEIGHTS)]
+        method = METHODS[rng.choice(len(METHOD_WEIGHTS), p=METHOD_WEIGHTS)]
         r = rng.random()
         mode = "cancel" if r < args.cancel_fraction else (
             "deadline" if r < args.cancel_fraction + args.deadline_fraction else "normal")
@@ -697,20 +706,33 @@ class Soaker:
 
     def table_call(self, client, rng, rid, mode, timeout, control):
         table = Table(rng, self.args.max_keys)
+        # Sessions run on their own channels, which the cancel hooks do not
+        # reach: only calls in the normal mode become table sessions.
+        # Until one has been answered, every such table is a session, so
+        # that a short soak has some.
+        with self.stats.lock:
+            first = self.stats.outcomes[("SortSession", "ok")] == 0
+        table.session = (table.session or (first and table.fixed_width)) and mode == "normal"
+        method = "SortSession" if table.session else "SortTable"
         if mode == "cancel":
             self.canceller.schedule(loguniform(rng, 0.0005, 0.3), control)
         outcome, code, err = self.run(lambda: table.call(client, rid, timeout), table.verify, mode)
-        what = "table of %s by %s" % (",".join(table.types), ",".join(
-            "%s%s/%s" % (table.types[c], "" if a else " desc", nl)
-            for c, a, nl in zip(table.by, table.ascending, table.nulls)))
-        self.record("SortTable", outcome, code, err, table.rows, what, rid, mode, key_type=False)
-        self.unary_tally("SortTable", outcome)
+        what = "table%s of %s by %s" % (" session" if table.session else "", ",".join(table.types),
+                                       ",".join("%s%s/%s" % (table.types[c], "" if a else " desc", nl)
+                                                for c, a, nl in zip(table.by, table.ascending,
+                                                                    table.nulls)))
+        self.record(method, outcome, code, err, table.rows, what, rid, mode, key_type=False)
+        self.unary_tally(method, outcome)
         st = self.stats
         with st.lock:
             key_kinds = set(table.types[c] for c in table.by)
             for k in key_kinds:
                 st.table_types[k] += 1
-            if outcome in ("ok", "late"):
+            # (by the key_type label of SortTable requests; a session's is
+            # its own)
+            if table.session:
+                pass
+            elif outcome in ("ok", "late"):
                 st.table_answered[table.label] += 1
             else:
                 st.table_unanswered[table.label] += 1
