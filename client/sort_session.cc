@@ -60,13 +60,7 @@ class LentSlices {
   int lent_ = 0;
 };
 
-// One array of the session as the client sees it.
-struct ArrayPlan {
-  v1::SessionArray array;
-  size_t width;
-  const uint8_t* in;  // upload source (null: download only)
-  uint8_t* out;       // download destination
-};
+
 
 // Serialized progress reports for one phase.
 class Progress {
@@ -167,7 +161,6 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   const std::function<void(const TransferProgress&)>& progress =
       sort.progress ? sort.progress : options_.progress;
   const absl::Duration timeout = sort.timeout.value_or(options_.timeout);
-  auto prepare = [timeout](grpc::ClientContext* ctx) { PrepareContext(ctx, timeout); };
   const size_t key_width = WidthOf(sort.key_type);
   if (key_width == 0) return absl::InvalidArgumentError("key_type: a numeric element type");
   const bool with_values = sort.value_type != v1::ELEMENT_TYPE_UNSPECIFIED;
@@ -185,6 +178,32 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   start.set_return_indices(sort.indices_out != nullptr);
   start.set_transfer_only(sort.transfer_only);
   start.set_request_id(sort.request_id);
+  std::vector<ArrayPlan> uploads = {{v1::SESSION_ARRAY_KEYS, key_width,
+                                     static_cast<const uint8_t*>(sort.keys),
+                                     static_cast<uint8_t*>(sort.keys_out)}};
+  if (with_values) {
+    uploads.push_back({v1::SESSION_ARRAY_VALUES, value_width,
+                       static_cast<const uint8_t*>(sort.values),
+                       static_cast<uint8_t*>(sort.values_out)});
+  }
+
+  std::vector<ArrayPlan> downloads = uploads;
+  if (sort.indices_out != nullptr) {
+    downloads.push_back({v1::SESSION_ARRAY_INDICES, 8, nullptr,
+                         reinterpret_cast<uint8_t*>(sort.indices_out)});
+  }
+  absl::StatusOr<v1::FinishSortSessionResponse> finished =
+      RunSession(start, uploads, downloads, sort.connections, timeout, progress);
+  if (!finished.ok()) return finished.status();
+  return finished->engine();
+}
+
+absl::StatusOr<v1::FinishSortSessionResponse> SortClient::RunSession(
+    const v1::StartSortSessionRequest& start, const std::vector<ArrayPlan>& uploads,
+    const std::vector<ArrayPlan>& downloads, int requested_connections, absl::Duration timeout,
+    const std::function<void(const TransferProgress&)>& progress) {
+  auto prepare = [timeout](grpc::ClientContext* ctx) { PrepareContext(ctx, timeout); };
+  const uint64_t n = start.total_keys();
   v1::StartSortSessionResponse started;
   std::string peer;
   {
@@ -196,7 +215,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   }
   // Every connection must reach the server holding the session.
   const std::string target = !started.direct_target().empty() ? started.direct_target() : peer;
-  int connections = sort.connections > 0 ? sort.connections : options_.connections;
+  int connections = requested_connections > 0 ? requested_connections : options_.connections;
   if (connections <= 0) connections = static_cast<int>(std::max<uint32_t>(1, started.suggested_connections()));
   connections = static_cast<int>(std::clamp<uint64_t>(connections, 1, std::max<uint64_t>(n, 1)));
   connections = std::min(connections, 64);
@@ -236,27 +255,23 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
     v1::EndSortSessionResponse response;
     control->EndSortSession(&ctx, request, &response);  // best effort: it expires anyway
   };
-  auto range_of = [&](int c) {
-    return std::pair<uint64_t, uint64_t>(n * c / connections, n * (c + 1) / connections);
+  // Connection c's share of an array: its elements (a table's bitmap has
+  // its own count) split evenly.
+  auto range_of = [&](int c, const ArrayPlan& plan) {
+    const uint64_t count = plan.elements > 0 ? plan.elements : n;
+    return std::pair<uint64_t, uint64_t>(count * c / connections, count * (c + 1) / connections);
   };
-
-  std::vector<ArrayPlan> uploads = {{v1::SESSION_ARRAY_KEYS, key_width,
-                                     static_cast<const uint8_t*>(sort.keys),
-                                     static_cast<uint8_t*>(sort.keys_out)}};
-  if (with_values) {
-    uploads.push_back({v1::SESSION_ARRAY_VALUES, value_width,
-                       static_cast<const uint8_t*>(sort.values),
-                       static_cast<uint8_t*>(sort.values_out)});
-  }
+  auto elements_of = [&](const ArrayPlan& plan) { return plan.elements > 0 ? plan.elements : n; };
 
   // Upload: each connection streams its range of every array.
   LentSlices lent;
-  Progress up(progress, TransferProgress::Phase::kUpload, n * (key_width + value_width));
+  uint64_t upload_total = 0;
+  for (const ArrayPlan& plan : uploads) upload_total += elements_of(plan) * plan.width;
+  Progress up(progress, TransferProgress::Phase::kUpload, upload_total);
   absl::Status status = RunParallel(connections, [&](int c) -> absl::Status {
-    // Plain variables: C++17 lambdas cannot capture structured bindings.
-    const std::pair<uint64_t, uint64_t> range = range_of(c);
-    const uint64_t begin = range.first, end = range.second;
-    if (begin == end) return absl::OkStatus();
+    bool any = false;
+    for (const ArrayPlan& plan : uploads) any = any || range_of(c, plan).first < range_of(c, plan).second;
+    if (!any) return absl::OkStatus();
     grpc::ClientContext ctx;
     prepare(&ctx);
     grpc::ByteBuffer response;
@@ -267,6 +282,9 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
     auto send_all = [&] {
       bool first = true;
       for (const ArrayPlan& plan : uploads) {
+        // Plain variables: C++17 lambdas cannot capture structured bindings.
+        const std::pair<uint64_t, uint64_t> range = range_of(c, plan);
+        const uint64_t begin = range.first, end = range.second;
         const uint64_t per_part = std::max<uint64_t>(1, part_bytes / plan.width);
         for (uint64_t at = begin; at < end; at += per_part) {
           const uint64_t count = std::min(per_part, end - at);
@@ -275,6 +293,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
           first = false;
           header.array = plan.array;
           header.offset = at;
+          header.column = plan.column;
           grpc::ByteBuffer message =
               part::Encode(header, plan.in + at * plan.width, count * plan.width,
                            &LentSlices::Return, lent.Lend());
@@ -315,25 +334,21 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   }
 
   // Download: each connection reads its range of every array.
-  std::vector<ArrayPlan> downloads = uploads;
-  if (sort.indices_out != nullptr) {
-    downloads.push_back({v1::SESSION_ARRAY_INDICES, 8, nullptr,
-                         reinterpret_cast<uint8_t*>(sort.indices_out)});
-  }
   uint64_t download_total = 0;
-  for (const ArrayPlan& plan : downloads) download_total += n * plan.width;
+  for (const ArrayPlan& plan : downloads) download_total += elements_of(plan) * plan.width;
   Progress down(progress, TransferProgress::Phase::kDownload, download_total);
   status = RunParallel(connections, [&](int c) -> absl::Status {
-    // Plain variables: C++17 lambdas cannot capture structured bindings.
-    const std::pair<uint64_t, uint64_t> range = range_of(c);
-    const uint64_t begin = range.first, end = range.second;
-    if (begin == end) return absl::OkStatus();
     for (const ArrayPlan& plan : downloads) {
+      // Plain variables: C++17 lambdas cannot capture structured bindings.
+      const std::pair<uint64_t, uint64_t> range = range_of(c, plan);
+      const uint64_t begin = range.first, end = range.second;
+      if (begin == end) continue;
       grpc::ClientContext ctx;
       prepare(&ctx);
       v1::DownloadPartsRequest request;
       request.set_session_id(id);
       request.set_array(plan.array);
+      request.set_column(plan.column);
       request.set_offset(begin);
       request.set_count(end - begin);
       request.set_part_bytes(part_bytes);
@@ -383,7 +398,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   });
   end_session();
   if (!status.ok()) return status;
-  return finished.engine();
+  return finished;
 }
 
 }  // namespace sortd::client

@@ -114,15 +114,6 @@ SortClient::SortClient(std::shared_ptr<grpc::Channel> channel,
       region_stub_(v1::RegionService::NewStub(channel_)),
       options_(options) {}
 
-absl::StatusOr<v1::SortTableResponse> SortClient::SortTable(const v1::SortTableRequest& request) {
-  grpc::ClientContext ctx;
-  PrepareContext(&ctx);
-  v1::SortTableResponse response;
-  grpc::Status rpc = stub_->SortTable(&ctx, request, &response);
-  if (!rpc.ok()) return FromGrpcStatus(rpc);
-  return response;
-}
-
 void SortClient::PrepareContext(grpc::ClientContext* ctx, absl::Duration timeout) {
   if (timeout != absl::InfiniteDuration()) {
     ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));

@@ -193,8 +193,11 @@ class SortClient {
   // Sorts a table's rows by its key columns (SortTable; docs/api.md,
   // "Tables"): the columns (any TypedArray type, optional Arrow validity
   // bitmaps) and keys as the request gives them; the response holds the
-  // permutation and, with return_columns, the reordered columns. One
-  // message: tables over max_message_bytes are refused by the server.
+  // permutation and, with return_columns, the reordered columns. Tables of
+  // fixed-width columns from session_min_bytes on, or too large for one
+  // message, travel as a table session (docs/api.md, "Table sessions"; one
+  // message again against a server older than them, where the table fits);
+  // tables with byte strings in one message.
   absl::StatusOr<v1::SortTableResponse> SortTable(const v1::SortTableRequest& request);
 
   v1::SortService::Stub& stub() { return *stub_; }
@@ -210,6 +213,24 @@ class SortClient {
   }
 
  private:
+  // One array of a session as the client sees it.
+  struct ArrayPlan {
+    v1::SessionArray array;
+    size_t width;
+    const uint8_t* in;  // upload source (null: download only)
+    uint8_t* out;       // download destination
+    uint64_t elements = 0;  // 0: the session's count
+    uint32_t column = 0;    // table sessions' column arrays
+  };
+  // One session from its start request: uploads every plan's array, sorts,
+  // downloads every plan into its `out` (client/sort_session.cc).
+  absl::StatusOr<v1::FinishSortSessionResponse> RunSession(
+      const v1::StartSortSessionRequest& start, const std::vector<ArrayPlan>& uploads,
+      const std::vector<ArrayPlan>& downloads, int connections, absl::Duration timeout,
+      const std::function<void(const TransferProgress&)>& progress);
+  // SortTable through a table session (fixed-width columns only).
+  absl::StatusOr<v1::SortTableResponse> SortTableInSession(const v1::SortTableRequest& request);
+
   template <typename K, typename V>
   absl::Status SortChunked(absl::Span<const K> keys, const absl::Span<const V>* values,
                            v1::SortOrder order, bool return_indices,

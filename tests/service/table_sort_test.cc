@@ -11,15 +11,20 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "client/sortd_client.h"
 #include "sortd/v1/sort.grpc.pb.h"
 #include "tests/service/test_server.h"
 
 namespace sortd {
 namespace {
 
+using ::sortd::testing::Scrape;
+using ::sortd::testing::ScrapeUntil;
 using ::sortd::testing::StartServer;
 using ::sortd::testing::Target;
 
@@ -76,6 +81,20 @@ std::string Bitmap(const std::vector<Cell>& cells) {
     if (!cells[i].null) bits[i / 8] = char(bits[i / 8] | (1 << (i % 8)));
   }
   return bits;
+}
+
+// Sort sessions the server counted OK (sortd_requests_total, every key type).
+double SessionsOk(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  double total = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("sortd_requests_total{", 0) == 0 && line.find("method=\"SortSession\"") != std::string::npos &&
+        line.find("code=\"OK\"") != std::string::npos) {
+      total += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return total;
 }
 
 class TableSortTest : public ::testing::Test {
@@ -201,6 +220,77 @@ TEST_F(TableSortTest, RowsFollowEveryKeyInTurnStablyWithNullsPlaced) {
       }
       EXPECT_EQ(response.columns(3).values().int16().values().size(), rows * 2);
       EXPECT_EQ(response.columns(4).values().datetime64().unit(), v1::TIME_UNIT_NANOSECOND);
+    }
+  }
+}
+
+// The C++ client's table sessions (session_min_bytes 1: every fixed-width
+// table; parts of 512 bytes over 3 connections, bitmaps split too) answer
+// as one SortTable message does: the permutation, and every column and
+// bitmap reordered, byte for byte.
+TEST_F(TableSortTest, TheClientsTableSessionsAnswerAsOneMessage) {
+  std::mt19937_64 rng(5);
+  client::ClientOptions options;
+  options.session_min_bytes = 1;
+  options.connections = 3;
+  options.part_bytes = 512;
+  auto c = client::SortClient::Connect(Target(*server_), options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (size_t rows : {size_t{1}, size_t{77}, size_t{3001}}) {
+    v1::SortTableRequest request;
+    request.set_return_columns(true);
+    request.set_request_id("table-session-" + std::to_string(rows));
+    auto* i32 = request.add_columns();
+    i32->set_name("i32");
+    auto* f32 = request.add_columns();
+    auto* i16 = request.add_columns();
+    auto* ts = request.add_columns();
+    ts->mutable_values()->mutable_datetime64()->set_unit(v1::TIME_UNIT_SECOND);
+    auto* flag = request.add_columns();
+    std::string i16_bytes, flags;
+    std::vector<Cell> nulls(rows), ts_nulls(rows);
+    for (size_t i = 0; i < rows; ++i) {
+      i32->mutable_values()->mutable_int32()->add_values(int32_t(rng() % 9) - 4);
+      const float specials[] = {0.0f, -0.0f, NAN, 1.5f, -2.0f};
+      f32->mutable_values()->mutable_float32()->add_values(specials[rng() % 5]);
+      const uint16_t h = uint16_t(rng() % 4);
+      i16_bytes.push_back(char(h & 0xFF));
+      i16_bytes.push_back(char(h >> 8));
+      ts->mutable_values()->mutable_datetime64()->add_values(rng() % 7 == 0 ? kNaT : int64_t(rng() % 5));
+      flags.push_back(char(rng() % 2));
+      nulls[i].null = rng() % 4 == 0;
+      ts_nulls[i].null = rng() % 6 == 0;
+    }
+    *i16->mutable_values()->mutable_int16()->mutable_values() = i16_bytes;
+    *flag->mutable_values()->mutable_boolean()->mutable_values() = flags;
+    i32->set_validity(Bitmap(nulls));
+    ts->set_validity(Bitmap(ts_nulls));
+    for (auto [column, descending, first] : {std::tuple{4, true, false}, std::tuple{0, false, true},
+                                             std::tuple{3, true, true}, std::tuple{1, false, false},
+                                             std::tuple{2, true, false}}) {
+      v1::SortKey* key = request.add_by();
+      key->set_column(uint32_t(column));
+      key->set_order(descending ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
+      key->set_nulls(first ? v1::NULL_PLACEMENT_FIRST : v1::NULL_PLACEMENT_LAST);
+    }
+    SCOPED_TRACE("rows=" + std::to_string(rows));
+    v1::SortTableResponse one;
+    grpc::Status status = SortTable(request, &one);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    const double sessions_before = SessionsOk(Scrape(*server_));
+    absl::StatusOr<v1::SortTableResponse> session = (*c)->SortTable(request);
+    ASSERT_TRUE(session.ok()) << session.status();
+    // Counted when the session ends (the client ends it before returning).
+    EXPECT_EQ(SessionsOk(ScrapeUntil(*server_, [&](const std::string& text) {
+                return SessionsOk(text) == sessions_before + 1;
+              })),
+              sessions_before + 1);
+    EXPECT_EQ(session->request_id(), request.request_id());
+    ASSERT_EQ(std::vector<uint64_t>(session->indices().begin(), session->indices().end()),
+              std::vector<uint64_t>(one.indices().begin(), one.indices().end()));
+    ASSERT_EQ(session->columns_size(), one.columns_size());
+    for (int k = 0; k < one.columns_size(); ++k) {
+      EXPECT_EQ(session->columns(k).SerializeAsString(), one.columns(k).SerializeAsString()) << "column " << k;
     }
   }
 }
