@@ -17,7 +17,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/dispatcher.h"
@@ -76,7 +75,7 @@ int Run(int argc, char** argv) {
   kb.order = SortOrder::kDescending;
   kb.nulls = NullPlacement::kFirst;
   const std::vector<TableKey> keys = {ka, kb};
-  const int threads = static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
+  const int threads = DefaultPackingThreads();
   const TableKeyPacking packing = TableKeyPacking::Plan(keys, n, threads);
 
   std::vector<uint32_t> rows(n);

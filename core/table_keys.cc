@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "core/cpu/parallel.h"
 #include "core/key_transform.h"
@@ -88,10 +89,14 @@ void ValueWords(const TableKey& key, const uint32_t* rows, size_t start, size_t 
   }
 }
 
-// Runs fn(begin, end) over [0, n) in blocks, split across up to `threads`.
+// The threads ForBlocks runs on for n rows.
+int PartsFor(size_t n, int threads) { return n < kParallelRows ? 1 : std::max(1, threads); }
+
+// Runs fn(begin, end, part) over [0, n) in blocks, split across
+// PartsFor(n, threads) parts.
 template <typename Fn>
 void ForBlocks(size_t n, int threads, Fn fn) {
-  const int parts = n < kParallelRows ? 1 : std::max(1, threads);
+  const int parts = PartsFor(n, threads);
   cpu::RunTasks(parts, [&](int p) {
     const size_t end = cpu::PartBegin(n, parts, p + 1);
     for (size_t b = cpu::PartBegin(n, parts, p); b < end; b += kBlock) {
@@ -102,6 +107,10 @@ void ForBlocks(size_t n, int threads, Fn fn) {
 
 }  // namespace
 
+int DefaultPackingThreads() {
+  return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
+}
+
 TableKeyPacking TableKeyPacking::Plan(absl::Span<const TableKey> keys, size_t rows, int threads) {
   TableKeyPacking packing;
   packing.keys_.assign(keys.begin(), keys.end());
@@ -110,8 +119,7 @@ TableKeyPacking TableKeyPacking::Plan(absl::Span<const TableKey> keys, size_t ro
     struct Range {
       uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0, nulls = 0, valid = 0;
     };
-    const int parts = rows < kParallelRows ? 1 : std::max(1, threads);
-    std::vector<Range> ranges(parts);
+    std::vector<Range> ranges(PartsFor(rows, threads));
     ForBlocks(rows, threads, [&](size_t begin, size_t end, int p) {
       uint64_t words[kBlock];
       uint8_t null[kBlock];

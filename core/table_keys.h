@@ -49,6 +49,9 @@ struct TableKey {
   NullPlacement nulls = NullPlacement::kLast;
 };
 
+// Threads for packing on this machine: every core, at most 32.
+int DefaultPackingThreads();
+
 // Where the fields of the keys lie in the packed words.
 class TableKeyPacking {
  public:

@@ -508,7 +508,7 @@ absl::Status SortSession::RunTableSort(Dispatcher& dispatcher, std::optional<Eng
   auto* perm = reinterpret_cast<uint64_t*>(indices_.data());
   auto* rows = reinterpret_cast<uint32_t*>(indices_.data());
   std::iota(rows, rows + n, uint32_t{0});
-  const int threads = static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
+  const int threads = DefaultPackingThreads();
   {
     SessionBuffer words(n, 8, memory_);
     absl::StatusOr<EngineKind> ran =

@@ -61,10 +61,8 @@ absl::Status TableSpecFromProto(const v1::StartSortSessionRequest& request, Sess
   if (request.transfer_only()) {
     return absl::InvalidArgumentError("transfer_only: not for table sessions");
   }
-  if (request.columns_size() > kMaxTableColumns) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("columns: ", request.columns_size(), " columns, at most ", kMaxTableColumns));
-  }
+  absl::Status count = ValidateColumnCount(request.columns_size());
+  if (!count.ok()) return count;
   // Rows are numbered in 32 bits while sorting (core/table_keys.h).
   if (request.total_keys() > std::numeric_limits<uint32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -75,26 +73,14 @@ absl::Status TableSpecFromProto(const v1::StartSortSessionRequest& request, Sess
     if (!column.ok()) return column.status();
     spec->columns.push_back(*std::move(column));
   }
-  if (request.by_size() == 0) return absl::InvalidArgumentError("by: required (at least one key column)");
-  if (request.by_size() > kMaxSortKeys) {
-    return absl::InvalidArgumentError(absl::StrCat("by: ", request.by_size(), " keys, at most ", kMaxSortKeys));
-  }
-  for (int k = 0; k < request.by_size(); ++k) {
-    const v1::SortKey& key = request.by(k);
-    if (key.column() >= static_cast<uint32_t>(request.columns_size())) {
-      return absl::InvalidArgumentError(absl::StrCat("by[", k, "].column: ", key.column(),
-                                                     ", but the table has ", request.columns_size(),
-                                                     " columns"));
-    }
-    absl::Status order = ValidateOrder(key.order(), absl::StrCat("by[", k, "].order"));
-    if (!order.ok()) return order;
-    absl::Status nulls = ValidateNulls(key.nulls(), absl::StrCat("by[", k, "].nulls"));
-    if (!nulls.ok()) return nulls;
+  absl::Status keys = ValidateSortKeys(request.by(), request.columns_size());
+  if (!keys.ok()) return keys;
+  for (const v1::SortKey& key : request.by()) {
     spec->by.push_back({key.column(), ToCoreOrder(key.order()), ToCoreNulls(key.nulls())});
   }
   spec->return_columns = request.return_columns();
   spec->return_indices = true;
-  // Routing and metrics: the first key's words.
+  // Routing and metrics label table sessions as uint64 (their words).
   spec->key_type = DataType::kUint64;
   return absl::OkStatus();
 }

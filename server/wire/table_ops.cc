@@ -4,7 +4,6 @@
 #include <numeric>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/table_keys.h"
@@ -56,10 +55,8 @@ absl::Status ValidateSortTableRequest(const v1::SortTableRequest& request) {
   if (request.columns_size() == 0) {
     return absl::InvalidArgumentError("columns: required (at least one column)");
   }
-  if (request.columns_size() > kMaxTableColumns) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("columns: ", request.columns_size(), " columns, at most ", kMaxTableColumns));
-  }
+  absl::Status count = ValidateColumnCount(request.columns_size());
+  if (!count.ok()) return count;
   const uint64_t rows = LengthOf(request.columns(0).values());
   for (int c = 0; c < request.columns_size(); ++c) {
     const v1::TableColumn& column = request.columns(c);
@@ -78,19 +75,27 @@ absl::Status ValidateSortTableRequest(const v1::SortTableRequest& request) {
           BitmapBytes(rows), ", a bit a row)"));
     }
   }
-  if (request.by_size() == 0) {
-    return absl::InvalidArgumentError("by: required (at least one key column)");
-  }
-  if (request.by_size() > kMaxSortKeys) {
+  return ValidateSortKeys(request.by(), request.columns_size());
+}
+
+absl::Status ValidateColumnCount(int columns) {
+  if (columns > kMaxTableColumns) {
     return absl::InvalidArgumentError(
-        absl::StrCat("by: ", request.by_size(), " keys, at most ", kMaxSortKeys));
+        absl::StrCat("columns: ", columns, " columns, at most ", kMaxTableColumns));
   }
-  for (int k = 0; k < request.by_size(); ++k) {
-    const v1::SortKey& key = request.by(k);
-    if (key.column() >= static_cast<uint32_t>(request.columns_size())) {
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSortKeys(const google::protobuf::RepeatedPtrField<v1::SortKey>& by, int columns) {
+  if (by.empty()) return absl::InvalidArgumentError("by: required (at least one key column)");
+  if (by.size() > kMaxSortKeys) {
+    return absl::InvalidArgumentError(absl::StrCat("by: ", by.size(), " keys, at most ", kMaxSortKeys));
+  }
+  for (int k = 0; k < by.size(); ++k) {
+    const v1::SortKey& key = by.Get(k);
+    if (key.column() >= static_cast<uint32_t>(columns)) {
       return absl::InvalidArgumentError(absl::StrCat("by[", k, "].column: ", key.column(),
-                                                     ", but the table has ", request.columns_size(),
-                                                     " columns"));
+                                                     ", but the table has ", columns, " columns"));
     }
     absl::Status order = ValidateOrder(key.order(), absl::StrCat("by[", k, "].order"));
     if (!order.ok()) return order;
@@ -168,11 +173,6 @@ void DescribeSuccess(const v1::SortTableRequest& request, const v1::SortTableRes
 }
 
 namespace {
-
-// Threads for packing keys (core/table_keys.h): every core, within reason.
-int PackingThreads() {
-  return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
-}
 
 const void* NumericData(const v1::TypedArray& values, DataType type) {
   switch (type) {
@@ -253,14 +253,16 @@ absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& re
   const size_t rows = KeysOf(request);
   std::vector<uint64_t> perm(rows);
   std::iota(perm.begin(), perm.end(), 0);
-  // Packed keys name rows as uint32.
-  const bool packable_rows = rows <= std::numeric_limits<uint32_t>::max();
+  // Packed keys name rows as uint32 (one message cannot carry more: even a
+  // bool column of 2^32 rows is over protobuf's 2 GiB).
+  if (rows > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("columns: ", rows, " rows, fewer than 2^32 a table"));
+  }
   std::optional<EngineKind> engine;
   // Stable passes from the least significant key: a run of fixed-width keys
   // packed into words (one pairs sort a word), a byte-string key alone.
   for (int k = request.by_size() - 1; k >= 0;) {
-    std::optional<TableKey> packed =
-        packable_rows ? PackableKey(request, request.by(k)) : std::nullopt;
+    std::optional<TableKey> packed = PackableKey(request, request.by(k));
     if (!packed.has_value()) {
       const v1::SortKey& key = request.by(k);
       absl::StatusOr<std::optional<EngineKind>> ran =
@@ -280,7 +282,7 @@ absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& re
     }
     std::vector<uint32_t> rows32(perm.begin(), perm.end());
     absl::StatusOr<EngineKind> ran =
-        SortRowsByPackedKeys(dispatcher, run, absl::MakeSpan(rows32), PackingThreads());
+        SortRowsByPackedKeys(dispatcher, run, absl::MakeSpan(rows32), DefaultPackingThreads());
     if (!ran.ok()) return ran.status();
     std::copy(rows32.begin(), rows32.end(), perm.begin());
     if (rows > 1) engine = *ran;

@@ -25,6 +25,13 @@ inline constexpr int kMaxSortKeys = 32;
 // carries: each costs the server its own bookkeeping, whatever its rows.
 inline constexpr int kMaxTableColumns = 4096;
 
+// INVALID_ARGUMENT naming the field: more than kMaxTableColumns columns;
+// no keys or more than kMaxSortKeys, a key naming no column of the
+// `columns`, an unknown order or null placement. Shared by SortTable and
+// table sessions.
+absl::Status ValidateColumnCount(int columns);
+absl::Status ValidateSortKeys(const google::protobuf::RepeatedPtrField<v1::SortKey>& by, int columns);
+
 // INVALID_ARGUMENT naming the column or key: no columns, columns of unequal
 // length, a validity bitmap shorter than its column, an array unset or
 // malformed, no keys or more than kMaxSortKeys, a key naming no column, an

@@ -51,6 +51,35 @@ grpc::ByteBuffer Sliced(const uint8_t* data, size_t size, int slices) {
   return grpc::ByteBuffer(parts.data(), parts.size());
 }
 
+// One input record: a flag byte, a 2-byte little-endian length, the bytes.
+struct Record {
+  uint8_t flags = 0;
+  const uint8_t* bytes = nullptr;
+  size_t length = 0;
+};
+
+// Takes the next record off the input (a short one keeps what is left).
+bool NextRecord(const uint8_t*& data, size_t& size, Record* record) {
+  if (size < 3) return false;
+  record->flags = data[0];
+  record->length = std::min<size_t>(data[1] | (size_t{data[2]} << 8), size - 3);
+  record->bytes = data + 3;
+  data += 3 + record->length;
+  size -= 3 + record->length;
+  return true;
+}
+
+// A well-formed part with `header` and `body`, cut into `slices` slices
+// over `storage` (which must outlive the message).
+grpc::ByteBuffer BuiltPart(const part::Header& header, const uint8_t* body, size_t length,
+                           int slices, std::string* storage) {
+  grpc::ByteBuffer message = part::Encode(header, body, length, [](void*) {}, nullptr);
+  grpc::Slice whole;
+  message.DumpToSingleSlice(&whole);
+  storage->assign(reinterpret_cast<const char*>(whole.begin()), whole.size());
+  return Sliced(reinterpret_cast<const uint8_t*>(storage->data()), storage->size(), slices);
+}
+
 // Elements received so far per array, and the bytes they hold.
 struct Shadow {
   std::vector<uint8_t> bytes;
@@ -206,23 +235,16 @@ void RunTable(const uint8_t* data, size_t size) {
       const size_t bits = start.columns(c).has_validity() ? bitmap_bytes : 0;
       shadows.push_back({std::vector<uint8_t>(bits), std::vector<bool>(bits)});
     }
-    while (size >= 3) {
-      const uint8_t flags = data[0];
-      const size_t length = std::min<size_t>(data[1] | (size_t{data[2]} << 8), size - 3);
-      const uint8_t* record = data + 3;
-      data += 3 + length;
-      size -= 3 + length;
-      if (length < 2) continue;
+    Record rec;
+    while (NextRecord(data, size, &rec)) {
+      if (rec.length < 2) continue;
+      const uint8_t* record = rec.bytes;
       std::string built;
       part::Header header;
       header.array = record[0] % 6;
       header.column = (record[0] / 6) % 4;
       header.offset = record[1] % 72;
-      grpc::ByteBuffer message = part::Encode(header, record + 2, length - 2, [](void*) {}, nullptr);
-      grpc::Slice whole;
-      message.DumpToSingleSlice(&whole);
-      built.assign(reinterpret_cast<const char*>(whole.begin()), whole.size());
-      message = Sliced(reinterpret_cast<const uint8_t*>(built.data()), built.size(), 1 + (flags >> 1) % 3);
+      grpc::ByteBuffer message = BuiltPart(header, record + 2, rec.length - 2, 1 + (rec.flags >> 1) % 3, &built);
       const uint64_t message_bytes = message.Length();
       part::Reader reader(&message);
       part::Header got;
@@ -353,16 +375,14 @@ void Run(const uint8_t* data, size_t size) {
     shadows[0] = {std::vector<uint8_t>(n * key_width), std::vector<bool>(n)};
     shadows[1] = {std::vector<uint8_t>(n * value_width), std::vector<bool>(n)};
 
-    while (size >= 3) {
-      const uint8_t flags = data[0];
-      const size_t length = std::min<size_t>(data[1] | (size_t{data[2]} << 8), size - 3);
-      const uint8_t* record = data + 3;
-      data += 3 + length;
-      size -= 3 + length;
+    Record rec;
+    while (NextRecord(data, size, &rec)) {
+      const uint8_t* record = rec.bytes;
+      const size_t length = rec.length;
       std::string built;
       grpc::ByteBuffer message;
-      const int slices = 1 + (flags >> 1) % 3;
-      if (flags & 1) {
+      const int slices = 1 + (rec.flags >> 1) % 3;
+      if (rec.flags & 1) {
         message = Sliced(record, length, slices);
       } else {
         // A well-formed part: array, offset, then the rest as the body.
@@ -370,11 +390,7 @@ void Run(const uint8_t* data, size_t size) {
         part::Header header;
         header.array = record[0] % 4;
         header.offset = record[1] % 72;
-        message = part::Encode(header, record + 2, length - 2, [](void*) {}, nullptr);
-        grpc::Slice whole;
-        message.DumpToSingleSlice(&whole);
-        built.assign(reinterpret_cast<const char*>(whole.begin()), whole.size());
-        message = Sliced(reinterpret_cast<const uint8_t*>(built.data()), built.size(), slices);
+        message = BuiltPart(header, record + 2, length - 2, slices, &built);
       }
       const uint64_t message_bytes = message.Length();
       // The message's bytes, for the oracle (before the reader consumes it).

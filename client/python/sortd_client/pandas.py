@@ -139,12 +139,12 @@ def sort_values(df, by, ascending=True, na_position="last", client=None, target=
 _PARALLEL_TAKE_ROWS = 1 << 18
 
 
-def _gather(values, perm, pool):
+def _gather(values, perm, pool, workers):
     """values[perm] (a numpy array) by chunks on the pool's threads: numpy's
     take drops the GIL for plain dtypes, and a random gather of a large
     column is bound by memory latency, which threads overlap."""
     out = np.empty(len(perm), values.dtype)
-    step = max(1 << 16, -(-len(perm) // (4 * pool._max_workers)))
+    step = max(1 << 16, -(-len(perm) // (4 * workers)))
     list(pool.map(lambda lo: np.take(values, perm[lo:lo + step], out=out[lo:lo + step], mode="clip"),
                   range(0, len(perm), step)))
     return out
@@ -164,17 +164,19 @@ def _take(df, perm):
         return df.take(perm)
     # pandas 2.1 renamed PandasArray (and warns on the old name).
     numpy_array = getattr(pd.arrays, "NumpyExtensionArray", None) or pd.arrays.PandasArray
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    workers = os.cpu_count() or 1
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         columns = {}
         for position, name in enumerate(df.columns):
             column = df[name]
             array = column.array
             if isinstance(array, numpy_array) and column.dtype.kind in "biufcmM":
-                taken = _gather(column.to_numpy(), perm, pool)
+                taken = _gather(column.to_numpy(), perm, pool, workers)
             elif (hasattr(array, "_data") and hasattr(array, "_mask")
                   and isinstance(array._data, np.ndarray)
                   and type(array).__name__ in ("IntegerArray", "FloatingArray", "BooleanArray")):
-                taken = type(array)(_gather(array._data, perm, pool), _gather(array._mask, perm, pool))
+                taken = type(array)(_gather(array._data, perm, pool, workers),
+                                    _gather(array._mask, perm, pool, workers))
             else:
                 taken = column.take(perm).array
             columns[position] = taken
