@@ -54,6 +54,17 @@ def main():
         "float16": rng.standard_normal(n).astype(np.float16),
     }
     failed = []
+    payload = {}  # workload -> bytes sent (for GB/s)
+    try:
+        # The echo baseline: the same uint32 payload up and back through a
+        # transfer-only session (a server with --diagnostics), nothing sorted.
+        u = arrays["uint32"]
+        t_echo, echoed = timed(lambda: client.transfer_roundtrip(u), args.repeats)
+        rows.append((f"echo (transfer-only session) uint32 2^{args.log2}", t_echo, "-", float("nan"),
+                     np.array_equal(echoed, u)))
+        payload[rows[-1][0]] = u.nbytes
+    except Exception as err:  # noqa: BLE001 - a server without --diagnostics
+        print("echo baseline skipped: %s" % err)
     for name, a in arrays.items():
         t_sortd, got = timed(lambda: client.sort(a), args.repeats)
         t_numpy, want = timed(lambda: np.sort(a, kind="stable"), args.repeats)
@@ -61,6 +72,7 @@ def main():
         if not ok:
             failed.append(name)
         rows.append((f"{name} keys 2^{args.log2}", t_sortd, "numpy.sort", t_numpy, ok))
+        payload[rows[-1][0]] = a.nbytes
     def frame_row(log2, repeats):
         m = 1 << log2
         a = rng.integers(-1000, 1000, m).astype(np.int32)
@@ -77,6 +89,7 @@ def main():
             failed.append("table int32,float32 2^%d" % log2)
         rows.append((f"table (Int32 nulls, float32 desc NaN) 2^{log2}", t_sortd,
                      "pandas", t_pandas, ok))
+        payload[rows[-1][0]] = 8 * m
 
     frame_row(args.table_log2, args.repeats)
     if args.frame_log2:
@@ -90,9 +103,13 @@ def main():
     if not ok:
         failed.append("table str,int64")
     rows.append((f"table (str, int64) 2^{args.table_log2 - 1}", t_sortd, "pandas", t_pandas, ok))
-    print("%-48s %12s %14s %12s %8s %s" % ("workload", "sortd s", "instead", "its s", "ratio", "check"))
+    # GB/s: the payload's bytes (keys; a frame's key columns) over sortd's time.
+    print("%-48s %12s %8s %14s %12s %8s %s" % ("workload", "sortd s", "GB/s", "instead", "its s",
+                                            "ratio", "check"))
     for name, ts, other, to, ok in rows:
-        print("%-48s %12.4f %14s %12.4f %7.2fx %s" % (name, ts, other, to, to / ts, "ok" if ok else "WRONG"))
+        gbs = payload.get(name, 0) / ts / 1e9
+        print("%-48s %12.4f %8.2f %14s %12.4f %7.2fx %s" % (name, ts, gbs, other, to, to / ts,
+                                                       "ok" if ok else "WRONG"))
     if failed:
         print("types_bench: wrong answers: " + ", ".join(failed))
         sys.exit(1)

@@ -51,7 +51,8 @@ for t in test_tables test_types; do
   fi
 done
 
-start_sortd bench "$W/bench_sortd.log" "$B/sortd"
+# --diagnostics: transfer-only sessions, the echo baseline of types_bench.
+start_sortd bench "$W/bench_sortd.log" "$B/sortd" --diagnostics
 BENCH_PID=$SERVER_PID
 if wait_serving bench "$BENCH_PID" 120; then
   record PASS "bench sortd SERVING" 0 "$WAIT_DETAIL; $(head -1 "$W/bench_sortd.log" | cut -c1-100)"
@@ -61,6 +62,18 @@ if wait_serving bench "$BENCH_PID" 120; then
     SORTD_TARGET="127.0.0.1:$PORT" PYTHONPATH="$ROOT/client/python" "$PY" "$ROOT/bench/types_bench.py" \
     --log2=22 --table_log2="$TABLE_LOG2" --frame_log2="$FRAME_LOG2"
   cat "$W/log.types_bench"
+  echo "sortd peak RSS (VmHWM) after types_bench: $(grep VmHWM /proc/$BENCH_PID/status 2>/dev/null | tr -s ' ')"
+  # The C++ client: sortctl table over .npy columns (a table session past 8 MiB).
+  "$PY" -c "import numpy as np; r=np.random.default_rng(1); n=1<<$TABLE_LOG2; np.save('$W/a.npy', r.integers(-1000,1000,n).astype(np.int32)); np.save('$W/b.npy', r.standard_normal(n).astype(np.float32))"
+  t0=$(date +%s.%N)
+  if "$B/sortctl" table --target="127.0.0.1:$PORT" --columns="$W/a.npy,$W/b.npy" --by=a,b --orders=asc,desc --out="$W/perm.npy" 2> "$W/log.sortctl_table"; then
+    t1=$(date +%s.%N)
+    "$PY" -c "import numpy as np; a=np.load('$W/a.npy'); b=np.load('$W/b.npy'); p=np.load('$W/perm.npy'); w=np.lexsort((np.arange(len(a)), -b.astype(np.float64), a)); assert (p==w).all()" \
+      && record PASS "sortctl table 2^$TABLE_LOG2 (C++ client)" 0 "$(awk "BEGIN{print $t1 - $t0}") s including .npy reads and writes; $(cat "$W/log.sortctl_table")" \
+      || record FAIL "sortctl table 2^$TABLE_LOG2 (C++ client)" 0 "permutation differs from np.lexsort"
+  else
+    record FAIL "sortctl table 2^$TABLE_LOG2 (C++ client)" 0 "$(tail -2 "$W/log.sortctl_table" | tr '\n' ' ')"
+  fi
   if [ "$RC" = 0 ]; then
     record PASS "types_bench (every answer checked)" "$SECS" "table above"
   else
