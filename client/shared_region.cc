@@ -24,14 +24,34 @@ absl::Status Errno(const std::string& what) {
                       absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
+// Bytes an element: the numeric types, and a table column's narrow types
+// and times (TableColumn.values_region).
+size_t WidthOf(v1::ElementType type) {
+  switch (type) {
+    case v1::ELEMENT_TYPE_UINT64:
+    case v1::ELEMENT_TYPE_INT64:
+    case v1::ELEMENT_TYPE_FLOAT64:
+    case v1::ELEMENT_TYPE_DATETIME64:
+    case v1::ELEMENT_TYPE_TIMEDELTA64: return 8;
+    case v1::ELEMENT_TYPE_INT8:
+    case v1::ELEMENT_TYPE_UINT8:
+    case v1::ELEMENT_TYPE_BOOL: return 1;
+    case v1::ELEMENT_TYPE_INT16:
+    case v1::ELEMENT_TYPE_UINT16:
+    case v1::ELEMENT_TYPE_FLOAT16:
+    case v1::ELEMENT_TYPE_BFLOAT16: return 2;
+    default: return 4;
+  }
+}
+
+}  // namespace
+
 void ToProto(const RegionRef& ref, v1::RegionSlice* slice) {
   slice->set_region(ref.region);
   slice->set_offset(ref.offset);
   slice->set_count(ref.count);
   slice->set_type(ref.type);
 }
-
-}  // namespace
 
 SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
   if (this != &other) {
@@ -130,10 +150,7 @@ SharedRegion::~SharedRegion() { client_.UnregisterRegion(name_).IgnoreError(); }
 absl::StatusOr<RegionRef> SharedRegion::Ref(const void* first, size_t count,
                                             v1::ElementType type) const {
   const auto* at = static_cast<const uint8_t*>(first);
-  const size_t width = (type == v1::ELEMENT_TYPE_UINT64 || type == v1::ELEMENT_TYPE_INT64 ||
-                        type == v1::ELEMENT_TYPE_FLOAT64)
-                           ? 8
-                           : 4;
+  const size_t width = WidthOf(type);
   if (at < data() || at > data() + size() || count > (data() + size() - at) / width) {
     return absl::InvalidArgumentError(
         absl::StrCat("the elements are not inside region '", name_, "'"));

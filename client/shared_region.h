@@ -36,6 +36,11 @@ struct RegionRef {
   v1::ElementType type = v1::ELEMENT_TYPE_UNSPECIFIED;
 };
 
+// The reference as the proto spells it: for a table's column in a region
+// (TableColumn.values_region, validity_region; SortTableRequest's
+// indices_region), sent with SortClient::SortTable.
+void ToProto(const RegionRef& ref, v1::RegionSlice* slice);
+
 // A sort whose arrays are in registered regions (SortClient::SortRegion).
 // Unset outputs mean in place; values make it a SortPairs.
 struct RegionSort {

@@ -197,7 +197,10 @@ class SortClient {
   // fixed-width columns from session_min_bytes on, or too large for one
   // message, travel as a table session (docs/api.md, "Table sessions"; one
   // message again against a server older than them, where the table fits);
-  // tables with byte strings in one message.
+  // tables with byte strings in one message. Columns in system regions
+  // (TableColumn.values_region, validity_region; indices_region for the
+  // permutation; client::ToProto makes the slices) go in one message and
+  // are read, and with return_columns reordered, where they lie.
   absl::StatusOr<v1::SortTableResponse> SortTable(const v1::SortTableRequest& request);
 
   v1::SortService::Stub& stub() { return *stub_; }

@@ -108,11 +108,13 @@ bool NoTableSessions(const absl::Status& status) {
 absl::StatusOr<v1::SortTableResponse> SortClient::SortTable(const v1::SortTableRequest& request) {
   // Fixed-width tables from session_min_bytes on, or past the message
   // limit, go as a table session.
-  bool fixed = request.columns_size() > 0;
+  // A table naming regions is one message: its columns lie on the server.
+  bool fixed = request.columns_size() > 0 && !request.has_indices_region();
   size_t bytes = 0;
   for (const v1::TableColumn& column : request.columns()) {
     const RawColumn raw = RawOf(column.values());
-    fixed = fixed && raw.type != v1::ELEMENT_TYPE_UNSPECIFIED;
+    fixed = fixed && raw.type != v1::ELEMENT_TYPE_UNSPECIFIED && !column.has_values_region() &&
+            !column.has_validity_region();
     bytes += raw.count * raw.width + column.validity().size();
   }
   const bool too_large = request.ByteSizeLong() + 1024 > static_cast<size_t>(options_.max_message_bytes);

@@ -217,9 +217,9 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortTable(grpc::CallbackServerContext
   CountCallForDrain(ctx);
   return HandleUnary<v1::SortTableRequest, v1::SortTableResponse>(
       context_, RpcMethod::kSortTable, ctx, request, response, ValidateSortTableRequest,
-      [](Dispatcher& dispatcher, const v1::SortTableRequest& request,
-         v1::SortTableResponse* response, bool) {
-        return RunSortTable(dispatcher, request, response);
+      [regions = context_->regions](Dispatcher& dispatcher, const v1::SortTableRequest& request,
+                                    v1::SortTableResponse* response, bool) {
+        return RunSortTable(dispatcher, request, response, regions);
       });
 }
 

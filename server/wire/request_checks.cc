@@ -65,8 +65,8 @@ absl::StatusOr<std::optional<DataType>> ValidateElementType(int type, absl::stri
       if (type >= v1::ELEMENT_TYPE_INT8 && type <= v1::ELEMENT_TYPE_TIMEDELTA64) {
         return absl::InvalidArgumentError(absl::StrCat(
             field, ": ", v1::ElementType_Name(static_cast<v1::ElementType>(type)),
-            " is for table sessions' columns (StartSortSessionRequest.columns); arrays here are "
-            "ELEMENT_TYPE_UINT32 ... ELEMENT_TYPE_FLOAT64"));
+            " is for table columns (StartSortSessionRequest.columns, TableColumn.values_region); "
+            "arrays here are ELEMENT_TYPE_UINT32 ... ELEMENT_TYPE_FLOAT64"));
       }
       return absl::InvalidArgumentError(absl::StrCat(field, ": unknown element type ", type));
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/wire/request_checks.h"
+#include "server/wire/table_column_types.h"
 #include "server/wire/table_ops.h"
 
 namespace sortd {
@@ -16,39 +17,13 @@ absl::StatusOr<SessionColumnSpec> ColumnSpecFromProto(const v1::SessionColumn& c
   SessionColumnSpec spec;
   spec.name = column.name();
   spec.has_validity = column.has_validity();
-  auto narrow = [&](NarrowType type) {
-    spec.kind = TableKey::Kind::kNarrow;
-    spec.narrow = type;
-    spec.width = NarrowWidth(type);
-  };
-  switch (column.type()) {
-    case v1::ELEMENT_TYPE_INT8: narrow(NarrowType::kInt8); break;
-    case v1::ELEMENT_TYPE_UINT8: narrow(NarrowType::kUint8); break;
-    case v1::ELEMENT_TYPE_INT16: narrow(NarrowType::kInt16); break;
-    case v1::ELEMENT_TYPE_UINT16: narrow(NarrowType::kUint16); break;
-    case v1::ELEMENT_TYPE_FLOAT16: narrow(NarrowType::kFloat16); break;
-    case v1::ELEMENT_TYPE_BFLOAT16: narrow(NarrowType::kBFloat16); break;
-    case v1::ELEMENT_TYPE_BOOL: narrow(NarrowType::kBool); break;
-    case v1::ELEMENT_TYPE_DATETIME64:
-    case v1::ELEMENT_TYPE_TIMEDELTA64:
-      if (column.unit() == v1::TIME_UNIT_UNSPECIFIED || !v1::TimeUnit_IsValid(column.unit())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".unit: required for ", v1::ElementType_Name(column.type()),
-            column.unit() == v1::TIME_UNIT_UNSPECIFIED ? "" : absl::StrCat(" (got ", column.unit(), ")")));
-      }
-      spec.kind = TableKey::Kind::kTime;
-      spec.type = DataType::kInt64;
-      spec.width = 8;
-      break;
-    default: {
-      absl::StatusOr<std::optional<DataType>> type =
-          ValidateElementType(column.type(), absl::StrCat(field, ".type"), /*optional=*/false);
-      if (!type.ok()) return type.status();
-      spec.kind = TableKey::Kind::kNumeric;
-      spec.type = **type;
-      spec.width = ElementSize(spec.type);
-    }
-  }
+  absl::StatusOr<TableColumnType> type = TableColumnTypeOf(
+      column.type(), column.unit(), absl::StrCat(field, ".type"), absl::StrCat(field, ".unit"));
+  if (!type.ok()) return type.status();
+  spec.kind = type->kind;
+  spec.type = type->type;
+  spec.narrow = type->narrow;
+  spec.width = type->width;
   return spec;
 }
 

@@ -15,6 +15,7 @@
 #include "core/dispatcher.h"
 #include "server/metrics/metrics.h"
 #include "server/regions/regions.h"
+#include "server/wire/table_regions.h"
 #include "sortd/v1/sort.pb.h"
 
 namespace sortd {
@@ -34,7 +35,8 @@ absl::Status ValidateSortKeys(const google::protobuf::RepeatedPtrField<v1::SortK
 
 // INVALID_ARGUMENT naming the column or key: no columns, columns of unequal
 // length, a validity bitmap shorter than its column, an array unset or
-// malformed, no keys or more than kMaxSortKeys, a key naming no column, an
+// malformed, a region field malformed (table_regions.h; the references
+// themselves are checked against the registry later), no keys or more than kMaxSortKeys, a key naming no column, an
 // unknown order or null placement, a request_id too long.
 absl::Status ValidateSortTableRequest(const v1::SortTableRequest& request);
 // RESOURCE_EXHAUSTED when the response (the permutation, and the columns
@@ -50,13 +52,8 @@ uint64_t PayloadOut(const v1::SortTableResponse& response);
 uint64_t InflightBytes(const v1::SortTableRequest& request);
 std::optional<DataType> KeyTypeOf(const v1::SortTableRequest& request);
 
-// Tables travel inline only: no regions, no batching.
-inline bool UsesRegions(const v1::SortTableRequest&) { return false; }
+// Tables are never batched (a batch sorts one column of a core type).
 inline bool Batchable(const v1::SortTableRequest&) { return false; }
-inline absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry*,
-                                                  const v1::SortTableRequest&) {
-  return false;
-}
 
 // Fills the success fields of a metrics record (engine, bytes sent, rows
 // as keys sorted).
@@ -64,9 +61,11 @@ void DescribeSuccess(const v1::SortTableRequest& request, const v1::SortTableRes
                      RequestRecord* record);
 
 // Sorts a validated request; fills `response` (indices, columns on request,
-// request_id, the engine of the most significant key's pass).
+// request_id, the engine of the most significant key's pass). Columns and
+// the permutation in regions (server/wire/table_regions.h) are read and
+// written where they lie; `regions` may be null for a request naming none.
 absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& request,
-                          v1::SortTableResponse* response);
+                          v1::SortTableResponse* response, RegionRegistry* regions);
 
 }  // namespace sortd
 

@@ -73,6 +73,8 @@ class Raw:
         self.sort = call("SortService", "Sort", sort_pb2.SortRequest, sort_pb2.SortResponse)
         self.sort_pairs = call("SortService", "SortPairs", sort_pb2.SortPairsRequest,
                                sort_pb2.SortPairsResponse)
+        self.sort_table = call("SortService", "SortTable", sort_pb2.SortTableRequest,
+                               sort_pb2.SortTableResponse)
         self.register_cuda = call("RegionService", "RegisterCudaRegion",
                                   sort_pb2.RegisterCudaRegionRequest,
                                   sort_pb2.RegisterCudaRegionResponse)
@@ -230,6 +232,89 @@ class Regions(RegionTest):
                         np.testing.assert_array_equal(bits(a), bits(keys))
                 for h in handles:
                     h.close()
+
+    def test_tables_in_regions_answer_as_one_message_reordered_in_place(self):
+        """sort_table over shared arrays: the columns go by reference, the
+        answer is the message path's, and return_columns reorders the
+        caller's own arrays where they lie."""
+        rng = np.random.default_rng(49)
+        for n in (1, 1000, 1 << 18):
+            with self.subTest(n=n):
+                data = {
+                    "i32": rng.integers(-4, 5, n).astype(np.int32),
+                    "f32": rng.choice(np.array([0.0, -0.0, np.nan, 1.5, -2.0], np.float32), n),
+                    "i16": rng.integers(-3, 4, n).astype(np.int16),
+                    "ts": rng.integers(0, 5, n).astype("datetime64[ns]"),
+                    "flag": rng.integers(0, 2, n).astype(bool),
+                }
+                data["ts"][rng.random(n) < 0.15] = np.datetime64("NaT")
+                mask = rng.random(n) < 0.25
+                by, ascending = ["flag", "i32", "ts", "f32", "i16"], [False, True, False, True, False]
+                nulls = ["last", "first", "first", "last", "last"]
+
+                def table(arrays):
+                    out = dict(arrays)
+                    out["i32"] = np.ma.MaskedArray(arrays["i32"], mask=mask)
+                    return out
+
+                want = self.client.sort_table(table({k: v.copy() for k, v in data.items()}), by,
+                                              ascending, nulls, return_columns=True, session=False)
+                want_perm = self.client.sort_table(table(data), by, ascending, nulls, session=False)
+                shared = {k: self.shared(self.client, n, v.dtype).array for k, v in data.items()}
+                for k, v in data.items():
+                    shared[k][:] = v
+                # The permutation only: the columns are read, not written.
+                perm = self.client.sort_table(table(shared), by, ascending, nulls)
+                np.testing.assert_array_equal(perm, want_perm)
+                for k, v in data.items():
+                    np.testing.assert_array_equal(bits(shared[k]), bits(v))
+                # Into an indices region.
+                slots = self.shared(self.client, n, np.uint64).array
+                got = self.client.sort_table(table(shared), by, ascending, nulls, indices_out=slots)
+                self.assertIs(got, slots)
+                np.testing.assert_array_equal(slots.view(np.int64), want_perm)
+                # Reordered in place: the dict holds the caller's arrays.
+                got = self.client.sort_table(table(shared), by, ascending, nulls,
+                                             return_columns=True)
+                for k in data:
+                    arr = got[k].data if isinstance(got[k], np.ma.MaskedArray) else got[k]
+                    self.assertTrue(np.shares_memory(arr, shared[k]), k)
+                    np.testing.assert_array_equal(bits(np.ma.getdata(got[k])),
+                                                  bits(np.ma.getdata(want[k])), k)
+                np.testing.assert_array_equal(np.ma.getmaskarray(got["i32"]),
+                                              np.ma.getmaskarray(want["i32"]))
+
+        # Independently of the message path: numpy's stable lexsort.
+        n = 1 << 16
+        a = self.shared(self.client, n, np.int16).array
+        b = self.shared(self.client, n, np.int32).array
+        a[:] = rng.integers(-50, 50, n)
+        b[:] = rng.integers(-1000, 1000, n)
+        perm = self.client.sort_table({"a": a, "b": b}, ["a", "b"], [True, False])
+        np.testing.assert_array_equal(perm, np.lexsort((-b.astype(np.int64), a)))
+
+    def test_table_region_rules_and_refusals(self):
+        n = 100
+        col = self.shared(self.client, n, np.int32).array
+        col[:] = np.arange(n)[::-1]
+        ro = col.view()
+        ro.flags.writeable = False
+        with self.assertRaisesRegex(ValueError, "read-only"):
+            self.client.sort_table({"c": ro}, "c", return_columns=True)
+        with self.assertRaisesRegex(ValueError, "one SortTable message"):
+            self.client.sort_table({"c": col}, "c", session=True)
+        with self.assertRaisesRegex(ValueError, "must lie in a region"):
+            self.client.sort_table({"c": col}, "c", indices_out=np.empty(n, np.uint64))
+        # The server's own checks: a permutation slot over a column.
+        raw = sort_pb2.SortTableRequest()
+        column = raw.columns.add(name="c")
+        column.values_region.CopyFrom(rslice(self.client.region_of(col), 0, n, np.int32))
+        raw.by.add(column=0)
+        raw.indices_region.CopyFrom(rslice(self.client.region_of(col), 0, n, np.uint64))
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.raw.sort_table(raw)
+        self.assertCode(cm, grpc.StatusCode.INVALID_ARGUMENT, "indices_region")
+        np.testing.assert_array_equal(col, np.arange(n)[::-1])  # untouched
 
     def test_sort_pairs_with_4_and_8_byte_values_in_place_and_out_of_place(self):
         rng = np.random.default_rng(99)

@@ -234,7 +234,7 @@ class TablesTest(unittest.TestCase):
         req.key_type = sort_pb2.ELEMENT_TYPE_UINT32
         refused(req, "key_type, value_type: leave them unset in a table session")
         plain = sort_pb2.StartSortSessionRequest(total_keys=4, key_type=sort_pb2.ELEMENT_TYPE_INT8)
-        refused(plain, "key_type: ELEMENT_TYPE_INT8 is for table sessions' columns")
+        refused(plain, "key_type: ELEMENT_TYPE_INT8 is for table columns")
         no_keys = sort_pb2.StartSortSessionRequest(total_keys=4)
         no_keys.columns.add(type=sort_pb2.ELEMENT_TYPE_UINT8)
         refused(no_keys, "by: required (at least one key column)")

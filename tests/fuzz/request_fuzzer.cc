@@ -254,7 +254,25 @@ void FuzzSortTable(const uint8_t* data, size_t size) {
   Check(InflightBytes(request) >= PayloadIn(request), "InflightBytes below the payload");
   if (KeysOf(request) > kMaxKeysSorted) return;
   v1::SortTableResponse response;
-  const absl::Status ran = RunSortTable(CpuDispatcher(), request, &response);
+  if (UsesRegions(request)) {
+    // Whatever the references: a sort whose permutation (inline, or in the
+    // region) is one, or a refusal naming the field.
+    const absl::Status ran = RunSortTable(CpuDispatcher(), request, &response, &FuzzRegions());
+    if (!ran.ok()) {
+      CheckRefusal(ran, "a table region request", {absl::StatusCode::kInvalidArgument,
+                                                   absl::StatusCode::kNotFound});
+      return;
+    }
+    Check(response.request_id() == request.request_id(), "request_id not echoed");
+    Check(request.has_indices_region() ? response.indices().empty()
+                                       : static_cast<size_t>(response.indices_size()) == KeysOf(request),
+          "a table region sort's permutation went to the wrong place");
+    std::vector<uint64_t> seen(response.indices().begin(), response.indices().end());
+    std::sort(seen.begin(), seen.end());
+    for (size_t i = 0; i < seen.size(); ++i) Check(seen[i] == i, "not a permutation");
+    return;
+  }
+  const absl::Status ran = RunSortTable(CpuDispatcher(), request, &response, nullptr);
   Check(ran.ok(), "RunSortTable refused a valid request: " + ran.ToString());
   Check(response.request_id() == request.request_id(), "request_id not echoed");
   const std::vector<uint64_t> perm = TablePermutation(request);

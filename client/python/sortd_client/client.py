@@ -258,7 +258,7 @@ class Client:
 
     def sort_table(self, columns, by, ascending=True, nulls="last", return_columns=False,
                    request_id="", timeout=_DEFAULT, session=None, connections=None,
-                   progress=None):
+                   progress=None, indices_out=None):
         """Sorts the rows of a table by one or more key columns (SortTable).
 
         columns: a dict (or any mapping) name -> 1-D array, or a sequence of
@@ -278,8 +278,42 @@ class Client:
         too large for one message, else one SortTable message; True/False
         force either. Tables with byte-string or str columns travel in one
         message (max_message_bytes).
+
+        Same-host regions (docs/api.md, "Tables in regions"): fixed-width
+        columns whose memory lies in a region of this client (shared_array,
+        register_system_region with buffer=) travel by reference in one
+        SortTable message; with return_columns they are reordered where
+        they lie and the dict holds those same arrays. indices_out: a uint64
+        region array of one slot a row that receives the permutation (then
+        returned instead of a new array). Masks travel in the message.
         """
         table = TableInput(columns, by, ascending, nulls)
+        slices = table.region_slices(self._regions, writable=return_columns)
+        indices_slice = None
+        if indices_out is not None:
+            if (not isinstance(indices_out, np.ndarray) or indices_out.dtype != np.dtype("<u8")
+                    or indices_out.shape != (table.rows,) or not indices_out.flags.writeable):
+                raise ValueError("indices_out: a writable uint64 array of %d elements" % table.rows)
+            indices_slice = self._regions.table_slice(indices_out, sort_pb2.ELEMENT_TYPE_UINT64)
+            if indices_slice is None:
+                raise ValueError("indices_out must lie in a region this client registered")
+        if slices or indices_slice is not None:
+            if session:
+                raise ValueError("a table with arrays in regions travels as one SortTable "
+                                 "message (session=True is for tables in memory)")
+            try:
+                resp = self._sort_table(
+                    table.request(return_columns, request_id, slices, indices_slice),
+                    timeout=self._deadline(timeout))
+            except grpc.RpcError as err:
+                raise SortdError.from_rpc_error(err) from None
+            if return_columns:
+                return table.reordered(resp, slices)
+            if indices_slice is not None:
+                return indices_out
+            perm = table.permutation(resp)
+            _check_count("indices", len(perm), table.rows)
+            return perm
         too_large = table.size() > self.max_message_bytes - HEADROOM
         chosen = session
         if session is None:

@@ -366,6 +366,29 @@ class Regions:
                              "registered (Client.register_cuda_array)" % what)
         return None
 
+    def table_slice(self, data, element_type):
+        """The RegionSlice of a table column's elements (a 1-D contiguous
+        host array of any fixed-width dtype: its wire view) when they lie in
+        a system region this client registered, else None. Device arrays
+        raise ValueError: a table's columns lie in host memory."""
+        if not isinstance(data, np.ndarray):
+            try:
+                data.__cuda_array_interface__
+            except AttributeError:
+                return None
+            raise ValueError("a table's columns lie in host memory (system regions); device "
+                             "arrays sort as arrays (Client.sort)")
+        if data.ndim != 1 or not data.flags.c_contiguous:
+            return None
+        address, size = data.ctypes.data, data.nbytes
+        with self._lock:
+            for local in self._local.values():
+                if (local.device < 0 and local.address <= address
+                        and address + size <= local.address + local.size):
+                    return sort_pb2.RegionSlice(region=local.name, offset=address - local.address,
+                                                count=data.shape[0], type=element_type)
+        return None
+
     def plan(self, keys, values, out, values_out, indices_out, return_indices):
         """The region refs of a sort ({role: _Ref}), or None for the message
         path. Raises ValueError for a mix of region and other arrays."""

@@ -68,12 +68,14 @@ class TableInput:
                 raise ValueError('nulls must be "last" or "first", got %r' % (n,))
         self.columns = []
         self.masks = []
+        self.sources = []  # the caller's arrays (a masked array's data)
         for name, array in zip(self.names, arrays):
             mask = None
             if isinstance(array, np.ma.MaskedArray):
                 mask = np.ma.getmaskarray(array)
                 array = np.ma.getdata(array)
             column = TypedInput(array, "column %r" % name)
+            self.sources.append(array)
             self.columns.append(column)
             self.masks.append(mask if mask is not None and mask.any() else None)
         self.rows = self.columns[0].n
@@ -82,12 +84,38 @@ class TableInput:
                 raise ValueError("column %r: %d rows, column %r has %d"
                                  % (name, column.n, self.names[0], self.rows))
 
-    def request(self, return_columns, request_id):
+    def region_slices(self, regions, writable):
+        """{column index: RegionSlice} for the fixed-width columns whose
+        elements lie in a system region of this client (read where they
+        lie; `writable`: reordered there, so read-only arrays are refused)."""
+        out = {}
+        for c, (name, column) in enumerate(zip(self.names, self.columns)):
+            if column.is_bytes:
+                continue
+            ref = regions.table_slice(column.data, ELEMENT_TYPE_OF[column.kind])
+            if ref is None:
+                continue
+            if writable and not column.data.flags.writeable:
+                raise ValueError("column %r: read-only, but return_columns reorders a column "
+                                 "in a region where it lies" % name)
+            out[c] = ref
+        return out
+
+    def request(self, return_columns, request_id, slices=None, indices_slice=None):
+        """The SortTable message; columns in `slices` ({index:
+        RegionSlice}) by reference, the permutation into `indices_slice`."""
+        slices = slices or {}
         parts = []
-        for name, column, mask in zip(self.names, self.columns, self.masks):
-            inner = wire.string_field(1, name) + wire.len_field(2, column.parts())
+        for c, (name, column, mask) in enumerate(zip(self.names, self.columns, self.masks)):
+            inner = wire.string_field(1, name)
+            if c not in slices:
+                inner += wire.len_field(2, column.parts())
             if mask is not None:
                 inner += wire.len_field(3, [np.packbits(~mask, bitorder="little").tobytes()])
+            if c in slices:
+                inner += wire.len_field(4, [slices[c].SerializeToString()])
+                if column.time_unit:
+                    inner += wire.varint_field(5, column.time_unit)
             parts += wire.len_field(1, inner)
         for index, ascending, nulls in zip(self.by, self.ascending, self.nulls):
             key = (wire.varint_field(1, index)
@@ -97,6 +125,8 @@ class TableInput:
                                        else sort_pb2.NULL_PLACEMENT_LAST))
             parts += wire.len_field(2, key)
         parts += wire.varint_field(3, return_columns) + wire.string_field(4, request_id)
+        if indices_slice is not None:
+            parts += wire.len_field(5, [indices_slice.SerializeToString()])
         return wire.join(parts)
 
     def fixed_width(self):
@@ -142,11 +172,17 @@ class TableInput:
             np.empty(0, np.uint64)
         return np.asarray(indices, dtype=np.int64)
 
-    def reordered(self, response):
-        """{name: column in sorted row order}; masked where null."""
+    def reordered(self, response, slices=None):
+        """{name: column in sorted row order}; masked where null. Columns
+        in `slices` were reordered where they lie: the caller's arrays."""
+        slices = slices or {}
         out = {}
-        for name, column, mask, got in zip(self.names, self.columns, self.masks, response.columns):
-            values = column.finish([column.decode(got.values)])
+        for c, (name, column, mask, got) in enumerate(zip(self.names, self.columns, self.masks,
+                                                          response.columns)):
+            if c in slices:
+                values = self.sources[c]
+            else:
+                values = column.finish([column.decode(got.values)])
             if mask is not None:
                 valid = np.unpackbits(np.frombuffer(got.validity, np.uint8), bitorder="little",
                                       count=self.rows).astype(bool)
