@@ -35,7 +35,10 @@ What it does
      arrays (nulls); 0-2 more columns of any type travel along; about 30%
      of the calls ask for return_columns; a third of the tables without
      string columns whose call is not to be cancelled or cut short go as a
-     table session (counted as SortSession). About --cancel_fraction of the
+     table session (counted as SortSession), and a quarter of the other
+     fixed-width tables lie in shared arrays (system regions, by
+     reference; --table_regions, on for the soak's own sortd, which it
+     starts with --shared_memory=system). About --cancel_fraction of the
      calls are cancelled after a random 0.5-300 ms and --deadline_fraction
      get a deadline of 1-500 ms. The RSS is sampled every 0.5 s.
   3. Waits for in-flight 0 again and watches the RSS for up to --idle_wait
@@ -128,7 +131,7 @@ for _p in (os.path.join(HERE, "..", "client", "python"), os.path.join(HERE, ".."
 import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sortd_client import Client, RequestError, SortdError  # noqa: E402
+from sortd_client import Client, RequestError, SharedArray, SortdError  # noqa: E402
 from sort_reference import reference_permutation, time_reference  # noqa: E402
 from sortd_process import SortdProcess  # noqa: E402
 
@@ -557,6 +560,11 @@ class Table:
         # over 1-3 connections) instead of one SortTable message.
         self.fixed_width = not strings
         self.session = self.fixed_width and bool(rng.random() < 0.33)
+        # A quarter of the other fixed-width tables lie in shared arrays
+        # (system regions: columns by reference, reordered in place), on a
+        # server that has regions on (the soak's own has).
+        self.region = self.fixed_width and not self.session and bool(rng.random() < 0.25)
+        self._handles = []
         self.names = ["c%d" % i for i in range(len(types))]
         # As handed to the client: a dict or a list; names or indices; a
         # scalar by/ascending/nulls where that says the same.
@@ -579,10 +587,32 @@ class Table:
             self.return_columns)) if on]
 
     def call(self, client, rid, timeout):
-        return client.sort_table(self.columns_arg, self.by_arg, self.ascending_arg,
+        columns = self.columns_arg
+        if self.region:
+            columns = self.in_regions(client)
+        return client.sort_table(columns, self.by_arg, self.ascending_arg,
                                  self.nulls_arg, return_columns=self.return_columns,
                                  request_id=rid, timeout=timeout,
-                                 session=True if self.session else False)
+                                 session=None if self.region else bool(self.session))
+
+    def in_regions(self, client):
+        """The columns copied into shared arrays (masks kept), as handed."""
+        out = []
+        for column in self.columns:
+            data = np.ma.getdata(column)
+            handle = SharedArray(client, len(data), data.dtype)
+            self._handles.append(handle)
+            handle.array[:] = data
+            out.append(np.ma.MaskedArray(handle.array, mask=np.ma.getmaskarray(column))
+                       if isinstance(column, np.ma.MaskedArray) else handle.array)
+        if isinstance(self.columns_arg, dict):
+            return dict(zip(self.names, out))
+        return out
+
+    def release(self):
+        for handle in self._handles:
+            handle.close()
+        self._handles = []
 
     def verify(self, res):
         perm = table_reference(self.columns, self.by, self.ascending, self.nulls)
@@ -716,8 +746,14 @@ class Soaker:
         method = "SortSession" if table.session else "SortTable"
         if mode == "cancel":
             self.canceller.schedule(loguniform(rng, 0.0005, 0.3), control)
-        outcome, code, err = self.run(lambda: table.call(client, rid, timeout), table.verify, mode)
-        what = "table%s of %s by %s" % (" session" if table.session else "", ",".join(table.types),
+        table.region = table.region and self.args.table_regions and not table.session
+        try:
+            outcome, code, err = self.run(lambda: table.call(client, rid, timeout), table.verify,
+                                          mode)
+        finally:
+            table.release()
+        what = "table%s of %s by %s" % (" session" if table.session
+                                       else " in regions" if table.region else "", ",".join(table.types),
                                        ",".join("%s%s/%s" % (table.types[c], "" if a else " desc", nl)
                                                 for c, a, nl in zip(table.by, table.ascending,
                                                                     table.nulls)))
@@ -741,6 +777,8 @@ class Soaker:
                     st.ok_table_types[k] += 1
                 for f in table.features:
                     st.ok_table_features[f] += 1
+                if table.region:
+                    st.ok_table_features["in regions"] += 1
 
     def stream_call(self, client, rng, rid, kind, descending, mode, timeout, control):
         want_indices = bool(rng.random() < 0.5)
@@ -977,6 +1015,9 @@ def coverage(stats, min_ok, phase_calls):
         if stats.ok_table_features[feature] < min_ok:
             failures.append("SortTable: %d tables with %s answered and checked, fewer than "
                             "--min_ok=%d" % (stats.ok_table_features[feature], feature, min_ok))
+    if stats.table_regions and stats.ok_table_features["in regions"] < min_ok:
+        failures.append("SortTable: %d tables in regions answered and checked, fewer than "
+                        "--min_ok=%d" % (stats.ok_table_features["in regions"], min_ok))
     if min_ok > 0 and stats.keys == 0:
         failures.append("no keys were sorted and checked")
     return failures
@@ -1069,6 +1110,10 @@ def main():
                    help="seconds to watch the RSS fall once nothing is in flight")
     p.add_argument("--require_rss", action="store_true",
                    help="fail unless the RSS returns within 10%% of the post-warm-up level")
+    p.add_argument("--table_regions", action=argparse.BooleanOptionalAction, default=None,
+                   help="send a quarter of the fixed-width tables from shared arrays (system "
+                        "regions; default: on for the soak's own sortd, which it starts with "
+                        "--shared_memory=system, off with --target)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--min_ok", type=int, default=1,
                    help="calls answered and checked that each RPC and each key type must have "
@@ -1081,15 +1126,22 @@ def main():
         p.error("give --sortd (or SORTD_BIN) or --target")
 
     server_proc = None
+    if args.target and args.table_regions is None:
+        args.table_regions = False
     if args.target:
         target, metrics_url, pid = args.target, args.metrics_url, args.pid
         if not metrics_url:
             print("warning: no --metrics_url: in-flight and counters not checked")
     else:
+        if not any(f.startswith("--shared_memory") for f in extra):
+            extra.append("--shared_memory=system")
+            if args.table_regions is None:
+                args.table_regions = True
         server_proc = SortdProcess(args.sortd, *extra).start()
         target, metrics_url, pid = server_proc.target, server_proc.metrics_url, server_proc.proc.pid
     server = Server(metrics_url, pid)
     stats = Stats()
+    stats.table_regions = bool(args.table_regions)
     canceller = Canceller()
     canceller.start()
     # Half the channels upload SortChunked in 64 KiB chunks (many messages).
@@ -1173,7 +1225,7 @@ def main():
     print("SortTable key column types (tables, of which answered OK and checked): " + ", ".join(
         "%s %d/%d" % (k, stats.table_types[k], stats.ok_table_types[k]) for k in TABLE_TYPES)
         + "; tables OK with " + ", ".join(
-            "%s %d" % (f, stats.ok_table_features[f]) for f in TABLE_FEATURES))
+            "%s %d" % (f, stats.ok_table_features[f]) for f in TABLE_FEATURES + ("in regions",)))
     if args.min_ok > 0:
         phases = ((("warm-up", warm_calls),) if args.warmup > 0 else ()) + (("load phase", load_calls),)
         failures += coverage(stats, args.min_ok, phases)

@@ -152,6 +152,48 @@ def table_seeds():
     write("request", b"\x80" + table().SerializeToString())  # no keys
 
 
+def table_region_seeds():
+    """SortTable with columns in the fuzzer's region "fuzz" (values,
+    bitmaps, the permutation; in place with return_columns) and the
+    refusals (values beside values_region, counts off, a bitmap of the
+    wrong type, overlaps, a time column without a unit, an unknown region)."""
+    def ref(slice_, offset, count, type_, region="fuzz"):
+        slice_.region, slice_.offset, slice_.count, slice_.type = region, offset, count, type_
+
+    def table(return_columns, rows=16):
+        t = sort_pb2.SortTableRequest(return_columns=return_columns, request_id="shm-t")
+        a = t.columns.add(name="a")
+        ref(a.values_region, 0, rows, sort_pb2.ELEMENT_TYPE_INT16)
+        ref(a.validity_region, 256, (rows + 7) // 8, sort_pb2.ELEMENT_TYPE_UINT8)
+        b = t.columns.add(name="b")
+        ref(b.values_region, 512, rows, sort_pb2.ELEMENT_TYPE_DATETIME64)
+        b.unit = sort_pb2.TIME_UNIT_SECOND
+        c = t.columns.add(name="c")
+        c.values.float32.values.extend([0.5 * i for i in range(rows)])
+        c.validity = bytes([0b10110111] * ((rows + 7) // 8))
+        t.by.add(column=0, order=1, nulls=1)
+        t.by.add(column=1)
+        t.by.add(column=2, order=1)
+        return t
+
+    for return_columns in (False, True):
+        t = table(return_columns)
+        write("request", b"\x80" + t.SerializeToString())
+        ref(t.indices_region, 4096, 16, sort_pb2.ELEMENT_TYPE_UINT64)
+        write("request", b"\x80" + t.SerializeToString())
+    bad = []
+    t = table(True); t.columns[0].values.int16.values = b"\0\0"; bad.append(t)
+    t = table(True); t.columns[1].values_region.count = 15; bad.append(t)
+    t = table(True); t.columns[0].validity_region.type = sort_pb2.ELEMENT_TYPE_UINT32; bad.append(t)
+    t = table(True); t.columns[1].unit = 0; bad.append(t)
+    t = table(True); t.columns[1].values_region.region = "nope"; bad.append(t)
+    t = table(True); t.columns[1].values_region.region = "fuzz2"; t.columns[1].values_region.offset = 0
+    bad.append(t)
+    t = table(False); ref(t.indices_region, 0, 16, sort_pb2.ELEMENT_TYPE_UINT64); bad.append(t)
+    for t in bad:
+        write("request", b"\x80" + t.SerializeToString())
+
+
 def region_seeds():
     """Region references against the fuzzer's 64 KiB region "fuzz" (and
     "fuzz2", the same memory under another name): in place, out of place,
@@ -320,6 +362,7 @@ if __name__ == "__main__":
     converted_seeds()
     table_seeds()
     region_seeds()
+    table_region_seeds()
     chunked_seeds()
     cpu_seeds()
     session_seeds()
