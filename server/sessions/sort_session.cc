@@ -61,8 +61,21 @@ uint64_t SessionRowBytes(const SessionSpec& spec) {
   return bytes;
 }
 
+bool SessionSpec::sorts_column_as_keys() const {
+  if (columns.size() != 1 || by.size() != 1 || by[0].column != 0 || return_indices ||
+      !return_columns || columns[0].has_validity) {
+    return false;
+  }
+  return columns[0].kind != TableKey::Kind::kNarrow || NarrowIsBijective(columns[0].narrow);
+}
+
 uint64_t SessionMemoryBytes(const SessionSpec& spec) {
   const uint64_t n = spec.total_keys;
+  if (spec.sorts_column_as_keys()) {
+    // The column, and the words a narrow type widens to.
+    const bool narrow = spec.columns[0].kind == TableKey::Kind::kNarrow;
+    return n * (spec.columns[0].width + (narrow ? 4 : 0)) + 512;
+  }
   if (!spec.is_table()) {
     const uint64_t key_width = ElementSize(spec.key_type);
     const uint64_t value_width = spec.value_type ? ElementSize(*spec.value_type) : 0;
@@ -167,7 +180,9 @@ SortSession::SortSession(std::string id, SessionSpec spec, Admitted admitted,
   if (value_type_) {
     values_ = SessionBuffer(spec_.total_keys, ElementSize(*value_type_), memory);
   }
-  if (spec_.return_indices || spec_.is_table()) indices_ = SessionBuffer(spec_.total_keys, 8, memory);
+  if (spec_.return_indices || (spec_.is_table() && !spec_.sorts_column_as_keys())) {
+    indices_ = SessionBuffer(spec_.total_keys, 8, memory);
+  }
   for (const SessionColumnSpec& column : spec_.columns) {
     columns_.emplace_back(spec_.total_keys, column.width, memory);
     validity_.emplace_back(column.has_validity ? BitmapBytes(spec_.total_keys) : 0, 1, memory);
@@ -489,6 +504,12 @@ absl::Status SortSession::RunTableSort(Dispatcher& dispatcher, std::optional<Eng
       }
     }
   }
+  if (spec_.sorts_column_as_keys()) {
+    absl::StatusOr<EngineKind> ran = SortColumnAsKeys(dispatcher);
+    if (!ran.ok()) return ran.status();
+    *engine = *ran;
+    return absl::OkStatus();
+  }
   std::vector<TableKey> keys;
   for (const SessionKeySpec& by : spec_.by) {
     const SessionColumnSpec& column = spec_.columns[by.column];
@@ -548,6 +569,36 @@ absl::Status SortSession::RunTableSort(Dispatcher& dispatcher, std::optional<Eng
   return absl::OkStatus();
 }
 
+absl::StatusOr<EngineKind> SortSession::SortColumnAsKeys(Dispatcher& dispatcher) {
+  const size_t n = spec_.total_keys;
+  const SessionColumnSpec& column = spec_.columns[0];
+  const SessionKeySpec& key = spec_.by[0];
+  uint8_t* data = columns_[0].data();
+  switch (column.kind) {
+    case TableKey::Kind::kNumeric:
+      return dispatcher.SortNumeric(NumericSpan(column.type, data, n), key.order, {});
+    case TableKey::Kind::kTime: {
+      // In place: NaT placed by the words, as Sort does a datetime64 array.
+      absl::Span<uint64_t> words(reinterpret_cast<uint64_t*>(data), n);
+      TimeToWords(absl::MakeConstSpan(reinterpret_cast<const int64_t*>(data), n), key.order,
+                  key.nulls, words);
+      absl::StatusOr<EngineKind> ran =
+          dispatcher.SortNumeric(NumericSpan(words.data(), n), key.order, {});
+      TimeFromWords(words, key.order, key.nulls, absl::MakeSpan(reinterpret_cast<int64_t*>(data), n));
+      return ran;
+    }
+    case TableKey::Kind::kNarrow: {
+      SessionBuffer words(n, 4, memory_);
+      absl::Span<uint32_t> span(reinterpret_cast<uint32_t*>(words.data()), n);
+      WidenNarrow(column.narrow, data, span);
+      absl::StatusOr<EngineKind> ran = dispatcher.SortNumeric(NumericSpan(span.data(), n), key.order, {});
+      if (ran.ok()) NarrowWords(column.narrow, span, data);
+      return ran;
+    }
+  }
+  return absl::InternalError("unknown column kind");
+}
+
 absl::Status SortSession::sort_status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return sort_status_;
@@ -581,6 +632,7 @@ absl::StatusOr<SortSession::Range> SortSession::DownloadRange(int array, uint32_
     return absl::InvalidArgumentError(absl::StrCat(
         "array: ", ArrayName(array, column),
         array == v1::SESSION_ARRAY_VALUES    ? " (the session has no value_type)"
+        : array == v1::SESSION_ARRAY_INDICES && spec_.is_table() ? " (the session was started without_permutation)"
         : array == v1::SESSION_ARRAY_INDICES ? " (the session was started without return_indices)"
         : table_column && spec_.is_table() && column >= columns_.size()
             ? absl::StrCat(": the table has ", columns_.size(), " columns")

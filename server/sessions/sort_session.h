@@ -66,11 +66,16 @@ struct SessionSpec {
   uint64_t total_keys = 0;
   // A table session (docs/api.md, "Table sessions"): rows of `columns`
   // sorted by `by`; key_type and value_type are unused, the permutation is
-  // always kept, and with return_columns the columns are reordered.
+  // kept when return_indices (unless the client said without_permutation),
+  // and with return_columns the columns are reordered.
   std::vector<SessionColumnSpec> columns;
   std::vector<SessionKeySpec> by;
   bool return_columns = false;
   bool is_table() const { return !columns.empty(); }
+  // A table of one column, its one key, no bitmap, a type whose elements
+  // its sort words give back exactly (not float16/bfloat16), reordered
+  // and no permutation kept: sorted as keys alone.
+  bool sorts_column_as_keys() const;
 };
 
 // Bytes a session holds from its start to its end: every array, and the
@@ -209,6 +214,9 @@ class SortSession {
   // A table session's sort: packed keys, then the permutation, then the
   // columns reordered on request.
   absl::Status RunTableSort(Dispatcher& dispatcher, std::optional<EngineKind>* engine);
+  // spec_.sorts_column_as_keys(): the column sorted as keys where it lies
+  // (a narrow type through uint32 words).
+  absl::StatusOr<EngineKind> SortColumnAsKeys(Dispatcher& dispatcher);
 
   const std::string id_;
   const SessionSpec spec_;

@@ -54,7 +54,7 @@ absl::Status TableSpecFromProto(const v1::StartSortSessionRequest& request, Sess
     spec->by.push_back({key.column(), ToCoreOrder(key.order()), ToCoreNulls(key.nulls())});
   }
   spec->return_columns = request.return_columns();
-  spec->return_indices = true;
+  spec->return_indices = !request.without_permutation();
   // Routing and metrics label table sessions as uint64 (their words).
   spec->key_type = DataType::kUint64;
   return absl::OkStatus();
@@ -73,8 +73,9 @@ absl::StatusOr<SessionSpec> SessionSpecFromProto(const v1::StartSortSessionReque
     if (!table.ok()) return table;
     return spec;
   }
-  if (request.by_size() > 0 || request.return_columns()) {
-    return absl::InvalidArgumentError("by, return_columns: a table session needs columns");
+  if (request.by_size() > 0 || request.return_columns() || request.without_permutation()) {
+    return absl::InvalidArgumentError(
+        "by, return_columns, without_permutation: a table session needs columns");
   }
   absl::Status order_ok = ValidateOrder(request.order());
   if (!order_ok.ok()) return order_ok;

@@ -167,6 +167,59 @@ class TypesTest(unittest.TestCase):
                         np.testing.assert_array_equal(bits(got.keys), bits(one.keys))
                         self.assertEqual(got.keys.dtype, one.keys.dtype)
 
+    def test_sessions_without_the_permutation_answer_as_one_message(self):
+        # No indices asked: the one-column table session is started
+        # without_permutation, and the server sorts the column as keys
+        # alone (all but float16 / bfloat16, which keep their NaN payloads
+        # through the permutation). The keys must be one message's, bit for
+        # bit, NaT placed either way.
+        rng = np.random.default_rng(23)
+        with Client(self.server.target, session_min_bytes=1, native=False) as sessions:
+            for dtype in NARROW + ["M8[ns]", "m8[s]"]:
+                if dtype in NARROW:
+                    a = narrow_array(rng, dtype, 40_000)
+                else:
+                    a = rng.integers(-9, 9, 40_000).astype(np.int64)
+                    a[rng.integers(0, len(a), 4000)] = np.iinfo(np.int64).min
+                    a = a.view(dtype)
+                for descending in (False, True):
+                    for nulls in ("last", "first"):
+                        with self.subTest(dtype=dtype, descending=descending, nulls=nulls):
+                            one = self.client.sort_full(a, descending=descending, chunked=False,
+                                                        nulls=nulls)
+                            got = sessions.sort_full(a, descending=descending, nulls=nulls)
+                            self.assertIsNone(got.indices)
+                            np.testing.assert_array_equal(bits(got.keys), bits(one.keys))
+                            self.assertEqual(got.keys.dtype, one.keys.dtype)
+
+    def test_a_session_without_the_permutation_refuses_its_download(self):
+        import grpc
+        from sortd.v1 import sort_pb2
+        from sortd_client.session import part_message
+        n = 1000
+        a = np.arange(n, dtype=np.int16)[::-1].copy()
+        start = sort_pb2.StartSortSessionRequest(total_keys=n, return_columns=True,
+                                                 without_permutation=True)
+        start.columns.add(name="k", type=sort_pb2.ELEMENT_TYPE_INT16)
+        start.by.add(column=0)
+        started = self.client._start_session(start.SerializeToString())
+        ch = grpc.insecure_channel(self.server.target)
+        self.addCleanup(ch.close)
+        path = "/sortd.v1.SortService/"
+        ch.stream_unary(path + "UploadParts")(iter([part_message(
+            started.session_id, sort_pb2.SESSION_ARRAY_COLUMN, 0, a.view(np.uint8), 0)]))
+        ch.unary_unary(path + "FinishSortSession")(sort_pb2.FinishSortSessionRequest(
+            session_id=started.session_id).SerializeToString())
+        download = ch.unary_stream(path + "DownloadParts")
+        with self.assertRaises(grpc.RpcError) as err:
+            list(download(sort_pb2.DownloadPartsRequest(
+                session_id=started.session_id,
+                array=sort_pb2.SESSION_ARRAY_INDICES).SerializeToString()))
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("without_permutation", err.exception.details())
+        ch.unary_unary(path + "EndSortSession")(sort_pb2.EndSortSessionRequest(
+            session_id=started.session_id).SerializeToString())
+
 
 if __name__ == "__main__":
     unittest.main()

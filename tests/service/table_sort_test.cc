@@ -18,6 +18,7 @@
 
 #include "client/sortd_client.h"
 #include "sortd/v1/sort.grpc.pb.h"
+#include "server/wire/session_spec.h"
 #include "tests/service/test_server.h"
 
 namespace sortd {
@@ -389,6 +390,49 @@ TEST_F(TableSortTest, CppClientSortsATable) {
   response = client->SortTable(request);
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(response.status().message().find("by[0].column: 7"), std::string::npos) << response.status();
+}
+
+}  // namespace
+}  // namespace sortd
+
+namespace sortd {
+namespace {
+
+// Which table sessions sort their column as keys alone: one column, its one
+// key, no bitmap, no permutation kept, reordered, and not a 16-bit float.
+TEST(TableSessionSpecTest, OnlyOneBareKeyColumnWithoutPermutationSortsAsKeys) {
+  auto spec = [](v1::ElementType type, auto edit) {
+    v1::StartSortSessionRequest start;
+    start.set_total_keys(10);
+    start.set_return_columns(true);
+    start.set_without_permutation(true);
+    v1::SessionColumn* column = start.add_columns();
+    column->set_type(type);
+    column->set_unit(v1::TIME_UNIT_SECOND);
+    start.add_by()->set_column(0);
+    edit(start);
+    absl::StatusOr<SessionSpec> out = SessionSpecFromProto(start);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() && out->sorts_column_as_keys();
+  };
+  auto same = [](v1::StartSortSessionRequest&) {};
+  for (v1::ElementType type : {v1::ELEMENT_TYPE_INT8, v1::ELEMENT_TYPE_UINT16, v1::ELEMENT_TYPE_BOOL,
+                               v1::ELEMENT_TYPE_DATETIME64, v1::ELEMENT_TYPE_TIMEDELTA64,
+                               v1::ELEMENT_TYPE_UINT32, v1::ELEMENT_TYPE_FLOAT64}) {
+    EXPECT_TRUE(spec(type, same)) << v1::ElementType_Name(type);
+  }
+  EXPECT_FALSE(spec(v1::ELEMENT_TYPE_FLOAT16, same));
+  EXPECT_FALSE(spec(v1::ELEMENT_TYPE_BFLOAT16, same));
+  EXPECT_FALSE(spec(v1::ELEMENT_TYPE_INT16, [](auto& s) { s.set_without_permutation(false); }));
+  EXPECT_FALSE(spec(v1::ELEMENT_TYPE_INT16, [](auto& s) { s.set_return_columns(false); }));
+  EXPECT_FALSE(spec(v1::ELEMENT_TYPE_INT16, [](auto& s) { s.mutable_columns(0)->set_has_validity(true); }));
+  EXPECT_FALSE(spec(v1::ELEMENT_TYPE_INT16, [](auto& s) { s.add_columns()->set_type(v1::ELEMENT_TYPE_INT8); }));
+  EXPECT_FALSE(spec(v1::ELEMENT_TYPE_INT16, [](auto& s) { s.add_by()->set_column(0); }));
+  // And a plain session refuses the field.
+  v1::StartSortSessionRequest plain;
+  plain.set_key_type(v1::ELEMENT_TYPE_UINT32);
+  plain.set_without_permutation(true);
+  EXPECT_FALSE(SessionSpecFromProto(plain).ok());
 }
 
 }  // namespace

@@ -327,7 +327,7 @@ class Client:
                 perm, reordered, _ = self._sessions.sort_table(
                     self._start_session, table.session_columns(), table.session_keys(),
                     return_columns, request_id, self._deadline(timeout),
-                    connections=connections, progress=progress)
+                    connections=connections, progress=progress, want_indices=not return_columns)
                 if return_columns:
                     return table.reordered_from_session(reordered)
                 return perm.view(np.int64)

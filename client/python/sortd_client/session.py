@@ -180,6 +180,7 @@ class SessionTransport:
         n = len(columns[0][3])
         start = sort_pb2.StartSortSessionRequest(
             total_keys=n, request_id=request_id, by=by, return_columns=return_columns,
+            without_permutation=not want_indices,
             columns=[sort_pb2.SessionColumn(name=name, type=etype, unit=unit,
                                             has_validity=bitmap is not None)
                      for name, etype, unit, _, bitmap in columns])
