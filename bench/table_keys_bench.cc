@@ -6,6 +6,8 @@
 // order by the keys, the permutation a permutation). Median of --repeats.
 //
 //   sortd_table_keys_bench [--log2=26] [--repeats=5] [--engine=auto|cpu]
+// With a GPU it also prints each one's device time alone (its events:
+// after the upload, before the download), the kernel-level comparison.
 // PAIRS_PACKED=1 gives the pairs sort the table's packed words instead of
 // random ones (how much the words' distribution costs the engine).
 #include <algorithm>
@@ -36,6 +38,19 @@ double Median(std::vector<double> v) {
 
 bool Valid(const std::vector<uint8_t>& bits, size_t r) { return (bits[r / 8] >> (r % 8)) & 1; }
 
+// The device's share of the last GPU sort (from its events: the sort,
+// after the upload and before the download).
+class DeviceTimes final : public GpuEngineObserver {
+ public:
+  void OnGpuSort(int, double h2d, double kernel, double d2h, size_t) override {
+    h2d_ = h2d;
+    kernel_ = kernel;
+    d2h_ = d2h;
+  }
+  void OnGpuFallback(int, GpuFallbackReason) override {}
+  double h2d_ = 0, kernel_ = 0, d2h_ = 0;
+};
+
 int Run(int argc, char** argv) {
   int log2 = 26, repeats = 5;
   std::string engine = "auto";
@@ -48,6 +63,8 @@ int Run(int argc, char** argv) {
   const size_t n = size_t{1} << log2;
   DispatcherOptions options;
   options.engine = *ParseEngineChoice(engine);
+  DeviceTimes times;
+  options.gpu.observer = &times;
   auto dispatcher = Dispatcher::Create(options);
   if (!dispatcher.ok()) {
     std::fprintf(stderr, "%s\n", dispatcher.status().ToString().c_str());
@@ -88,7 +105,7 @@ int Run(int argc, char** argv) {
   const auto build0 = std::chrono::steady_clock::now();
   packing.Build(0, rows, packed.data(), threads, /*in_order=*/true);
   const double build_s = Seconds(build0);
-  std::vector<double> table_s;
+  std::vector<double> table_s, table_dev;
   EngineKind table_engine = EngineKind::kCpu;
   for (int r = 0; r <= repeats; ++r) {
     std::iota(rows.begin(), rows.end(), 0);
@@ -99,6 +116,7 @@ int Run(int argc, char** argv) {
       return 1;
     }
     if (r > 0) table_s.push_back(Seconds(t0));  // the first is a warm-up
+    if (r > 0) table_dev.push_back(times.kernel_);
     table_engine = *ran;
   }
   // Check: a permutation, and adjacent rows in order (a nulls last; b
@@ -121,7 +139,7 @@ int Run(int argc, char** argv) {
   std::vector<uint32_t> values(n);
   for (auto& w : words) w = rng();
   if (getenv("PAIRS_PACKED")) words = packed;
-  std::vector<double> pairs_s;
+  std::vector<double> pairs_s, pairs_dev;
   EngineKind pairs_engine = EngineKind::kCpu;
   for (int r = 0; r <= repeats; ++r) {
     pair_keys = words;
@@ -134,6 +152,7 @@ int Run(int argc, char** argv) {
       return 1;
     }
     if (r > 0) pairs_s.push_back(Seconds(t0));
+    if (r > 0) pairs_dev.push_back(times.kernel_);
     pairs_engine = *ran;
   }
   ok &= std::is_sorted(pair_keys.begin(), pair_keys.end());
@@ -149,6 +168,13 @@ int Run(int argc, char** argv) {
   std::printf("of the table's time: scan %.4f s, packing %.4f s (%d threads)\n", plan_s, build_s,
               threads);
   std::printf("table / pairs rate: %.2fx   check: %s\n", ps / ts, ok ? "ok" : "WRONG");
+  if (table_engine != EngineKind::kCpu && pairs_engine != EngineKind::kCpu) {
+    // On the device alone (no transfers): the table's scan, layout
+    // read-back, packing and sort against the pairs sort.
+    const double td = Median(table_dev), pd = Median(pairs_dev);
+    std::printf("on the device: table %.3f ms (%.1f Mrows/s), pairs %.3f ms (%.1f Mrows/s): %.2fx\n",
+                td * 1e3, n / td / 1e6, pd * 1e3, n / pd / 1e6, pd / td);
+  }
   return ok ? 0 : 1;
 }
 

@@ -89,6 +89,17 @@ SortEngine& Dispatcher::ForNumeric(DataType, size_t size) {
   return *cpu_;
 }
 
+absl::StatusOr<EngineKind> Dispatcher::SortTableOnGpu(absl::Span<const TableKey> keys,
+                                                      absl::Span<uint32_t> rows,
+                                                      const PackingPlanner& planner) {
+  if (gpu_ == nullptr || !RoutesToGpu(DataType::kUint64, rows.size())) {
+    return absl::UnavailableError("not routed to a GPU");
+  }
+  absl::Status status = gpu_->SortTableRows(keys, rows, planner);
+  if (!status.ok()) return status;
+  return EngineKind::kGpuRadix;
+}
+
 SortEngine& Dispatcher::ForBytes(size_t size) {
   if (gpu_ != nullptr && size >= gpu_min_bytes_keys_ && size > 0 && gpu_->any_healthy()) {
     return *gpu_;

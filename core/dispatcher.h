@@ -82,6 +82,14 @@ class Dispatcher {
   // The longest array a batch of `type` keys should hold on the engine
   // batches go to (the GPU kernel's shared-memory bins; unbounded on CPU).
   size_t BatchCapacity(DataType type) const;
+  // A table's rows, in their input order (rows[i] == i), ordered stably by
+  // `keys` on a GPU when one serves and a pairs sort of this many rows
+  // would go there (GpuEngine::SortTableRows; `planner` lays out the
+  // words). UNAVAILABLE when not taken (no GPU, too few rows, over the
+  // pool, an error before output): `rows` is untouched, so order them on
+  // the host (core/table_keys.h).
+  absl::StatusOr<EngineKind> SortTableOnGpu(absl::Span<const TableKey> keys,
+                                            absl::Span<uint32_t> rows, const PackingPlanner& planner);
   // The engine for a byte-string argsort of `size` keys.
   SortEngine& ForBytes(size_t size);
   // Argsorts byte strings on ForBytes's engine (GPU merge sort or CPU);

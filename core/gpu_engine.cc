@@ -109,6 +109,71 @@ class GpuRadixEngine final : public GpuEngine {
     return Outcome(*worker, worker->Sort(job));
   }
 
+  absl::Status SortTableRows(absl::Span<const TableKey> keys, absl::Span<uint32_t> rows,
+                             const PackingPlanner& planner) override {
+    std::vector<cuda::GpuTableColumn> columns(keys.size());
+    for (size_t k = 0; k < keys.size(); ++k) {
+      std::optional<cuda::GpuTableColumn::Encoding> encoding = EncodingOf(keys[k]);
+      if (!encoding) return absl::InvalidArgumentError("GPU table sort: fixed-width keys only");
+      columns[k].encoding = *encoding;
+      columns[k].data = keys[k].data;
+      columns[k].validity = keys[k].validity;
+      columns[k].descending = keys[k].order == SortOrder::kDescending;
+      columns[k].nulls_last = keys[k].nulls == NullPlacement::kLast;
+    }
+    cuda::GpuTableJob job;
+    job.num_rows = rows.size();
+    job.keys = columns.data();
+    job.num_keys = static_cast<int>(columns.size());
+    job.rows = rows.data();
+    job.plan = [&](const cuda::GpuTableRange* found, std::vector<int>* word_bits,
+                   std::vector<cuda::GpuPackField>* fields) {
+      std::vector<KeyRange> ranges(keys.size());
+      for (size_t k = 0; k < keys.size(); ++k) {
+        ranges[k] = KeyRange{found[k].lo, found[k].hi, found[k].nulls, found[k].valid};
+      }
+      const PackedLayout layout = planner(ranges);
+      *word_bits = layout.word_bits;
+      fields->clear();
+      for (const PackedField& f : layout.fields) {
+        fields->push_back(cuda::GpuPackField{f.key, f.null_bit, f.word, f.shift, f.bits, f.base});
+      }
+    };
+    cuda::GpuWorker* worker = Pick();
+    if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
+    return Outcome(*worker, worker->SortTable(job));
+  }
+
+  // How the device reads a key column's elements; nullopt for byte strings.
+  static std::optional<cuda::GpuTableColumn::Encoding> EncodingOf(const TableKey& key) {
+    using E = cuda::GpuTableColumn;
+    switch (key.kind) {
+      case TableKey::Kind::kTime: return E::kTime;
+      case TableKey::Kind::kNarrow:
+        switch (key.narrow) {
+          case NarrowType::kInt8: return E::kInt8;
+          case NarrowType::kUint8:
+          case NarrowType::kBool: return E::kUint8;
+          case NarrowType::kInt16: return E::kInt16;
+          case NarrowType::kUint16: return E::kUint16;
+          case NarrowType::kFloat16: return E::kFloat16;
+          case NarrowType::kBFloat16: return E::kBFloat16;
+        }
+        return std::nullopt;
+      case TableKey::Kind::kNumeric:
+        switch (key.type) {
+          case DataType::kUint32: return E::kUint32;
+          case DataType::kInt32: return E::kInt32;
+          case DataType::kFloat32: return E::kFloat32;
+          case DataType::kUint64: return E::kUint64;
+          case DataType::kInt64: return E::kInt64;
+          case DataType::kFloat64: return E::kFloat64;
+          case DataType::kBytes: return std::nullopt;
+        }
+    }
+    return std::nullopt;
+  }
+
   absl::Status SortArriving(const ArrivingSort& sort) override {
     const std::optional<cuda::RadixKeyType> type = RadixTypeOf(sort.keys.type);
     if (!type) return absl::InvalidArgumentError("GPU radix engine: numeric keys only");

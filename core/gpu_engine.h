@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/engine.h"
+#include "core/table_layout.h"
 #include "core/gpu_rotation.h"
 
 namespace sortd {
@@ -204,6 +205,14 @@ class GpuEngine : public SortEngine {
   virtual absl::Status SortOnDevice(int device, NumericSpan keys, void* values,
                                     size_t value_width, SortOrder order,
                                     absl::Span<uint64_t> indices) = 0;
+  // A table's rows (in their input order: rows[i] == i on entry) ordered
+  // stably by `keys` on a GPU (cuda::GpuWorker::SortTable): the key
+  // columns uploaded as they are, each key's range scanned on the device,
+  // the words laid out by `planner` and packed and sorted there; `rows`
+  // receives the permutation. UNAVAILABLE as SortNumeric (the table must
+  // fit one GPU's pool in one piece; `rows` is then untouched).
+  virtual absl::Status SortTableRows(absl::Span<const TableKey> keys, absl::Span<uint32_t> rows,
+                                     const PackingPlanner& planner) = 0;
 };
 
 }  // namespace sortd

@@ -111,15 +111,11 @@ int DefaultPackingThreads() {
   return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, 32));
 }
 
-TableKeyPacking TableKeyPacking::Plan(absl::Span<const TableKey> keys, size_t rows, int threads) {
-  TableKeyPacking packing;
-  packing.keys_.assign(keys.begin(), keys.end());
-  int used = 64;  // bits of the current word (64: open a new one)
+std::vector<KeyRange> TableKeyPacking::ScanRanges(absl::Span<const TableKey> keys, size_t rows,
+                                                  int threads) {
+  std::vector<KeyRange> out(keys.size());
   for (size_t k = 0; k < keys.size(); ++k) {
-    struct Range {
-      uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0, nulls = 0, valid = 0;
-    };
-    std::vector<Range> ranges(PartsFor(rows, threads));
+    std::vector<KeyRange> ranges(PartsFor(rows, threads));
     ForBlocks(rows, threads, [&](size_t begin, size_t end, int p) {
       uint64_t words[kBlock];
       uint8_t null[kBlock];
@@ -137,27 +133,41 @@ TableKeyPacking TableKeyPacking::Plan(absl::Span<const TableKey> keys, size_t ro
       ranges[p].nulls += nulls;
       ranges[p].valid += (end - begin) - nulls;
     });
-    Range all;
-    for (const Range& r : ranges) {
-      all.lo = std::min(all.lo, r.lo);
-      all.hi = std::max(all.hi, r.hi);
-      all.nulls += r.nulls;
-      all.valid += r.valid;
+    for (const KeyRange& r : ranges) {
+      out[k].lo = std::min(out[k].lo, r.lo);
+      out[k].hi = std::max(out[k].hi, r.hi);
+      out[k].nulls += r.nulls;
+      out[k].valid += r.valid;
     }
-    std::vector<Field> fields;
+  }
+  return out;
+}
+
+TableKeyPacking TableKeyPacking::Plan(absl::Span<const TableKey> keys, size_t rows, int threads) {
+  return FromRanges(keys, ScanRanges(keys, rows, threads));
+}
+
+TableKeyPacking TableKeyPacking::FromRanges(absl::Span<const TableKey> keys,
+                                            absl::Span<const KeyRange> ranges) {
+  TableKeyPacking packing;
+  packing.keys_.assign(keys.begin(), keys.end());
+  int used = 64;  // bits of the current word (64: open a new one)
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const KeyRange& all = ranges[k];
+    std::vector<PackedField> fields;
     if (all.nulls > 0 && all.valid > 0) {
-      Field f;
+      PackedField f;
       f.null_bit = true;
       f.bits = 1;
       fields.push_back(f);
     }
     if (all.valid > 0 && all.hi > all.lo) {
-      Field f;
+      PackedField f;
       f.bits = BitWidth(all.hi - all.lo);
       f.base = keys[k].order == SortOrder::kAscending ? all.lo : all.hi;
       fields.push_back(f);
     }
-    for (Field& f : fields) {
+    for (PackedField& f : fields) {
       f.key = static_cast<int>(k);
       if (used + f.bits > 64) {
         packing.word_bits_.push_back(0);
@@ -171,7 +181,7 @@ TableKeyPacking TableKeyPacking::Plan(absl::Span<const TableKey> keys, size_t ro
   }
   // Shifts: the first field of a word takes its highest bits.
   std::vector<int> filled(packing.word_bits_.size(), 0);
-  for (Field& f : packing.fields_) {
+  for (PackedField& f : packing.fields_) {
     filled[f.word] += f.bits;
     f.shift = packing.word_bits_[f.word] - filled[f.word];
   }
@@ -187,7 +197,7 @@ void TableKeyPacking::Build(int w, absl::Span<const uint32_t> rows, void* out, i
     uint64_t words[kBlock];
     uint8_t null[kBlock];
     int loaded = -1;  // the key whose words are in `words`
-    for (const Field& f : fields_) {
+    for (const PackedField& f : fields_) {
       if (f.word != w) continue;
       const TableKey& key = keys_[f.key];
       if (loaded != f.key) {
@@ -217,9 +227,22 @@ absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
                                                 absl::Span<const TableKey> keys,
                                                 absl::Span<uint32_t> rows, int threads,
                                                 absl::Span<uint64_t> words) {
+  if (rows.size() < 2) return EngineKind::kCpu;
+  // The first pass reads the columns straight when the rows come in order
+  // (a table's first sort); later passes gather by the permutation.
+  bool in_order = true;
+  for (size_t i = 0; i < rows.size() && in_order; ++i) in_order = rows[i] == i;
+  if (in_order) {
+    // On a GPU the columns go up unpacked and only the rows come back.
+    absl::StatusOr<EngineKind> gpu = dispatcher.SortTableOnGpu(
+        keys, rows, [keys](absl::Span<const KeyRange> ranges) {
+          return TableKeyPacking::FromRanges(keys, ranges).layout();
+        });
+    if (gpu.ok() || !absl::IsUnavailable(gpu.status())) return gpu;
+  }
   const TableKeyPacking packing = TableKeyPacking::Plan(keys, rows.size(), threads);
   EngineKind engine = EngineKind::kCpu;
-  if (packing.words() == 0 || rows.size() < 2) return engine;
+  if (packing.words() == 0) return engine;
   // Huge pages where the kernel gives them: first touches of a fresh
   // buffer, page by page, cost more than the packing itself.
   std::unique_ptr<uint64_t, void (*)(void*)> owned(nullptr, std::free);
@@ -227,10 +250,6 @@ absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
     owned.reset(static_cast<uint64_t*>(cpu::AllocateScratch(rows.size() * sizeof(uint64_t))));
     words = absl::MakeSpan(owned.get(), rows.size());
   }
-  // The first pass reads the columns straight when the rows come in order
-  // (a table's first sort); later passes gather by the permutation.
-  bool in_order = true;
-  for (size_t i = 0; i < rows.size() && in_order; ++i) in_order = rows[i] == i;
   for (int w = packing.words() - 1; w >= 0; --w) {
     packing.Build(w, rows, words.data(), threads, in_order);
     in_order = false;

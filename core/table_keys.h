@@ -26,28 +26,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/dispatcher.h"
+#include "core/table_layout.h"
 #include "core/sortable_keys.h"
 #include "core/types.h"
 
 namespace sortd {
-
-// One key column of a table sort, viewed in place.
-struct TableKey {
-  enum class Kind {
-    kNumeric,  // `type`: uint32 .. float64 (not bytes)
-    kNarrow,   // `narrow`, packed little-endian
-    kTime,     // datetime64 / timedelta64 as int64; NaT is a null
-  };
-  Kind kind = Kind::kNumeric;
-  DataType type = DataType::kUint32;
-  NarrowType narrow = NarrowType::kUint8;
-  const void* data = nullptr;  // the column's `rows` elements
-  // Arrow validity bitmap (bit per row, LSB first, 1 = valid), or null when
-  // every row is valid.
-  const uint8_t* validity = nullptr;
-  SortOrder order = SortOrder::kAscending;
-  NullPlacement nulls = NullPlacement::kLast;
-};
 
 // Threads for packing on this machine: every core, at most 32.
 int DefaultPackingThreads();
@@ -58,6 +41,12 @@ class TableKeyPacking {
   // Scans the columns (which rows are null, the range of the rest) on up
   // to `threads` threads and lays out the fields.
   static TableKeyPacking Plan(absl::Span<const TableKey> keys, size_t rows, int threads);
+  // The two halves of Plan: the scan, and the layout from its ranges (one
+  // a key; the GPU engine scans on the device and lays out with this).
+  static std::vector<KeyRange> ScanRanges(absl::Span<const TableKey> keys, size_t rows, int threads);
+  static TableKeyPacking FromRanges(absl::Span<const TableKey> keys,
+                                    absl::Span<const KeyRange> ranges);
+  PackedLayout layout() const { return {word_bits_, fields_}; }
 
   // Words a row (0 when every key is constant: the order is the input's).
   int words() const { return static_cast<int>(word_bits_.size()); }
@@ -71,22 +60,17 @@ class TableKeyPacking {
              bool in_order = false) const;
 
  private:
-  struct Field {
-    int key = 0;
-    bool null_bit = false;  // else the value field
-    int word = 0;
-    int shift = 0;
-    int bits = 0;
-    uint64_t base = 0;  // ascending: the smallest word; descending: the largest
-  };
   std::vector<TableKey> keys_;
-  std::vector<Field> fields_;
+  std::vector<PackedField> fields_;
   std::vector<int> word_bits_;
 };
 
 // Orders `rows` (a permutation of the table's rows, fewer than 2^32; its
 // current order breaks ties) stably by `keys`: one stable pairs sort on the
-// dispatcher per packed word, from the last word to the first. Returns the
+// dispatcher per packed word, from the last word to the first. Rows in
+// their input order that the dispatcher sends to a GPU are scanned, packed
+// and sorted there from the columns (Dispatcher::SortTableOnGpu), the
+// host path only when the GPU does not take them. Returns the
 // engine of the last (most significant) pass; CPU when nothing was sorted.
 // `words` (rows.size() slots, optional) holds the packed words: pass pinned
 // memory (a session's pool) and the GPU engine moves them by DMA; empty, a

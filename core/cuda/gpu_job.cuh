@@ -10,6 +10,8 @@
 //   chunked_sort.cu  arrays larger than the pool: sorted chunks merged
 //   gather_jobs.cu   batches of small arrays and byte strings, gathered
 //                    into one upload
+//   table_job.cu     a table's rows packed into words and sorted on the
+//                    device (GpuWorker::SortTable)
 #ifndef SORTD_CORE_CUDA_GPU_JOB_CUH_
 #define SORTD_CORE_CUDA_GPU_JOB_CUH_
 
@@ -161,6 +163,7 @@ GpuSortReport RunSortArriving(WorkerContext& ctx, const GpuArrivingJob& job);
 GpuSortReport RunSortInChunks(WorkerContext& ctx, const GpuSortJob& job, size_t chunk_items);
 GpuSortReport RunSortBatch(WorkerContext& ctx, const GpuBatchJob& job);
 GpuSortReport RunArgsortBytes(WorkerContext& ctx, const GpuBytesJob& job);
+GpuSortReport RunTableSort(WorkerContext& ctx, const GpuTableJob& job);
 
 }  // namespace sortd::cuda
 

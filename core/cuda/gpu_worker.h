@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/arriving_input.h"
 #include "core/cuda/radix_sort.cuh"
@@ -119,6 +120,52 @@ struct GpuArrivingJob {
   ArrivingInput* input = nullptr;
 };
 
+// A table sort on the device (GpuWorker::SortTable): the key columns are
+// uploaded as they are, each key's range scanned there, the rows packed
+// into words by the layout `plan` returns for those ranges (the host's own
+// layout, core/table_keys.h), and one stable pairs sort (word, row) a word
+// from the last to the first; only the permutation comes back.
+struct GpuTableColumn {
+  // How a column's elements become order-preserving words.
+  enum Encoding : int {
+    kUint32, kInt32, kFloat32, kUint64, kInt64, kFloat64,
+    kUint8, kInt8, kUint16, kInt16, kFloat16, kBFloat16,
+    kTime,  // int64, NaT (the minimum) a null
+  };
+  Encoding encoding = kUint32;
+  const void* data = nullptr;         // host: num_rows elements
+  const uint8_t* validity = nullptr;  // host Arrow bitmap, or null: no nulls
+  bool descending = false;
+  bool nulls_last = true;
+};
+
+// What the scan finds for a key (as core/table_layout.h's KeyRange).
+struct GpuTableRange {
+  uint64_t lo, hi, nulls, valid;
+};
+
+// One field of a packed word (as core/table_layout.h's PackedField).
+struct GpuPackField {
+  int key = 0;
+  bool null_bit = false;
+  int word = 0;
+  int shift = 0;
+  int bits = 0;
+  uint64_t base = 0;
+};
+
+struct GpuTableJob {
+  size_t num_rows = 0;  // < 2^32
+  const GpuTableColumn* keys = nullptr;  // most significant first
+  int num_keys = 0;
+  // The layout for the keys' ranges: the bits of each word (most
+  // significant first) and every field.
+  std::function<void(const GpuTableRange* ranges, std::vector<int>* word_bits,
+                     std::vector<GpuPackField>* fields)>
+      plan;
+  uint32_t* rows = nullptr;  // host: receives the permutation
+};
+
 enum class GpuSortOutcome {
   kOk,
   // SortArriving only: no slot for arriving input was free (or the device
@@ -166,6 +213,9 @@ class GpuWorker {
   GpuSortReport SortBatch(const GpuBatchJob& job);
   // Byte-string argsort on the merge sort; same slots, pool and outcomes.
   GpuSortReport ArgsortBytes(const GpuBytesJob& job);
+  // A table's permutation (GpuTableJob); the table must fit the pool in
+  // one piece (else kNoMemory). Same slots and outcomes. Thread-safe.
+  GpuSortReport SortTable(const GpuTableJob& job);
   // A sort whose input is still arriving, on an arriving slot: blocks
   // until the input is complete (or abandoned) and sorted. Returns kBusy at
   // once when no arriving slot is free, and kNoMemory when the arrays do

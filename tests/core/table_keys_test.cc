@@ -323,3 +323,54 @@ TEST(TableKeysTest, ThreadsChangeNothing) {
 
 }  // namespace
 }  // namespace sortd
+
+namespace sortd {
+namespace {
+
+// Where a GPU serves: tables in input order that the dispatcher routes to
+// it are scanned, packed and sorted on the device (GpuEngine::
+// SortTableRows), and answer as the reference does: every key kind, nulls,
+// both orders, several words.
+TEST(TableKeysGpuTest, LargeTablesSortOnTheGpuAsTheReferenceDoes) {
+  static std::unique_ptr<Dispatcher> dispatcher = MakeDispatcher();
+  if (!dispatcher->has_gpu()) GTEST_SKIP() << "no GPU engine here";
+  std::mt19937_64 rng(52);
+  const size_t rows = size_t{1} << 20;
+  for (int t = 0; t < 8; ++t) {
+    std::vector<Column> cols;
+    const int keys = 1 + static_cast<int>(rng() % 5);
+    for (int k = 0; k < keys; ++k) cols.push_back(RandomColumn(rng, rows));
+    SCOPED_TRACE(testing::Message() << "table " << t << ", " << keys << " keys");
+    std::vector<uint32_t> order(rows);
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<TableKey> table = KeysOf(cols);
+    absl::StatusOr<EngineKind> ran = SortRowsByPackedKeys(*dispatcher, table, absl::MakeSpan(order), 4);
+    ASSERT_TRUE(ran.ok()) << ran.status();
+    EXPECT_EQ(*ran, EngineKind::kGpuRadix) << "not sorted on the GPU";
+    ASSERT_EQ(order, ReferenceOrder(cols, rows));
+  }
+  // Three full-range int64 keys with nulls: 65 bits each, four words.
+  std::vector<Column> wide;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<int64_t> v(rows);
+    for (int64_t& x : v) x = static_cast<int64_t>(rng());
+    v[0] = std::numeric_limits<int64_t>::min();
+    v[1] = std::numeric_limits<int64_t>::max();
+    Column c = NumericColumn(v);
+    c.validity.assign((rows + 7) / 8, 0xF7);
+    c.key.order = k == 1 ? SortOrder::kDescending : SortOrder::kAscending;
+    c.key.nulls = k == 2 ? NullPlacement::kFirst : NullPlacement::kLast;
+    wide.push_back(c);
+  }
+  std::vector<TableKey> table = KeysOf(wide);
+  EXPECT_EQ(TableKeyPacking::Plan(table, rows, 4).words(), 4);
+  std::vector<uint32_t> order(rows);
+  std::iota(order.begin(), order.end(), 0);
+  absl::StatusOr<EngineKind> ran = SortRowsByPackedKeys(*dispatcher, table, absl::MakeSpan(order), 4);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(*ran, EngineKind::kGpuRadix);
+  ASSERT_EQ(order, ReferenceOrder(wide, rows));
+}
+
+}  // namespace
+}  // namespace sortd
