@@ -6,8 +6,9 @@
 #      memory; the table's answer checked row against row;
 #   2. the packed-key core tests (sortd_core_test TableKeys*: large cases
 #      go to the GPU where the dispatcher routes them);
-#   3. tests/e2e/test_tables.py and test_types.py against the real sortd on
-#      its default engine (auto: the GPU), compared with pandas / numpy;
+#   3. tests/e2e/test_tables.py, test_types.py and test_regions.py's table
+#      cases against the real sortd on its default engine (auto: the GPU),
+#      compared with pandas / numpy; the core GPU table test under memcheck;
 #   4. bench/types_bench.py against a fresh sortd (defaults): the converted
 #      types, the 2^TABLE_LOG2 frame and the 2^FRAME_LOG2 frame (a table
 #      session) against pandas, the string table; every answer checked;
@@ -31,6 +32,9 @@ bench_check "packed table vs u64 pairs 2^$LOG2" 300 'Mrows/s|rate' \
   "$B/sortd_table_keys_bench" --log2="$LOG2" --repeats=5
 if [ -x "$B/sortd_core_test" ]; then  # optional: the bundle has a size limit
   gtest_check "core TableKeys* (GPU where routed)" 300 - "$B/sortd_core_test" --gtest_filter='TableKeys*'
+  # The device table path (core/cuda/table_job.cu) under memcheck.
+  gtest_check "core TableKeysGpuTest memcheck" 400 memcheck "$B/sortd_core_test" \
+    --gtest_filter='TableKeysGpuTest.*'
 fi
 
 # The e2e tests start sortd themselves: wrappers that carry the bundle's
@@ -41,8 +45,10 @@ for tool in sortd sortctl; do
 done
 PYENV=(env -u LD_LIBRARY_PATH SORTD_BIN="$W/sortd" SORTCTL_BIN="$W/sortctl" SORTD_E2E_ENGINE=auto
        PYTHONPATH="$ROOT/client/python:$ROOT/tests/e2e")
-for t in test_tables test_types; do
-  run_logged "$W/log.$t" 400 "${PYENV[@]}" "$PY" "$ROOT/tests/e2e/$t.py"
+for t in test_tables test_types "test_regions Regions.test_tables_in_regions_answer_as_one_message_reordered_in_place Regions.test_table_region_rules_and_refusals"; do
+  read -r -a words <<< "$t"  # the file, then the cases (none: all)
+  t=${words[0]}
+  run_logged "$W/log.$t" 400 "${PYENV[@]}" "$PY" "$ROOT/tests/e2e/$t.py" "${words[@]:1}"
   if [ "$RC" = 0 ]; then
     record PASS "e2e $t (auto engine)" "$SECS" "$(grep -E '^Ran ' "$W/log.$t" | head -1)"
   else

@@ -192,6 +192,37 @@ class TypesTest(unittest.TestCase):
                             np.testing.assert_array_equal(bits(got.keys), bits(one.keys))
                             self.assertEqual(got.keys.dtype, one.keys.dtype)
 
+    def test_times_in_sessions_place_nat_by_nulls_with_indices_and_values(self):
+        # From session_min_bytes, times go as a plain int64 session and the
+        # NaT block is moved where `nulls` says (Client._time_session).
+        rng = np.random.default_rng(31)
+        with Client(self.server.target, session_min_bytes=1, native=False) as sessions:
+            for dtype in ("M8[ns]", "m8[s]"):
+                a = rng.integers(-50, 50, 30_000).astype(np.int64)
+                a[rng.integers(0, len(a), 4000)] = np.iinfo(np.int64).min
+                a[:3] = [np.iinfo(np.int64).max, np.iinfo(np.int64).min + 1, 0]
+                a = a.view(dtype)
+                values = rng.standard_normal(len(a))
+                for descending in (False, True):
+                    for nulls in ("last", "first"):
+                        with self.subTest(dtype=dtype, descending=descending, nulls=nulls):
+                            ref = time_reference(a, descending, nulls)
+                            got = sessions.sort_full(a, descending=descending,
+                                                     return_indices=True, nulls=nulls)
+                            np.testing.assert_array_equal(got.indices, ref)
+                            self.assertEqual(got.keys.dtype, a.dtype)
+                            np.testing.assert_array_equal(got.keys.view(np.int64),
+                                                          a[ref].view(np.int64))
+                            k, v = sessions.sort_pairs(a, values, descending=descending,
+                                                       nulls=nulls)
+                            np.testing.assert_array_equal(k.view(np.int64), a[ref].view(np.int64))
+                            np.testing.assert_array_equal(v, values[ref])
+            # All NaT, and none.
+            for a in (np.full(5000, np.iinfo(np.int64).min).view("M8[us]"),
+                      np.arange(5000)[::-1].copy().view("M8[us]")):
+                got = sessions.sort_full(a, return_indices=True)
+                np.testing.assert_array_equal(got.indices, time_reference(a, False, "last"))
+
     def test_a_session_without_the_permutation_refuses_its_download(self):
         import grpc
         from sortd.v1 import sort_pb2

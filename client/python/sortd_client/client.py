@@ -445,6 +445,18 @@ class Client:
             fixed = k.data.nbytes + (v.data.nbytes if v is not None else 0)
             beyond = fixed > self.max_message_bytes - HEADROOM
             if chunked or beyond or (self.session_min_bytes and fixed >= self.session_min_bytes):
+                if (k.kind in ("datetime64", "timedelta64") and not chunked
+                        and (v is None or not (v.converted or v.is_bytes))):
+                    try:
+                        return self._time_session(k, v, order, null_placement, return_indices,
+                                                  request_id, self._deadline(timeout),
+                                                  connections=connections, progress=progress)
+                    except SortdError as err:
+                        if err.code != grpc.StatusCode.UNIMPLEMENTED:
+                            raise
+                    except grpc.RpcError as err:
+                        if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                            raise SortdError.from_rpc_error(err) from None
                 try:
                     return self._converted_session(k, v, order, null_placement, return_indices,
                                                    request_id, self._deadline(timeout),
@@ -479,6 +491,27 @@ class Client:
             return self._unary_pairs(k, v, order, request_id, deadline, null_placement)
         except grpc.RpcError as err:
             raise SortdError.from_rpc_error(err) from None
+
+    def _time_session(self, k, v, order, nulls, return_indices, request_id, deadline, **kw):
+        """datetime64 / timedelta64 keys as a plain int64 session, sorted as
+        any int64 array is (on the GPU while the parts arrive): int64 order
+        is time order, and NaT, the int64 minimum, ends up first ascending
+        and last descending, one stable block, which moves to where `nulls`
+        puts it."""
+        ik = TypedInput(k.data, "keys")
+        keys, values, indices, engine = self._session_sort(ik, v, order, return_indices,
+                                                           request_id, deadline, **kw)
+        nat = int(np.count_nonzero(k.data == np.iinfo(np.int64).min))
+        descending = order == sort_pb2.SORT_ORDER_DESCENDING
+        nulls_first = nulls == sort_pb2.NULL_PLACEMENT_FIRST
+        if nat and nat < k.n and descending == nulls_first:
+            # Ascending: the block leads, nulls last moves it behind;
+            # descending: it trails, nulls first moves it ahead.
+            shift = nat if descending else -nat
+            keys = np.roll(keys, shift)
+            values = np.roll(values, shift) if values is not None else None
+            indices = np.roll(indices, shift) if indices is not None else None
+        return SortResult(k.finish([keys]), values, indices, request_id, _engine_name(engine))
 
     def _converted_session(self, k, v, order, nulls, return_indices, request_id, deadline,
                            connections, progress):
