@@ -80,38 +80,70 @@ __device__ __forceinline__ uint64_t KeyWord(const DeviceKey& key, size_t r, bool
   return word;
 }
 
-// range = {lo, hi, nulls, valid} of the key's non-null words, by
-// grid-stride partial results reduced in the warp and merged by atomics.
-__global__ void ScanRangeKernel(DeviceKey key, size_t n, GpuTableRange* range) {
-  uint64_t lo = ~uint64_t{0}, hi = 0, nulls = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    bool null;
-    const uint64_t w = KeyWord(key, i, &null);
-    nulls += null;
-    lo = min(lo, null ? ~uint64_t{0} : w);
-    hi = max(hi, null ? uint64_t{0} : w);
-  }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    lo = min(lo, static_cast<uint64_t>(__shfl_down_sync(0xFFFFFFFFu, static_cast<unsigned long long>(lo), offset)));
-    hi = max(hi, static_cast<uint64_t>(__shfl_down_sync(0xFFFFFFFFu, static_cast<unsigned long long>(hi), offset)));
-    nulls += __shfl_down_sync(0xFFFFFFFFu, static_cast<unsigned long long>(nulls), offset);
-  }
-  if ((threadIdx.x & 31) == 0) {
-    atomicMin(reinterpret_cast<unsigned long long*>(&range->lo), static_cast<unsigned long long>(lo));
-    atomicMax(reinterpret_cast<unsigned long long*>(&range->hi), static_cast<unsigned long long>(hi));
-    atomicAdd(reinterpret_cast<unsigned long long*>(&range->nulls), static_cast<unsigned long long>(nulls));
+// Threads a scan block runs, and blocks at most: each block merges its
+// partial result into the key's range by one atomic each, so few blocks
+// (grid-stride) keep the atomics on one address from queueing.
+constexpr int kScanThreads = 256;
+constexpr unsigned kScanBlocks = 1024;
+
+// ranges[k] = {lo, hi, nulls} of key k's non-null words, every key in one
+// launch: grid-stride partial results, reduced in the warp, then in the
+// block through shared memory, and merged by one atomic a block.
+__global__ void __launch_bounds__(kScanThreads) ScanRangesKernel(const DeviceKey* keys, int num_keys,
+                                                               size_t n, GpuTableRange* ranges) {
+  __shared__ uint64_t warp_lo[kScanThreads / 32], warp_hi[kScanThreads / 32], warp_nulls[kScanThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int k = 0; k < num_keys; ++k) {
+    const DeviceKey key = keys[k];
+    uint64_t lo = ~uint64_t{0}, hi = 0, nulls = 0;
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+      bool null;
+      const uint64_t w = KeyWord(key, i, &null);
+      nulls += null;
+      lo = min(lo, null ? ~uint64_t{0} : w);
+      hi = max(hi, null ? uint64_t{0} : w);
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      lo = min(lo, static_cast<uint64_t>(__shfl_down_sync(0xFFFFFFFFu, static_cast<unsigned long long>(lo), offset)));
+      hi = max(hi, static_cast<uint64_t>(__shfl_down_sync(0xFFFFFFFFu, static_cast<unsigned long long>(hi), offset)));
+      nulls += __shfl_down_sync(0xFFFFFFFFu, static_cast<unsigned long long>(nulls), offset);
+    }
+    if (lane == 0) {
+      warp_lo[warp] = lo;
+      warp_hi[warp] = hi;
+      warp_nulls[warp] = nulls;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < kScanThreads / 32; ++w) {
+        lo = min(lo, warp_lo[w]);
+        hi = max(hi, warp_hi[w]);
+        nulls += warp_nulls[w];
+      }
+      GpuTableRange* range = ranges + k;
+      atomicMin(reinterpret_cast<unsigned long long*>(&range->lo), static_cast<unsigned long long>(lo));
+      atomicMax(reinterpret_cast<unsigned long long*>(&range->hi), static_cast<unsigned long long>(hi));
+      atomicAdd(reinterpret_cast<unsigned long long*>(&range->nulls), static_cast<unsigned long long>(nulls));
+    }
+    __syncthreads();  // the shared slots are reused by the next key
   }
 }
 
-// out[i] = word `fields` (all of one word) of row rows[i] (rows null: row
-// i), as TableKeyPacking::Build makes it on the host.
+// out[i] = word `fields` (all of one word) of row rows[i], as
+// TableKeyPacking::Build makes it on the host. rows null (the first pass):
+// row i, and start[i] = i, the rows the first sort carries.
 template <typename Word>
 __global__ void PackWordKernel(const DeviceKey* keys, const GpuPackField* fields, int num_fields,
-                               const uint32_t* rows, size_t n, Word* out) {
+                               const uint32_t* rows, uint32_t* start, size_t n, Word* out) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t r = rows != nullptr ? rows[i] : i;
+    size_t r = i;
+    if (rows != nullptr) {
+      r = rows[i];
+    } else {
+      start[i] = static_cast<uint32_t>(i);
+    }
     uint64_t acc = 0, word = 0;
     bool null = false;
     int loaded = -1;
@@ -223,14 +255,18 @@ GpuSortReport RunTableSort(WorkerContext& ctx, const GpuTableJob& job) {
     device_keys[k].nulls_last = c.nulls_last;
     device_keys[k].descending = c.descending;
   }
+  auto* keys = reinterpret_cast<DeviceKey*>(base + keys_at);
+  err = cudaMemcpyAsync(keys, device_keys.data(), num_keys * sizeof(DeviceKey), cudaMemcpyHostToDevice, stream);
+  if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   if ((err = cudaEventRecord(s.sort_start, stream)) != cudaSuccess) return run.Fail(err, "event");
   // The ranges, read back for the layout (the host waits once).
   auto* ranges = reinterpret_cast<GpuTableRange*>(base + ranges_at);
   std::vector<GpuTableRange> host_ranges(num_keys, GpuTableRange{~uint64_t{0}, 0, 0, 0});
   err = cudaMemcpyAsync(ranges, host_ranges.data(), num_keys * sizeof(GpuTableRange),
                         cudaMemcpyHostToDevice, stream);
-  for (int k = 0; k < num_keys && err == cudaSuccess; ++k) {
-    ScanRangeKernel<<<GridFor(n), 256, 0, stream>>>(device_keys[k], n, ranges + k);
+  if (err == cudaSuccess) {
+    ScanRangesKernel<<<std::min(GridFor(n), kScanBlocks), kScanThreads, 0, stream>>>(keys, num_keys, n,
+                                                                                 ranges);
     err = cudaGetLastError();
   }
   if (err == cudaSuccess) {
@@ -243,35 +279,44 @@ GpuSortReport RunTableSort(WorkerContext& ctx, const GpuTableJob& job) {
   std::vector<int> word_bits;
   std::vector<GpuPackField> fields;
   job.plan(host_ranges.data(), &word_bits, &fields);
-  auto* keys = reinterpret_cast<DeviceKey*>(base + keys_at);
+  // Every word's fields in one upload, grouped by word in layout order.
+  if (fields.size() > static_cast<size_t>(2 * num_keys)) {
+    return run.Finished(GpuSortOutcome::kFailedIntact, "a table layout of more fields than keys allow");
+  }
+  std::vector<GpuPackField> by_word;
+  std::vector<size_t> first_field(word_bits.size() + 1, 0);
+  for (size_t w = 0; w < word_bits.size(); ++w) {
+    first_field[w] = by_word.size();
+    for (const GpuPackField& f : fields) {
+      if (f.word == static_cast<int>(w)) by_word.push_back(f);
+    }
+  }
+  first_field[word_bits.size()] = by_word.size();
   auto* device_fields = reinterpret_cast<GpuPackField*>(base + fields_at);
-  err = cudaMemcpyAsync(keys, device_keys.data(), num_keys * sizeof(DeviceKey), cudaMemcpyHostToDevice, stream);
+  err = cudaMemcpyAsync(device_fields, by_word.data(), by_word.size() * sizeof(GpuPackField),
+                        cudaMemcpyHostToDevice, stream);
   if (err != cudaSuccess) return run.Fail(err, "host to device copy");
   auto* rows_in = reinterpret_cast<uint32_t*>(base + rows_a_at);
   auto* rows_out = reinterpret_cast<uint32_t*>(base + rows_b_at);
-  IotaKernel<uint32_t><<<GridFor(n), 256, 0, stream>>>(rows_in, n);
-  if ((err = cudaGetLastError()) != cudaSuccess) return run.Fail(err, "iota");
+  if (word_bits.empty()) {  // every key constant: the input order
+    IotaKernel<uint32_t><<<GridFor(n), 256, 0, stream>>>(rows_in, n);
+    if ((err = cudaGetLastError()) != cudaSuccess) return run.Fail(err, "iota");
+  }
   bool first = true;
   for (int w = static_cast<int>(word_bits.size()) - 1; w >= 0; --w) {
-    // This word's fields, in layout order.
-    std::vector<GpuPackField> mine;
-    for (const GpuPackField& f : fields) {
-      if (f.word == w) mine.push_back(f);
-    }
-    // Ordered behind the previous pass on the stream; the host vector must
-    // outlive the copy, which a pageable async copy stages at once.
-    err = cudaMemcpyAsync(device_fields, mine.data(), mine.size() * sizeof(GpuPackField),
-                          cudaMemcpyHostToDevice, stream);
-    if (err != cudaSuccess) return run.Fail(err, "host to device copy");
+    const GpuPackField* mine = device_fields + first_field[w];
+    const int count = static_cast<int>(first_field[w + 1] - first_field[w]);
     const bool narrow = word_bits[w] <= 32;
     void* words_in = base + words_in_at;
+    // The first pass reads the rows in order and writes them out for the
+    // sort; later ones gather by the permutation so far.
     const uint32_t* gather = first ? nullptr : rows_in;
     if (narrow) {
       PackWordKernel<uint32_t><<<GridFor(n), 256, 0, stream>>>(
-          keys, device_fields, static_cast<int>(mine.size()), gather, n, static_cast<uint32_t*>(words_in));
+          keys, mine, count, gather, rows_in, n, static_cast<uint32_t*>(words_in));
     } else {
       PackWordKernel<uint64_t><<<GridFor(n), 256, 0, stream>>>(
-          keys, device_fields, static_cast<int>(mine.size()), gather, n, static_cast<uint64_t*>(words_in));
+          keys, mine, count, gather, rows_in, n, static_cast<uint64_t*>(words_in));
     }
     if ((err = cudaGetLastError()) != cudaSuccess) return run.Fail(err, "packing the table's words");
     RadixSortProblem p;

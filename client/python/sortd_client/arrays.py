@@ -190,7 +190,10 @@ class TypedInput:
         if not self.is_bytes:
             if not pieces:
                 return np.empty(0, self.native_dtype)
-            joined = np.concatenate(pieces)
+            # One writable piece (a session's whole array) is the result as
+            # it is; views of a message (read-only) are copied out of it.
+            joined = (pieces[0] if len(pieces) == 1 and pieces[0].flags.writeable
+                      else np.concatenate(pieces))
             if self.converted:
                 # Back to the caller's dtype from its little-endian bytes.
                 return joined.view(self.native_dtype.newbyteorder("<")).astype(

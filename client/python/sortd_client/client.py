@@ -501,7 +501,9 @@ class Client:
         ik = TypedInput(k.data, "keys")
         keys, values, indices, engine = self._session_sort(ik, v, order, return_indices,
                                                            request_id, deadline, **kw)
-        nat = int(np.count_nonzero(k.data == np.iinfo(np.int64).min))
+        least = np.iinfo(np.int64).min
+        # (a reduction first: most arrays hold no NaT, and then no count)
+        nat = int(np.count_nonzero(k.data == least)) if k.n and k.data.min() == least else 0
         descending = order == sort_pb2.SORT_ORDER_DESCENDING
         nulls_first = nulls == sort_pb2.NULL_PLACEMENT_FIRST
         if nat and nat < k.n and descending == nulls_first:
