@@ -104,7 +104,7 @@ absl::StatusOr<TableSlices> ResolveTableSlices(const RegionRegistry* regions,
     if (slice->on_device()) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": region '", ref.region(), "' is a CUDA region; a table's columns and "
-          "permutation lie in system (host) regions (its rows are packed on the host)"));
+          "permutation lie in system (host) regions (the table path reads host memory)"));
     }
     *slot = *std::move(slice);
     return absl::OkStatus();

@@ -3,8 +3,9 @@
 // (TableColumn.values_region, any fixed-width type) and its validity
 // bitmap (validity_region) are read where they lie, the permutation is
 // written to indices_region, and with return_columns the region columns
-// are reordered in place. System (host) regions only: the rows are packed
-// on the host (core/table_keys.h), so a CUDA region's column is refused.
+// are reordered in place. System (host) regions only: the table path
+// (core/table_keys.h) reads host memory, so a CUDA region's column is
+// refused.
 #ifndef SORTD_SERVER_WIRE_TABLE_REGIONS_H_
 #define SORTD_SERVER_WIRE_TABLE_REGIONS_H_
 
