@@ -133,9 +133,24 @@ __global__ void __launch_bounds__(kScanThreads) ScanRangesKernel(const DeviceKey
 // out[i] = word `fields` (all of one word) of row rows[i], as
 // TableKeyPacking::Build makes it on the host. rows null (the first pass):
 // row i, and start[i] = i, the rows the first sort carries.
+// The keys and fields a pack kernel stages in shared memory (the table
+// sort takes at most 32 keys, two fields each).
+constexpr int kMaxPackKeys = 32;
+constexpr int kMaxPackFields = 2 * kMaxPackKeys;
+
 template <typename Word>
-__global__ void PackWordKernel(const DeviceKey* keys, const GpuPackField* fields, int num_fields,
-                               const uint32_t* rows, uint32_t* start, size_t n, Word* out) {
+__global__ void PackWordKernel(const DeviceKey* __restrict__ keys, const GpuPackField* __restrict__ fields,
+                               int num_keys, int num_fields, const uint32_t* __restrict__ rows,
+                               uint32_t* __restrict__ start, size_t n, Word* __restrict__ out) {
+  // Staged once a block: read per row from global memory, each field's
+  // key descriptor was a chain of dependent loads before the column's own.
+  __shared__ DeviceKey shared_keys[kMaxPackKeys];
+  __shared__ GpuPackField shared_fields[kMaxPackFields];
+  for (int t = threadIdx.x; t < num_keys; t += blockDim.x) shared_keys[t] = keys[t];
+  for (int t = threadIdx.x; t < num_fields; t += blockDim.x) shared_fields[t] = fields[t];
+  __syncthreads();
+  keys = shared_keys;
+  fields = shared_fields;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     size_t r = i;
@@ -191,8 +206,9 @@ GpuSortReport RunTableSort(WorkerContext& ctx, const GpuTableJob& job) {
   const int num_keys = job.num_keys;
   Job run(ctx);
   if (run.Refused()) return run.report();
-  if (n > 0xFFFFFFFFull || num_keys <= 0 || !job.plan || job.rows == nullptr) {
-    return run.Finished(GpuSortOutcome::kFailedIntact, "a table of fewer than 2^32 rows and some keys");
+  if (n > 0xFFFFFFFFull || num_keys <= 0 || num_keys > kMaxPackKeys || !job.plan || job.rows == nullptr) {
+    return run.Finished(GpuSortOutcome::kFailedIntact,
+                        "a table of fewer than 2^32 rows and 1 to 32 keys");
   }
   if (n == 0) return run.report();
   // The device layout: each key's column (and bitmap), the keys' ranges
@@ -313,10 +329,10 @@ GpuSortReport RunTableSort(WorkerContext& ctx, const GpuTableJob& job) {
     const uint32_t* gather = first ? nullptr : rows_in;
     if (narrow) {
       PackWordKernel<uint32_t><<<GridFor(n), 256, 0, stream>>>(
-          keys, mine, count, gather, rows_in, n, static_cast<uint32_t*>(words_in));
+          keys, mine, num_keys, count, gather, rows_in, n, static_cast<uint32_t*>(words_in));
     } else {
       PackWordKernel<uint64_t><<<GridFor(n), 256, 0, stream>>>(
-          keys, mine, count, gather, rows_in, n, static_cast<uint64_t*>(words_in));
+          keys, mine, num_keys, count, gather, rows_in, n, static_cast<uint64_t*>(words_in));
     }
     if ((err = cudaGetLastError()) != cudaSuccess) return run.Fail(err, "packing the table's words");
     RadixSortProblem p;
