@@ -358,6 +358,18 @@ absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& re
     if (!slices.values.empty() && slices.values[c]) view.values = &*slices.values[c];
     if (!slices.validity.empty() && slices.validity[c]) view.validity = &*slices.validity[c];
     view.bits = view.validity != nullptr ? view.validity->data : BitsOf(view.proto->validity());
+    // Bools are 0 or 1, as in the message (where the field's check refuses
+    // other bytes): a region's bytes are checked here, before anything is
+    // sorted or written.
+    if (view.values != nullptr && view.values->element == v1::ELEMENT_TYPE_BOOL) {
+      for (size_t r = 0; r < view.values->count; ++r) {
+        if (view.values->data[r] > 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "columns[", c, "].values_region: bool byte ", view.values->data[r], " at row ", r,
+              " (bools are 0 or 1)"));
+        }
+      }
+    }
   }
   std::vector<uint64_t> perm(rows);
   std::iota(perm.begin(), perm.end(), 0);

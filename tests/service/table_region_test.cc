@@ -312,6 +312,20 @@ TEST_F(TableRegionTest, BadReferencesAreRefusedNamingTheFieldAndTouchNothing) {
        [&](auto& r) { *r.mutable_columns(2)->mutable_values_region() = SliceAt("bad", layout.values[1], rows, v1::ELEMENT_TYPE_INT16); },
        absl::StatusCode::kInvalidArgument, "columns[2].values_region: overlaps columns[1].values_region"},
   };
+  // A bool byte of 2 in the region: refused, nothing written.
+  {
+    const size_t flag_at = layout.values[4] + 7;
+    (*region)->data()[flag_at] = 2;
+    const std::string with_two(reinterpret_cast<const char*>((*region)->data()), layout.bytes);
+    absl::StatusOr<v1::SortTableResponse> got = client_->SortTable(good);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << got.status();
+    EXPECT_NE(got.status().message().find("columns[4].values_region: bool byte 2 at row 7"),
+              absl::string_view::npos)
+        << got.status();
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>((*region)->data()), layout.bytes), with_two);
+    (*region)->data()[flag_at] = table[4].bytes[7];
+  }
   for (const auto& [what, edit, code, message] : cases) {
     SCOPED_TRACE(what);
     v1::SortTableRequest request = good;
