@@ -91,11 +91,14 @@ SortEngine& Dispatcher::ForNumeric(DataType, size_t size) {
 
 absl::StatusOr<EngineKind> Dispatcher::SortTableOnGpu(absl::Span<const TableKey> keys,
                                                       absl::Span<uint32_t> rows,
-                                                      const PackingPlanner& planner) {
-  if (gpu_ == nullptr || !RoutesToGpu(DataType::kUint64, rows.size())) {
+                                                      const PackingPlanner& planner, int device) {
+  if (device >= 0 && gpu_ == nullptr) {
+    return absl::FailedPreconditionError("device memory is sorted on a GPU, and no GPU engine serves");
+  }
+  if (device < 0 && (gpu_ == nullptr || !RoutesToGpu(DataType::kUint64, rows.size()))) {
     return absl::UnavailableError("not routed to a GPU");
   }
-  absl::Status status = gpu_->SortTableRows(keys, rows, planner);
+  absl::Status status = gpu_->SortTableRows(keys, rows, planner, device);
   if (!status.ok()) return status;
   return EngineKind::kGpuRadix;
 }

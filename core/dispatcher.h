@@ -88,8 +88,11 @@ class Dispatcher {
   // words). UNAVAILABLE when not taken (no GPU, too few rows, over the
   // pool, an error before output): `rows` is untouched, so order them on
   // the host (core/table_keys.h).
+  // `device` >= 0 (columns in that GPU's memory): on that GPU whatever
+  // the size (FAILED_PRECONDITION without a GPU engine).
   absl::StatusOr<EngineKind> SortTableOnGpu(absl::Span<const TableKey> keys,
-                                            absl::Span<uint32_t> rows, const PackingPlanner& planner);
+                                            absl::Span<uint32_t> rows, const PackingPlanner& planner,
+                                            int device = -1);
   // The engine for a byte-string argsort of `size` keys.
   SortEngine& ForBytes(size_t size);
   // Argsorts byte strings on ForBytes's engine (GPU merge sort or CPU);

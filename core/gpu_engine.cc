@@ -110,7 +110,7 @@ class GpuRadixEngine final : public GpuEngine {
   }
 
   absl::Status SortTableRows(absl::Span<const TableKey> keys, absl::Span<uint32_t> rows,
-                             const PackingPlanner& planner) override {
+                             const PackingPlanner& planner, int device) override {
     std::vector<cuda::GpuTableColumn> columns(keys.size());
     for (size_t k = 0; k < keys.size(); ++k) {
       std::optional<cuda::GpuTableColumn::Encoding> encoding = EncodingOf(keys[k]);
@@ -139,7 +139,12 @@ class GpuRadixEngine final : public GpuEngine {
         fields->push_back(cuda::GpuPackField{f.key, f.null_bit, f.word, f.shift, f.bits, f.base});
       }
     };
-    cuda::GpuWorker* worker = Pick();
+    cuda::GpuWorker* worker = nullptr;
+    const absl::Time now = clock_();
+    for (size_t i = 0; i < workers_.size() && device >= 0; ++i) {
+      if (workers_[i]->device() == device && Serves(i, now)) worker = workers_[i].get();
+    }
+    if (worker == nullptr) worker = Pick();
     if (worker == nullptr) return absl::UnavailableError("no healthy GPU");
     return Outcome(*worker, worker->SortTable(job));
   }

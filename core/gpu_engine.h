@@ -210,9 +210,10 @@ class GpuEngine : public SortEngine {
   // columns uploaded as they are, each key's range scanned on the device,
   // the words laid out by `planner` and packed and sorted there; `rows`
   // receives the permutation. UNAVAILABLE as SortNumeric (the table must
-  // fit one GPU's pool in one piece; `rows` is then untouched).
+  // fit one GPU's pool in one piece; `rows` is then untouched). `device`
+  // >= 0: on that GPU when it serves (columns in its memory).
   virtual absl::Status SortTableRows(absl::Span<const TableKey> keys, absl::Span<uint32_t> rows,
-                                     const PackingPlanner& planner) = 0;
+                                     const PackingPlanner& planner, int device = -1) = 0;
 };
 
 }  // namespace sortd

@@ -223,6 +223,14 @@ void TableKeyPacking::Build(int w, absl::Span<const uint32_t> rows, void* out, i
   });
 }
 
+absl::StatusOr<EngineKind> SortRowsOnGpu(Dispatcher& dispatcher, absl::Span<const TableKey> keys,
+                                         absl::Span<uint32_t> rows, int device) {
+  return dispatcher.SortTableOnGpu(
+      keys, rows,
+      [keys](absl::Span<const KeyRange> ranges) { return TableKeyPacking::FromRanges(keys, ranges).layout(); },
+      device);
+}
+
 absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
                                                 absl::Span<const TableKey> keys,
                                                 absl::Span<uint32_t> rows, int threads,
@@ -234,10 +242,7 @@ absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
   for (size_t i = 0; i < rows.size() && in_order; ++i) in_order = rows[i] == i;
   if (in_order) {
     // On a GPU the columns go up unpacked and only the rows come back.
-    absl::StatusOr<EngineKind> gpu = dispatcher.SortTableOnGpu(
-        keys, rows, [keys](absl::Span<const KeyRange> ranges) {
-          return TableKeyPacking::FromRanges(keys, ranges).layout();
-        });
+    absl::StatusOr<EngineKind> gpu = SortRowsOnGpu(dispatcher, keys, rows, -1);
     if (gpu.ok() || !absl::IsUnavailable(gpu.status())) return gpu;
   }
   const TableKeyPacking packing = TableKeyPacking::Plan(keys, rows.size(), threads);

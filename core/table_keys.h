@@ -75,6 +75,14 @@ class TableKeyPacking {
 // `words` (rows.size() slots, optional) holds the packed words: pass pinned
 // memory (a session's pool) and the GPU engine moves them by DMA; empty, a
 // buffer is allocated here.
+// Rows in input order (rows[i] == i) ordered by `keys` on a GPU
+// (Dispatcher::SortTableOnGpu): `device` >= 0, on that GPU whatever their
+// count (columns in its memory, which the host cannot read); -1, where the
+// dispatcher would send a pairs sort of as many rows. UNAVAILABLE when not
+// taken (`rows` untouched).
+absl::StatusOr<EngineKind> SortRowsOnGpu(Dispatcher& dispatcher, absl::Span<const TableKey> keys,
+                                         absl::Span<uint32_t> rows, int device);
+
 absl::StatusOr<EngineKind> SortRowsByPackedKeys(Dispatcher& dispatcher,
                                                 absl::Span<const TableKey> keys,
                                                 absl::Span<uint32_t> rows, int threads,

@@ -45,7 +45,7 @@ for tool in sortd sortctl; do
 done
 PYENV=(env -u LD_LIBRARY_PATH SORTD_BIN="$W/sortd" SORTCTL_BIN="$W/sortctl" SORTD_E2E_ENGINE=auto
        PYTHONPATH="$ROOT/client/python:$ROOT/tests/e2e")
-for t in test_tables test_types "test_regions Regions.test_tables_in_regions_answer_as_one_message_reordered_in_place Regions.test_table_region_rules_and_refusals"; do
+for t in test_tables test_types "test_regions Regions.test_tables_in_regions_answer_as_one_message_reordered_in_place Regions.test_table_region_rules_and_refusals CudaRegions.test_tables_in_device_memory_answer_as_the_same_table_in_a_message"; do
   read -r -a words <<< "$t"  # the file, then the cases (none: all)
   t=${words[0]}
   run_logged "$W/log.$t" 400 "${PYENV[@]}" "$PY" "$ROOT/tests/e2e/$t.py" "${words[@]:1}"

@@ -218,8 +218,8 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortTable(grpc::CallbackServerContext
   return HandleUnary<v1::SortTableRequest, v1::SortTableResponse>(
       context_, RpcMethod::kSortTable, ctx, request, response, ValidateSortTableRequest,
       [regions = context_->regions](Dispatcher& dispatcher, const v1::SortTableRequest& request,
-                                    v1::SortTableResponse* response, bool) {
-        return RunSortTable(dispatcher, request, response, regions);
+                                    v1::SortTableResponse* response, bool device_allowed) {
+        return RunSortTable(dispatcher, request, response, regions, device_allowed);
       });
 }
 

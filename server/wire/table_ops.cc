@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/engine.h"
+#include "core/gpu_info.h"
 #include "core/table_keys.h"
 
 #include "absl/strings/str_cat.h"
@@ -334,7 +335,8 @@ absl::Status ReorderInPlace(const ColumnView& column, const std::vector<uint64_t
 }  // namespace
 
 absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& request,
-                          v1::SortTableResponse* response, RegionRegistry* regions) {
+                          v1::SortTableResponse* response, RegionRegistry* regions,
+                          bool device_allowed) {
   response->set_request_id(request.request_id());
   const size_t rows = KeysOf(request);
   // Packed keys name rows as uint32 (one message cannot carry more: even a
@@ -361,7 +363,8 @@ absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& re
     // Bools are 0 or 1, as in the message (where the field's check refuses
     // other bytes): a region's bytes are checked here, before anything is
     // sorted or written.
-    if (view.values != nullptr && view.values->element == v1::ELEMENT_TYPE_BOOL) {
+    if (view.values != nullptr && view.values->element == v1::ELEMENT_TYPE_BOOL &&
+        !view.values->on_device()) {
       for (size_t r = 0; r < view.values->count; ++r) {
         if (view.values->data[r] > 1) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -374,9 +377,34 @@ absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& re
   std::vector<uint64_t> perm(rows);
   std::iota(perm.begin(), perm.end(), 0);
   std::optional<EngineKind> engine;
+  if (slices.device >= 0) {
+    // Device memory: one packed run on its own GPU, never the host.
+    if (!device_allowed) {
+      return absl::UnavailableError(
+          "a region this request names became a CUDA region after the request was routed; retry");
+    }
+    std::vector<TableKey> run;
+    for (int k = 0; k < request.by_size(); ++k) {
+      std::optional<TableKey> packed = PackableKey(columns[request.by(k).column()], request.by(k));
+      if (!packed.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "by[", k, "]: a byte-string key; a table with columns in CUDA regions sorts by "
+            "fixed-width keys only"));
+      }
+      run.push_back(*packed);
+    }
+    std::vector<uint32_t> rows32(rows);
+    std::iota(rows32.begin(), rows32.end(), 0);
+    absl::StatusOr<EngineKind> ran = rows < 2 ? absl::StatusOr<EngineKind>(EngineKind::kGpuRadix)
+                                              : SortRowsOnGpu(dispatcher, run, absl::MakeSpan(rows32),
+                                                              slices.device);
+    if (!ran.ok()) return ran.status();
+    engine = *ran;
+    std::copy(rows32.begin(), rows32.end(), perm.begin());
+  }
   // Stable passes from the least significant key: a run of fixed-width keys
   // packed into words (one pairs sort a word), a byte-string key alone.
-  for (int k = request.by_size() - 1; k >= 0;) {
+  for (int k = slices.device >= 0 ? -1 : request.by_size() - 1; k >= 0;) {
     auto column_of = [&](int key) -> const ColumnView& { return columns[request.by(key).column()]; };
     std::optional<TableKey> packed = PackableKey(column_of(k), request.by(k));
     if (!packed.has_value()) {
@@ -404,7 +432,10 @@ absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& re
     k = first - 1;
   }
   if (slices.indices) {
-    std::memcpy(slices.indices->data, perm.data(), perm.size() * sizeof(uint64_t));
+    std::string error;
+    if (!CopyAnyMemory(slices.indices->data, perm.data(), perm.size() * sizeof(uint64_t), &error)) {
+      return absl::InternalError(absl::StrCat("writing indices_region: ", error));
+    }
   } else {
     response->mutable_indices()->Add(perm.begin(), perm.end());
   }

@@ -64,8 +64,11 @@ void DescribeSuccess(const v1::SortTableRequest& request, const v1::SortTableRes
 // request_id, the engine of the most significant key's pass). Columns and
 // the permutation in regions (server/wire/table_regions.h) are read and
 // written where they lie; `regions` may be null for a request naming none.
+// `device_allowed` false (a gRPC thread): a table in device memory (one
+// re-registered as such after routing) is UNAVAILABLE.
 absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& request,
-                          v1::SortTableResponse* response, RegionRegistry* regions);
+                          v1::SortTableResponse* response, RegionRegistry* regions,
+                          bool device_allowed = true);
 
 }  // namespace sortd
 

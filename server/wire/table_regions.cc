@@ -101,10 +101,18 @@ absl::StatusOr<TableSlices> ResolveTableSlices(const RegionRegistry* regions,
                      std::optional<Slice>* slot) -> absl::Status {
     absl::StatusOr<Slice> slice = Resolve(*regions, ref, field, SliceTypes::kFixedWidth);
     if (!slice.ok()) return slice.status();
-    if (slice->on_device()) {
+    if (slice->on_device() && request.return_columns()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          field, ": region '", ref.region(), "' is a CUDA region; a table's columns and "
-          "permutation lie in system (host) regions (the table path reads host memory)"));
+          field, ": region '", ref.region(), "' is a CUDA region; columns in device memory "
+          "are not reordered (ask for the permutation, without return_columns)"));
+    }
+    if (slice->on_device()) {
+      if (out.device < 0) out.device = slice->region->device();
+      if (slice->region->device() != out.device) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": region '", ref.region(), "' is on GPU ", slice->region->device(),
+            ", another slice of this table on GPU ", out.device, " (one GPU a table)"));
+      }
     }
     *slot = *std::move(slice);
     return absl::OkStatus();
@@ -149,7 +157,7 @@ absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
                                            const v1::SortTableRequest& request) {
   absl::StatusOr<TableSlices> slices = ResolveTableSlices(regions, request);
   if (!slices.ok()) return slices.status();
-  return false;
+  return slices->device >= 0;
 }
 
 }  // namespace sortd

@@ -3,9 +3,11 @@
 // (TableColumn.values_region, any fixed-width type) and its validity
 // bitmap (validity_region) are read where they lie, the permutation is
 // written to indices_region, and with return_columns the region columns
-// are reordered in place. System (host) regions only: the table path
-// (core/table_keys.h) reads host memory, so a CUDA region's column is
-// refused.
+// are reordered in place. Columns and the permutation may also lie in
+// CUDA regions of one GPU: such a table is sorted on that GPU only (its
+// columns copied on the device, core/cuda/table_job.cu), by fixed-width
+// keys, for the permutation alone (no return_columns: device memory is
+// not reordered).
 #ifndef SORTD_SERVER_WIRE_TABLE_REGIONS_H_
 #define SORTD_SERVER_WIRE_TABLE_REGIONS_H_
 
@@ -38,19 +40,22 @@ struct TableSlices {
   std::vector<std::optional<Slice>> values;    // one a column; unset: inline
   std::vector<std::optional<Slice>> validity;  // one a column; unset: inline or none
   std::optional<Slice> indices;
+  int device = -1;  // the GPU of the slices in CUDA regions; -1: none
   std::vector<const Slice*> all() const;
 };
 
 // Resolves the slices of a validated request: each must be registered
-// (NOT_FOUND), within its region and aligned, in a system region (a CUDA
-// region: INVALID_ARGUMENT), and apart from the others where it is
-// written (the permutation always; every column with return_columns).
+// (NOT_FOUND), within its region and aligned, apart from the others where
+// it is written (the permutation always; every column with
+// return_columns), and, in a CUDA region, on the one GPU of the table's
+// other device slices and without return_columns (INVALID_ARGUMENT).
 // FAILED_PRECONDITION when the server has regions off.
 absl::StatusOr<TableSlices> ResolveTableSlices(const RegionRegistry* regions,
                                                const v1::SortTableRequest& request);
 
 // For admission: the references checked (ResolveTableSlices) before the
-// request is admitted. Never on a device: false.
+// request is admitted; true when a slice is in device memory (the request
+// then runs on the GPU workers' pool, never on a gRPC thread).
 absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
                                            const v1::SortTableRequest& request);
 

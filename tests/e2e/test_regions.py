@@ -995,6 +995,55 @@ class CudaRegions(RegionTest):
         self.assertIs(idx, dev_idx)
         np.testing.assert_array_equal(dev_idx.download(), perm)
 
+    def test_tables_in_device_memory_answer_as_the_same_table_in_a_message(self):
+        """SortTable with columns (and the permutation) in a CUDA region:
+        sorted on its GPU from the columns where they lie, the same
+        permutation as the table sent in a message."""
+        rng = np.random.default_rng(49)
+        n = 1 << 18  # its 2 MiB of indices fit a stock receive limit
+        a = rng.integers(-4, 5, n).astype(np.int32)
+        b = rng.choice(np.array([0.0, -0.0, np.nan, 1.5, -2.0], np.float32), n)
+        t = rng.integers(-3, 4, n).astype(np.int16)
+        mask = rng.random(n) < 0.2
+        memory = self.allocation(n * (4 + 4 + 2 + 8) + 8192)
+        offsets = {"a": 0, "b": 4 * n, "t": 8 * n, "perm": 10 * n + 8 - (10 * n) % 8}
+        region = self.register(memory.view(0, n, "int32"))
+        for name, values in (("a", a), ("b", b), ("t", t)):
+            memory.view(offsets[name], n, values.dtype).upload(values)
+        by, ascending, nulls = ["t", "a", "b"], [True, False, True], ["first", "last", "last"]
+        want = self.client.sort_table({"a": np.ma.MaskedArray(a, mask), "b": b, "t": t}, by,
+                                      ascending, nulls, session=False)
+        request = sort_pb2.SortTableRequest()
+        for name, etype in (("a", sort_pb2.ELEMENT_TYPE_INT32), ("b", sort_pb2.ELEMENT_TYPE_FLOAT32),
+                            ("t", sort_pb2.ELEMENT_TYPE_INT16)):
+            column = request.columns.add(name=name)
+            column.values_region.CopyFrom(sort_pb2.RegionSlice(
+                region=region.name, offset=offsets[name], count=n, type=etype))
+        request.columns[0].validity = np.packbits(~mask, bitorder="little").tobytes()
+        for name, up, last in zip(by, ascending, nulls):
+            request.by.add(column=["a", "b", "t"].index(name),
+                           order=sort_pb2.SORT_ORDER_ASCENDING if up else sort_pb2.SORT_ORDER_DESCENDING,
+                           nulls=sort_pb2.NULL_PLACEMENT_LAST if last == "last"
+                           else sort_pb2.NULL_PLACEMENT_FIRST)
+        raw = Raw(self.server.target)
+        self.addCleanup(raw.close)
+        resp = raw.sort_table(request, timeout=WAIT)
+        self.assertEqual(resp.engine, sort_pb2.ENGINE_GPU_RADIX)
+        np.testing.assert_array_equal(np.array(resp.indices, np.int64), want)
+        # The permutation into the device region.
+        request.indices_region.CopyFrom(sort_pb2.RegionSlice(
+            region=region.name, offset=offsets["perm"], count=n, type=sort_pb2.ELEMENT_TYPE_UINT64))
+        resp = raw.sort_table(request, timeout=WAIT)
+        self.assertEqual(len(resp.indices), 0)
+        np.testing.assert_array_equal(
+            memory.view(offsets["perm"], n, "uint64").download().view(np.int64), want)
+        # Device memory is not reordered: return_columns is refused.
+        request.return_columns = True
+        with self.assertRaises(grpc.RpcError) as cm:
+            raw.sort_table(request, timeout=WAIT)
+        self.assertCode(cm, CODE.INVALID_ARGUMENT, "columns in device memory are not reordered")
+        np.testing.assert_array_equal(memory.view(offsets["a"], n, "int32").download(), a)
+
     def test_a_system_region_is_pinned_and_sorted_on_the_gpu(self):
         n = 1 << 22
         h = self.shared(self.client, n, np.uint32)
