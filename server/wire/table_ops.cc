@@ -350,7 +350,7 @@ absl::Status RunSortTable(Dispatcher& dispatcher, const v1::SortTableRequest& re
     absl::StatusOr<TableSlices> resolved = ResolveTableSlices(regions, request);
     if (!resolved.ok()) return resolved.status();
     slices = *std::move(resolved);
-    regions->CountRequest(RegionKind::kSystem);
+    regions->CountRequest(slices.device >= 0 ? RegionKind::kCuda : RegionKind::kSystem);
     regions->AtTestSite("region.resolved");
   }
   std::vector<ColumnView> columns(request.columns_size());
