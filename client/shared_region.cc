@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/sortd_client.h"
+#include "sortd/v1/typed_array_fields.h"
 
 namespace sortd::client {
 namespace {
@@ -22,26 +23,6 @@ absl::Status Errno(const std::string& what) {
                       : errno == EACCES ? absl::StatusCode::kPermissionDenied
                                         : absl::StatusCode::kInternal,
                       absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
-// Bytes an element: the numeric types, and a table column's narrow types
-// and times (TableColumn.values_region).
-size_t WidthOf(v1::ElementType type) {
-  switch (type) {
-    case v1::ELEMENT_TYPE_UINT64:
-    case v1::ELEMENT_TYPE_INT64:
-    case v1::ELEMENT_TYPE_FLOAT64:
-    case v1::ELEMENT_TYPE_DATETIME64:
-    case v1::ELEMENT_TYPE_TIMEDELTA64: return 8;
-    case v1::ELEMENT_TYPE_INT8:
-    case v1::ELEMENT_TYPE_UINT8:
-    case v1::ELEMENT_TYPE_BOOL: return 1;
-    case v1::ELEMENT_TYPE_INT16:
-    case v1::ELEMENT_TYPE_UINT16:
-    case v1::ELEMENT_TYPE_FLOAT16:
-    case v1::ELEMENT_TYPE_BFLOAT16: return 2;
-    default: return 4;
-  }
 }
 
 }  // namespace
@@ -150,7 +131,8 @@ SharedRegion::~SharedRegion() { client_.UnregisterRegion(name_).IgnoreError(); }
 absl::StatusOr<RegionRef> SharedRegion::Ref(const void* first, size_t count,
                                             v1::ElementType type) const {
   const auto* at = static_cast<const uint8_t*>(first);
-  const size_t width = WidthOf(type);
+  // (an unknown type as 4 bytes: the server names it when it refuses)
+  const size_t width = v1::ElementTypeWidth(type) > 0 ? v1::ElementTypeWidth(type) : 4;
   if (at < data() || at > data() + size() || count > (data() + size() - at) / width) {
     return absl::InvalidArgumentError(
         absl::StrCat("the elements are not inside region '", name_, "'"));

@@ -5,29 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/gpu_info.h"
 #include "server/wire/request_checks.h"
+#include "sortd/v1/typed_array_fields.h"
 
 namespace sortd {
-
-uint64_t ElementTypeWidth(int type) {
-  switch (type) {
-    case v1::ELEMENT_TYPE_UINT32:
-    case v1::ELEMENT_TYPE_INT32:
-    case v1::ELEMENT_TYPE_FLOAT32: return 4;
-    case v1::ELEMENT_TYPE_UINT64:
-    case v1::ELEMENT_TYPE_INT64:
-    case v1::ELEMENT_TYPE_FLOAT64:
-    case v1::ELEMENT_TYPE_DATETIME64:
-    case v1::ELEMENT_TYPE_TIMEDELTA64: return 8;
-    case v1::ELEMENT_TYPE_INT8:
-    case v1::ELEMENT_TYPE_UINT8:
-    case v1::ELEMENT_TYPE_BOOL: return 1;
-    case v1::ELEMENT_TYPE_INT16:
-    case v1::ELEMENT_TYPE_UINT16:
-    case v1::ELEMENT_TYPE_FLOAT16:
-    case v1::ELEMENT_TYPE_BFLOAT16: return 2;
-    default: return 0;
-  }
-}
 
 absl::StatusOr<Slice> Resolve(const RegionRegistry& regions, const v1::RegionSlice& ref,
                               absl::string_view field, SliceTypes types) {
@@ -41,8 +21,8 @@ absl::StatusOr<Slice> Resolve(const RegionRegistry& regions, const v1::RegionSli
   if (numeric.ok() && numeric->has_value()) {
     s.type = **numeric;
     s.width = ElementSize(s.type);
-  } else if (types == SliceTypes::kFixedWidth && ElementTypeWidth(ref.type()) > 0) {
-    s.width = ElementTypeWidth(ref.type());
+  } else if (types == SliceTypes::kFixedWidth && v1::ElementTypeWidth(ref.type()) > 0) {
+    s.width = v1::ElementTypeWidth(ref.type());
   } else if (types == SliceTypes::kFixedWidth && ref.type() == v1::ELEMENT_TYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".type: must be set (ELEMENT_TYPE_UINT32 ... TIMEDELTA64)"));

@@ -51,10 +51,6 @@ enum class SliceTypes {
   kFixedWidth,  // those and INT8 .. TIMEDELTA64 (a table's columns)
 };
 
-// Bytes an element of `type` (any fixed-width ElementType); 0 for
-// UNSPECIFIED or an unknown value.
-uint64_t ElementTypeWidth(int type);
-
 // The slice `ref` names, checked: region named and registered (NOT_FOUND),
 // type allowed, offset aligned, elements within the region, the shm object
 // whole (INVALID_ARGUMENT / FAILED_PRECONDITION naming `field`).

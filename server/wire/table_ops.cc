@@ -57,7 +57,7 @@ uint64_t RowsOf(const v1::TableColumn& column) {
 // place, or a pass over it as a key, holds besides.
 uint64_t RegionValueBytes(const v1::TableColumn& column) {
   if (!column.has_values_region()) return 0;
-  return ElementTypeWidth(column.values_region().type()) * column.values_region().count();
+  return v1::ElementTypeWidth(column.values_region().type()) * column.values_region().count();
 }
 
 // Bytes of one column as it travels (values with their framing, bitmap).

@@ -297,27 +297,15 @@ class Client:
             indices_slice = self._regions.table_slice(indices_out, sort_pb2.ELEMENT_TYPE_UINT64)
             if indices_slice is None:
                 raise ValueError("indices_out must lie in a region this client registered")
-        if slices or indices_slice is not None:
-            if session:
-                raise ValueError("a table with arrays in regions travels as one SortTable "
-                                 "message (session=True is for tables in memory)")
-            try:
-                resp = self._sort_table(
-                    table.request(return_columns, request_id, slices, indices_slice),
-                    timeout=self._deadline(timeout))
-            except grpc.RpcError as err:
-                raise SortdError.from_rpc_error(err) from None
-            if return_columns:
-                return table.reordered(resp, slices)
-            if indices_slice is not None:
-                return indices_out
-            perm = table.permutation(resp)
-            _check_count("indices", len(perm), table.rows)
-            return perm
-        too_large = table.size() > self.max_message_bytes - HEADROOM
+        # Arrays in regions go by reference, in one message.
+        by_reference = bool(slices) or indices_slice is not None
+        if by_reference and session:
+            raise ValueError("a table with arrays in regions travels as one SortTable "
+                             "message (session=True is for tables in memory)")
+        too_large = not by_reference and table.size() > self.max_message_bytes - HEADROOM
         chosen = session
         if session is None:
-            session = table.fixed_width() and (too_large or (
+            session = not by_reference and table.fixed_width() and (too_large or (
                 self.session_min_bytes and table.size() >= self.session_min_bytes))
         if session:
             if not table.fixed_width():
@@ -342,12 +330,14 @@ class Client:
                              "here) and a table session fixed-width columns only: sort fewer "
                              "rows per call" % (table.size(), self.max_message_bytes - HEADROOM))
         try:
-            resp = self._sort_table(table.request(return_columns, request_id),
+            resp = self._sort_table(table.request(return_columns, request_id, slices, indices_slice),
                                     timeout=self._deadline(timeout))
         except grpc.RpcError as err:
             raise SortdError.from_rpc_error(err) from None
         if return_columns:
-            return table.reordered(resp)
+            return table.reordered(resp, slices)
+        if indices_slice is not None:
+            return indices_out
         perm = table.permutation(resp)
         _check_count("indices", len(perm), table.rows)
         return perm

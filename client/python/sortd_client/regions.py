@@ -353,14 +353,11 @@ class Regions:
             if count == 0:  # nothing to sort; it may have no address at all
                 return _Ref(None, obj, dtype, 0, True)
             device = cuda_ipc.pointer_device(address)
-        end = address + count * dtype.itemsize
-        with self._lock:
-            for local in self._local.values():
-                if (local.device == device and local.address <= address
-                        and end <= local.address + local.size):
-                    rs = sort_pb2.RegionSlice(region=local.name, offset=address - local.address,
-                                              count=count, type=ELEMENT_TYPES[dtype])
-                    return _Ref(rs, obj, dtype, count, device >= 0)
+        local = self._holding(address, count * dtype.itemsize, device)
+        if local is not None:
+            rs = sort_pb2.RegionSlice(region=local.name, offset=address - local.address,
+                                      count=count, type=ELEMENT_TYPES[dtype])
+            return _Ref(rs, obj, dtype, count, device >= 0)
         if device >= 0 and strict:
             raise ValueError("%s: a device array must lie in a CUDA region this client "
                              "registered (Client.register_cuda_array)" % what)
@@ -380,13 +377,20 @@ class Regions:
                              "arrays sort as arrays (Client.sort)")
         if data.ndim != 1 or not data.flags.c_contiguous:
             return None
-        address, size = data.ctypes.data, data.nbytes
+        local = self._holding(data.ctypes.data, data.nbytes, -1)
+        if local is None:
+            return None
+        return sort_pb2.RegionSlice(region=local.name, offset=data.ctypes.data - local.address,
+                                    count=data.shape[0], type=element_type)
+
+    def _holding(self, address, size, device):
+        """This client's region holding [address, address + size) on
+        `device` (-1: host memory), or None."""
         with self._lock:
             for local in self._local.values():
-                if (local.device < 0 and local.address <= address
+                if (local.device == device and local.address <= address
                         and address + size <= local.address + local.size):
-                    return sort_pb2.RegionSlice(region=local.name, offset=address - local.address,
-                                                count=data.shape[0], type=element_type)
+                    return local
         return None
 
     def plan(self, keys, values, out, values_out, indices_out, return_indices):
