@@ -355,6 +355,21 @@ def table_session_seeds():
     write("session", head + session_record(4, 0, bytes([1, 2, 0, 1])) + session_record(5, 0, b"\x0f"))
     write("session", head + session_record(4, 0, bytes([1, 0, 0, 1])))
     write("session", head + session_record(4 + 6 * 3, 0, bytes([1, 0, 0, 1])) + session_record(1, 0, b"\x01" * 4))
+    # without_permutation (byte 1, bit 7) with return_columns: one bare
+    # column of every type (sorted as keys alone where it may be), float32
+    # and float64 with NaNs of several payloads and signed zeros among them.
+    specials = {2: [struct.pack("<f", x) for x in (1.5, -0.0, 0.0)] + [b"\x01\x00\xc0\x7f", b"\x02\x00\xc0\xff"],
+                5: [struct.pack("<d", x) for x in (1.5, -0.0, 0.0)] + [b"\x01" + b"\x00" * 5 + b"\xf8\x7f",
+                                                                    b"\x03" + b"\x00" * 5 + b"\xf8\xff"]}
+    for t in range(15):
+        for descending in (0, 16):
+            w = widths[t]
+            if t in specials:
+                body = b"".join(specials[t][(3 * i) % 5] for i in range(n))
+            else:
+                body = bytes((7 * i) % 5 if t != 12 else i % 2 for i in range(n * w))
+            head = bytes([0xF0, n | 64 | 128, 0, t, 0, descending])
+            write("session", head + session_record(4, 0, body))
 
 
 if __name__ == "__main__":
