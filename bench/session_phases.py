@@ -31,7 +31,9 @@ def main():
     args = parser.parse_args()
     n = (args.mib << 20) // 4
     keys = np.random.default_rng(1).integers(0, 1 << 32, n, dtype=np.uint32)
-    with sortd_client.Client(args.target, part_bytes=args.part_mib << 20) as client:
+    # session_min_bytes=1: a session at any size (phases exist only there).
+    with sortd_client.Client(args.target, part_bytes=args.part_mib << 20,
+                             session_min_bytes=1) as client:
         path = "native" if client.native else "grpcio"
         for _ in range(args.repeat):
             marks = {}

@@ -31,7 +31,14 @@ ABSL_FLAG(int, repeat, 3, "runs per point (the best and the median are reported)
 ABSL_FLAG(bool, values, false, "also carry uint32 values (SortPairs)");
 ABSL_FLAG(bool, transfer, true, "also time transfer_only sessions (sortd --diagnostics)");
 ABSL_FLAG(bool, chunked, false, "also time SortChunked (one stream) at each size");
-ABSL_FLAG(std::string, modes, "", "comma-separated subset of sort,transfer,chunked (default: by flags)");
+ABSL_FLAG(std::string, modes, "",
+          "comma-separated subset of sort,transfer,chunked,auto,unary (default: by flags); "
+          "auto: SortInto (the client's choice of path); unary: one Sort message (sessions off)");
+ABSL_FLAG(std::string, sizes_log2, "",
+          "key array sizes as powers of two of u32 keys (e.g. 14,16,18,20); overrides sizes_mib");
+ABSL_FLAG(int, receive_window_bytes, -1,
+          "ClientOptions::receive_window_bytes (-1: the client's default; 0: gRPC's probe)");
+ABSL_FLAG(bool, retries, true, "the default service config's retry policy (false: none)");
 
 namespace {
 
@@ -59,7 +66,7 @@ struct Point {
     std::sort(seconds.begin(), seconds.end());
     const double best = seconds.front();
     const double median = seconds[seconds.size() / 2];
-    std::printf("cpp\t%s\t%zu\t%d\t%.4f\t%.4f\t%.4f\t%.2f\t%.0f\n", mode, bytes, connections,
+    std::printf("cpp\t%s\t%zu\t%d\t%.6f\t%.6f\t%.6f\t%.2f\t%.0f\n", mode, bytes, connections,
                 best, median, first, moved / best / 1e9, PeakRssMiB());
     std::fflush(stdout);
   }
@@ -69,7 +76,14 @@ struct Point {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  const std::vector<int> sizes = ParseList(absl::GetFlag(FLAGS_sizes_mib));
+  std::vector<size_t> sizes;  // u32 keys
+  if (!absl::GetFlag(FLAGS_sizes_log2).empty()) {
+    for (int log2 : ParseList(absl::GetFlag(FLAGS_sizes_log2))) sizes.push_back(size_t{1} << log2);
+  } else {
+    for (int mib : ParseList(absl::GetFlag(FLAGS_sizes_mib))) {
+      sizes.push_back((size_t{static_cast<size_t>(mib)} << 20) / 4);
+    }
+  }
   const std::vector<int> connection_counts = ParseList(absl::GetFlag(FLAGS_connections));
   const int repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
   const bool values = absl::GetFlag(FLAGS_values);
@@ -87,12 +101,18 @@ int main(int argc, char** argv) {
   };
 
   sortd::client::ClientOptions options;
+  if (absl::GetFlag(FLAGS_receive_window_bytes) >= 0) {
+    options.receive_window_bytes = absl::GetFlag(FLAGS_receive_window_bytes);
+  }
+  if (!absl::GetFlag(FLAGS_retries)) {
+    options.service_config_json = R"json({"loadBalancingConfig":[{"round_robin":{}}]})json";
+  }
   auto client = sortd::client::SortClient::Connect(absl::GetFlag(FLAGS_target), options);
   if (!client.ok()) {
     std::fprintf(stderr, "connect: %s\n", client.status().ToString().c_str());
     return 1;
   }
-  sortd::client::ClientOptions chunked_options;
+  sortd::client::ClientOptions chunked_options = options;
   chunked_options.session_min_bytes = 0;
   auto chunked_client =
       sortd::client::SortClient::Connect(absl::GetFlag(FLAGS_target), chunked_options);
@@ -100,10 +120,9 @@ int main(int argc, char** argv) {
   std::printf(
       "client\tmode\tbytes\tconnections\tbest_s\tmedian_s\tfirst_s\tGB/s(up+down)\tclient_peak_rss_MiB\n");
   int failures = 0;
-  for (int mib : sizes) {
-    const size_t n = (size_t{static_cast<size_t>(mib)} << 20) / 4;
+  for (const size_t n : sizes) {
     std::vector<uint32_t> keys(n);
-    std::mt19937_64 rng(mib);
+    std::mt19937_64 rng(n);
     for (uint32_t& k : keys) k = static_cast<uint32_t>(rng());
     std::vector<uint32_t> vals;
     if (values) {
@@ -149,7 +168,7 @@ int main(int argc, char** argv) {
           absl::StatusOr<sortd::v1::Engine> engine = (*client)->SortInSession(sort);
           const double s = std::chrono::duration<double>(Clock::now() - t0).count();
           if (!engine.ok()) {
-            std::fprintf(stderr, "%s %d MiB x%d: %s\n", mode, mib, c,
+            std::fprintf(stderr, "%s %zu keys x%d: %s\n", mode, n, c,
                          engine.status().ToString().c_str());
             return 1;
           }
@@ -158,6 +177,36 @@ int main(int argc, char** argv) {
         }
         if (!point.seconds.empty()) point.Report(mode, payload, c, 2 * payload);
       }
+    }
+    // auto: SortInto as a user calls it (the client picks one message or a
+    // session by size); unary: one message (sessions off).
+    for (const char* mode : {"auto", "unary"}) {
+      if (!has_mode(mode) || !chunked_client.ok()) continue;
+      sortd::client::SortClient& by = std::string(mode) == "auto" ? **client : **chunked_client;
+      Point point;
+      for (int r = 0; r < repeat; ++r) {
+        const Clock::time_point t0 = Clock::now();
+        absl::Status status;
+        if (values) {
+          auto result = by.SortPairs<uint32_t, uint32_t>(keys, vals);
+          status = result.status();
+          if (result.ok()) {
+            out = std::move(result->keys);
+            out_values = std::move(result->values);
+          }
+        } else {
+          status = by.SortInto<uint32_t>(keys, absl::MakeSpan(out)).status();
+        }
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (!status.ok()) {
+          std::fprintf(stderr, "%s %zu keys: %s\n", mode, n, status.ToString().c_str());
+          ++failures;
+          break;
+        }
+        check(mode);
+        point.seconds.push_back(s);
+      }
+      if (!point.seconds.empty()) point.Report(mode, payload, 0, 2 * payload);
     }
     if (has_mode("chunked") && chunked_client.ok()) {
       Point point;
@@ -178,7 +227,7 @@ int main(int argc, char** argv) {
         }
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
         if (!status.ok()) {
-          std::fprintf(stderr, "chunked %d MiB: %s\n", mib, status.ToString().c_str());
+          std::fprintf(stderr, "chunked %zu keys: %s\n", n, status.ToString().c_str());
           ++failures;
           break;
         }

@@ -51,8 +51,11 @@ struct ClientOptions {
   size_t chunk_bytes = size_t{4} << 20;
   // Numeric sorts with at least this many payload bytes (keys + values) go
   // through a sort session: raw parts over several connections in parallel
-  // (docs/api.md, "Sort sessions"). 0: never; byte strings never do.
-  size_t session_min_bytes = size_t{8} << 20;
+  // (docs/api.md, "Choosing the path"). 0: never; byte strings never do.
+  // From 1 MiB a session beats one message, whose every copy lands in fresh
+  // pages (H200 host: 1 MiB in 2.1 ms against 4.6 as one Sort, 4 MiB in 3.2
+  // against 21; docs/benchmarks.md, "Mid-size arrays").
+  size_t session_min_bytes = size_t{1} << 20;
   // Connections a session's parts travel over; 0: as the server suggests
   // (about one per 32 MiB, up to 8).
   int connections = 0;

@@ -25,8 +25,9 @@ if [ "$BUILD_ONLY" = 0 ]; then
   # bench/plot_throughput.py (the README's picture, and its self-test).
   PACKAGES+=(prometheus openssl python3 python3-grpcio python3-protobuf python3-numpy
              python3-venv python3-pip python3-setuptools python3-wheel python3-matplotlib
-             # sortd_client.pandas and its tests (e2e.tables)
-             python3-pandas
+             # sortd_client.pandas and its tests (e2e.tables); tqdm for the
+             # client's progress=True bars (their tests)
+             python3-pandas python3-tqdm
              # make fuzz / fuzz-smoke / sanitize-smoke: clang with libFuzzer and
              # the sanitizer runtimes
              clang libclang-rt-14-dev)

@@ -9,11 +9,14 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 #include <type_traits>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/marshalling.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "core/cpu/cpu_tuning.h"
 
@@ -96,6 +99,10 @@ ABSL_FLAG(int, max_message_bytes, 64 << 20,
 ABSL_FLAG(int, receive_window_bytes, 8 << 20,
           "HTTP/2 receive window per stream (bytes), gRPC's bandwidth probe off: bounds what "
           "the server buffers per connection; 0 = gRPC's own window, grown by its probe");
+ABSL_FLAG(std::vector<std::string>, grpc_channel_args, {},
+          "extra gRPC channel arguments of integer value, NAME=VALUE,... (e.g. "
+          "grpc.http2.max_frame_size=1048576), applied after sortd's own: for tuning the "
+          "transport where docs/operations.md says so");
 ABSL_FLAG(int, worker_threads, 0,
           "threads running sorts; 0 = one per usable core (the container's CPU limit where lower)");
 ABSL_FLAG(int, cpu_sort_threads, 0,
@@ -297,6 +304,15 @@ absl::StatusOr<SortdFlags> ParseSortdFlags() {
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.receive_window_bytes = absl::GetFlag(FLAGS_receive_window_bytes);
+  for (const std::string& arg : absl::GetFlag(FLAGS_grpc_channel_args)) {
+    const std::vector<std::string> parts = absl::StrSplit(arg, absl::MaxSplits('=', 1));
+    int value = 0;
+    if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--grpc_channel_args: \"", arg, "\" is not NAME=INTEGER"));
+    }
+    options.grpc_channel_args.emplace_back(parts[0], value);
+  }
   options.dispatcher.engine = *engine;
   options.dispatcher.cpu.max_threads = absl::GetFlag(FLAGS_cpu_sort_threads);
   options.dispatcher.cpu.parallel_threshold = absl::GetFlag(FLAGS_cpu_parallel_threshold);

@@ -352,6 +352,9 @@ absl::Status SortdServer::StartGrpc() {
   }
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
                              ChannelArgMillis(options_.max_connection_age));
+  for (const auto& [name, value] : options_.grpc_channel_args) {
+    builder.AddChannelArgument(name, value);
+  }
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
                              ChannelArgMillis(options_.max_connection_age_grace));
   if (!options_.unix_socket.empty()) {

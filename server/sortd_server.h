@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/server.h>
 #include <prometheus/exposer.h>
@@ -47,6 +49,8 @@ struct ServerOptions {
   // connections: peak RSS 1397 MiB around a 1 GiB sort against 1230 MiB
   // with 8 MiB windows, at the same sort time; docs/benchmarks.md).
   int receive_window_bytes = 8 << 20;
+  // Extra integer channel arguments (--grpc_channel_args), applied last.
+  std::vector<std::pair<std::string, int>> grpc_channel_args;
   // Engine choice and CPU engine tuning.
   DispatcherOptions dispatcher;
   // Worker threads running sorts; 0 means one per core.

@@ -22,11 +22,18 @@ namespace {
 
 namespace part = v1::session_part;
 
-// Connections a client is told to use: one per 32 MiB, 1 to 8 (one HTTP/2
-// connection carries ~0.3-0.7 GB/s of large messages; 8 carry ~2.6 GB/s on
-// the GPU hosts, docs/benchmarks.md).
+// Connections a client is told to use, by the session's payload: one
+// HTTP/2 connection moves about 1-2 GB/s, so even mid-size arrays go faster
+// split. Measured on the H200 host (C++ client, u32 keys, best of 15;
+// docs/benchmarks.md, "Mid-size arrays"): 1 MiB best over 4 (3.1 ms, 3.5 over
+// 1), 4 MiB over 4-8 (4.2 ms, 6.4 over 1), 16 MiB over 8 (7.3 ms, 8.9 over 4,
+// 20.2 over 1); 16 is slower than 8 at every size.
 uint32_t SuggestedConnections(uint64_t bytes) {
-  return static_cast<uint32_t>(std::clamp<uint64_t>(bytes / (uint64_t{32} << 20), 1, 8));
+  constexpr uint64_t kKiB = 1024;
+  if (bytes < 512 * kKiB) return 1;
+  if (bytes < 1024 * kKiB) return 2;
+  if (bytes < 4096 * kKiB) return 4;
+  return 8;
 }
 
 // A use of a session for the length of one call (idle expiry skips it).

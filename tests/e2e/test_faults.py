@@ -389,6 +389,31 @@ class StartupFaults(unittest.TestCase):
                 # Serving once it has written its port file.
                 self.assertExits(start, None, "listen", serving=lambda: os.path.exists(port_file))
 
+    def test_grpc_channel_args_reach_the_transport(self):
+        # grpc.max_metadata_size bounds the request headers gRPC accepts: a
+        # call with 4 KiB of metadata is served by default (8 KiB) and
+        # refused by a server given a 1 KiB bound through --grpc_channel_args.
+        big = (("x-padding", "p" * 4096),)
+        request = sort_pb2.SortRequest()
+        request.keys.uint32.values.extend([2, 1])
+        for flags, served in (((), True),
+                              (("--grpc_channel_args=grpc.max_metadata_size=1024",), False)):
+            with SortdProcess(SORTD, *flags) as server, \
+                    grpc.insecure_channel(server.target) as channel:
+                sort = channel.unary_unary(
+                    "/sortd.v1.SortService/Sort",
+                    request_serializer=sort_pb2.SortRequest.SerializeToString,
+                    response_deserializer=sort_pb2.SortResponse.FromString)
+                self.assertEqual(list(sort(request, timeout=30).keys.uint32.values), [1, 2])
+                if served:
+                    self.assertEqual(list(sort(request, metadata=big, timeout=30)
+                                          .keys.uint32.values), [1, 2])
+                else:
+                    with self.assertRaises(grpc.RpcError) as cm:
+                        sort(request, metadata=big, timeout=30)
+                    self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+                    self.assertIn("metadata size", cm.exception.details())
+
     # ---- invalid flag values ---------------------------------------------
     def test_invalid_flag_values_exit_non_zero_naming_the_flag(self):
         cases = [
@@ -436,6 +461,10 @@ class StartupFaults(unittest.TestCase):
             ("--max_shm_regions=5000", 2, "--max_shm_regions=5000: at most 1024"),
             ("--unix_socket_mode=999", 2, "--unix_socket_mode=999: must be octal"),
             ("--unix_socket_mode=", 2, "--unix_socket_mode=: must be octal"),
+            ("--grpc_channel_args=grpc.http2.max_frame_size", 2,
+             '--grpc_channel_args: "grpc.http2.max_frame_size" is not NAME=INTEGER'),
+            ("--grpc_channel_args=grpc.http2.max_frame_size=big", 2,
+             '--grpc_channel_args: "grpc.http2.max_frame_size=big" is not NAME=INTEGER'),
             # values the server cannot start with: exit 1, "sortd: <CODE>: <flag>: ..."
             ("--listen=garbage", 1, "listen: cannot serve on garbage"),
             ("--unix_socket=/no/such/dir/sortd.sock", 1, "unix:/no/such/dir/sortd.sock"),

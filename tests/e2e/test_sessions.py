@@ -16,8 +16,11 @@ waited for with a fixed sleep.
 Environment: SORTD_BIN, PYTHONPATH with build/python, client/python and
 tests/e2e.
 """
+import contextlib
+import io
 import itertools
 import os
+import sys
 import threading
 import unittest
 
@@ -27,6 +30,7 @@ import numpy as np
 from sortd.v1 import sort_pb2
 from sortd_client.client import Client
 from sortd_client.session import parse_part, part_message
+from slow_proxy import SlowProxy
 from sort_reference import bits, make_array, reference_permutation
 from sortd_process import SortdProcess, metric, scrape, total, wait_until
 
@@ -654,6 +658,58 @@ class TransferOnly(SessionTest):
             for name in ("sortd_keys_sorted_total", "sortd_batch_size_count"):
                 self.assertEqual(total(after, name), total(before, name), name)
             self.wait_idle(server)
+
+
+# --- progress=True: a tqdm bar for transfers over a second ---------------------
+class ProgressBars(SessionTest):
+    """The bar is drawn for a session whose download is held to ~2 MB/s by
+    a proxy (over two seconds), and not for one that ends within a second."""
+
+    RATE = 2 << 20  # bytes per second, server to client, per connection
+
+    def sort_with_bar(self, target, keys):
+        err = io.StringIO()
+        with Client(target, connections=1, timeout=120) as client:
+            self.assertTrue(client.native)
+            with contextlib.redirect_stderr(err):
+                got = client.sort(keys, progress=True)
+        np.testing.assert_array_equal(got, np.sort(keys))
+        return err.getvalue()
+
+    def test_a_slow_download_draws_a_bar(self):
+        keys = np.random.default_rng(8).integers(0, 1 << 32, 1 << 20, dtype=np.uint32)
+        with SortdProcess(SORTD) as server:
+            proxy = SlowProxy(server.port, self.RATE)
+            try:
+                drawn = self.sort_with_bar("127.0.0.1:%d" % proxy.port, keys)
+            finally:
+                proxy.close()
+        # Its last state: the whole 4 MiB download, in tqdm's binary units.
+        self.assertIn("sortd download", drawn)
+        self.assertIn("4.00M/4.00M", drawn)
+
+    def test_a_fast_sort_draws_nothing(self):
+        keys = np.random.default_rng(9).integers(0, 1 << 32, 1 << 18, dtype=np.uint32)
+        with SortdProcess(SORTD) as server:
+            # A session (1 MiB), over at once on loopback: under the delay.
+            self.assertEqual(self.sort_with_bar(server.target, keys), "")
+
+    def test_progress_needs_tqdm_and_a_callable_or_true(self):
+        with SortdProcess(SORTD) as server, Client(server.target) as client:
+            keys = np.arange(1 << 18, dtype=np.uint32)[::-1].copy()
+            with self.assertRaisesRegex(TypeError, "progress must be a callable"):
+                client.sort(keys, progress="yes")
+            saved = sys.modules.get("tqdm")
+            sys.modules["tqdm"] = None  # import tqdm now raises ImportError
+            try:
+                with self.assertRaisesRegex(ValueError, "install tqdm"):
+                    client.sort(keys, progress=True)
+            finally:
+                if saved is None:
+                    del sys.modules["tqdm"]
+                else:
+                    sys.modules["tqdm"] = saved
+            np.testing.assert_array_equal(client.sort(keys, progress=True), np.sort(keys))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ sortd_tool_test(NAME packaging.python_pip_install NEEDS SORTD_PYTHON
 set_tests_properties(packaging.python_pip_install PROPERTIES
   LABELS packaging
   TIMEOUT 180
-  ENVIRONMENT "SORTD_BIN=$<TARGET_FILE:sortd>;REPO=${PROJECT_SOURCE_DIR};PYTHON=${SORTD_PYTHON}")
+  ENVIRONMENT "SORTD_BIN=$<TARGET_FILE:sortd>;REPO=${PROJECT_SOURCE_DIR};PYTHON=${SORTD_PYTHON};SHIP_LIB=$<TARGET_FILE:sortd_client_c>")
 
 add_test(NAME packaging.python_stubs_current
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/refresh-python-stubs.sh --check ${PROJECT_BINARY_DIR})

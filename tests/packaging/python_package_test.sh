@@ -9,6 +9,9 @@
 #   PYTHON     base interpreter (default /usr/bin/python3: Debian's, whose
 #              python3-grpcio/-protobuf/-numpy the venv sees through
 #              --system-site-packages; PyPI need not be reachable)
+#   SHIP_LIB   the built libsortd_client_c.so that pip ships in the package
+#              (required: handed to client/python/setup.py as
+#              SORTD_CLIENT_LIB, then unset, so the installed copy must load)
 #
 # pip runs with --no-build-isolation --no-index, so setuptools and wheel come
 # from the system (python3-setuptools, python3-wheel). The source is copied to
@@ -16,10 +19,11 @@
 set -euo pipefail
 
 : "${SORTD_BIN:?set SORTD_BIN to the sortd binary}"
+: "${SHIP_LIB:?set SHIP_LIB to the built libsortd_client_c.so}"
 REPO="${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 SRC="$REPO/client/python"
-unset PYTHONPATH PYTHONHOME
+unset PYTHONPATH PYTHONHOME SORTD_CLIENT_LIB SORTD_CLIENT_NATIVE
 export PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/sortd-pip-test.XXXXXX")"
@@ -51,8 +55,8 @@ step "venv (--system-site-packages) from $PYTHON"
 py="$tmp/venv/bin/python"
 
 step "pip install --no-build-isolation --no-index client/python"
-if ! "$py" -m pip install --no-build-isolation --no-index --no-cache-dir \
-       --disable-pip-version-check "$tmp/src" >"$tmp/pip.log" 2>&1; then
+if ! SORTD_CLIENT_LIB="$SHIP_LIB" "$py" -m pip install --no-build-isolation --no-index \
+       --no-cache-dir --disable-pip-version-check "$tmp/src" >"$tmp/pip.log" 2>&1; then
   cat "$tmp/pip.log" >&2
   fail "pip install failed"
 fi
@@ -76,6 +80,15 @@ for mod in (sortd_client, sortd.v1.sort_pb2, sortd.v1.sort_pb2_grpc):
     path = os.path.realpath(mod.__file__)
     assert path.startswith(site + os.sep), "%s imported from %s, not %s" % (mod.__name__, path, site)
     print("%-22s %s" % (mod.__name__, path))
+# The C++ client's library ships in the package, and it is what loads
+# (SORTD_CLIENT_LIB is unset): the installed client is the fast client.
+from sortd_client import native
+lib = os.path.join(os.path.dirname(os.path.realpath(sortd_client.__file__)), "_native",
+                   "libsortd_client_c.so")
+assert os.path.isfile(lib), "no %s in the installed package" % lib
+assert native.load() is not None, native.load_error()
+assert os.path.realpath(native._loaded[1]) == lib, (native._loaded[1], lib)
+print("native library        %s" % lib)
 version = importlib.metadata.version("sortd-client")
 assert version == "0.1.0", version
 print("sortd-client", version)
@@ -118,6 +131,10 @@ rng = np.random.default_rng(12345)
 n = 50_000  # above 32768, so a GPU server takes its GPU path
 with Client(sys.argv[1], timeout=60) as c:
     assert c.health() == "SERVING", c.health()
+    assert c.native, "the installed client took the grpcio path"
+    big = rng.integers(0, 1 << 32, 1 << 19, dtype=np.uint32)  # 2 MiB: a session
+    assert np.array_equal(c.sort(big), np.sort(big)), "session through the shipped library"
+    print("sort 2 MiB through the shipped library ok")
     for dtype in ["uint32", "int32", "float32", "uint64", "int64", "float64"]:
         dt = np.dtype(dtype)
         if dt.kind == "f":  # duplicates; no NaN or -0.0 (numpy orders those differently)

@@ -185,6 +185,28 @@ class TypedInput:
         # Field 1 only: packed_payload skips the unit (field 2).
         return decode_packed(wrapper.SerializeToString(), 1, self.wire_dtype)
 
+    def decode_serialized(self, typed_array):
+        """decode() of a serialized TypedArray (a memoryview of a unary
+        response, or None when the response had none), without parsing it
+        into a message first: the six core types are viewed in place, so the
+        result costs one copy (finish()) instead of three."""
+        if typed_array is None:
+            return [] if self.is_bytes else np.empty(0, self.wire_dtype)
+        if self.is_bytes or self.converted:
+            return self.decode(sort_pb2.TypedArray.FromString(bytes(typed_array)))
+        chosen = None
+        for field, wire_type, value in wire.iter_fields(typed_array):
+            if wire_type != wire.WIRE_LEN:
+                raise ProtocolError("%s: TypedArray field %d is not a message" % (self.what, field))
+            chosen = (field, value)  # a oneof: the last one set wins
+        if chosen is None:
+            return np.empty(0, self.wire_dtype)
+        if chosen[0] != self.field:
+            got = sort_pb2.TypedArray.DESCRIPTOR.fields_by_number.get(chosen[0])
+            raise ProtocolError("%s came back as %s, sent %s" % (
+                self.what, got.name if got else "field %d" % chosen[0], self.kind))
+        return decode_packed(chosen[1], 1, self.wire_dtype)
+
     def finish(self, pieces):
         """Joins decoded pieces into a writable result of the input's style."""
         if not self.is_bytes:
@@ -213,10 +235,17 @@ class TypedInput:
 
 def decode_packed(serialized, field, dtype):
     """np.frombuffer view of packed fixed-width `field` in a serialized message."""
-    payload = wire.packed_payload(serialized, field)
+    return view_payload(wire.packed_payload(serialized, field), dtype, "packed field %d" % field)
+
+
+def view_payload(payload, dtype, what="the indices"):
+    """np.frombuffer view of a packed payload of fixed-width elements."""
     if len(payload) % dtype.itemsize:
-        raise ProtocolError("packed field %d has a partial element" % field)
+        raise ProtocolError("%s has a partial element" % what)
     return np.frombuffer(payload, dtype=dtype)
+
+
+INDEX_DTYPE = np.dtype("<u8")
 
 
 def indices_from(msg, field, clear):

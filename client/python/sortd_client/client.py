@@ -10,12 +10,14 @@ import numpy as np
 from sortd.v1 import sort_pb2
 
 from . import wire
-from .arrays import TypedInput, finish_indices, indices_from
+from .arrays import INDEX_DTYPE, TypedInput, finish_indices, indices_from, view_payload
 from .table import ELEMENT_TYPE_OF, TableInput
 from .errors import ProtocolError, RequestError, SortdError
 from .health import HealthChecker
 from . import native as native_sessions
+from . import progress as progress_module
 from .regions import Regions, SharedArray
+from .responses import SORT_PAIRS_RESPONSE, SORT_RESPONSE, read_response
 from .session import SessionTransport
 
 _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
@@ -24,8 +26,15 @@ _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
 HEADROOM = 4096
 DEFAULT_CHUNK_BYTES = 2 << 20
 # Numeric sorts of at least this many payload bytes go through a sort
-# session (parallel raw parts; docs/api.md "Sort sessions").
-DEFAULT_SESSION_MIN_BYTES = 8 << 20
+# session (parallel raw parts; docs/api.md "Choosing the path"): from 1 MiB
+# through the C++ client's library, where a session beats one message (H200
+# host, 1 MiB: 2.1 against 4.6 ms); through grpcio, whose sessions copy
+# every part four times, from 4 MiB (there 11.8 against 21.1 ms; at 1 MiB
+# 8.8 against 5.5; docs/benchmarks.md, "Mid-size arrays").
+# session_min_bytes=None picks between the two.
+NATIVE_SESSION_MIN_BYTES = 1 << 20
+GRPCIO_SESSION_MIN_BYTES = 4 << 20
+DEFAULT_SESSION_MIN_BYTES = None
 DEFAULT_PART_BYTES = 4 << 20
 _DEFAULT = object()  # "use the client's timeout"
 
@@ -84,7 +93,8 @@ class Client:
     seconds for every call (None: no deadline); each method also takes
     `timeout=`. Arrays whose request or response would not fit in
     max_message_bytes go through SortChunked in pieces of about chunk_bytes.
-    Numeric sorts of at least session_min_bytes (keys + values; 0: never) go
+    Numeric sorts of at least session_min_bytes (keys + values; 0: never;
+    None: 1 MiB where the C++ client's library loaded, else 4 MiB) go
     through a sort session instead: raw parts of part_bytes over
     `connections` connections in parallel (None: as the server suggests).
     `service_config` is the channel's gRPC service config (JSON):
@@ -133,6 +143,9 @@ class Client:
             path + "Sort", response_deserializer=sort_pb2.SortResponse.FromString)
         self._sort_pairs = self._channel.unary_unary(
             path + "SortPairs", response_deserializer=sort_pb2.SortPairsResponse.FromString)
+        # The arrays' own paths read the answers' bytes (responses.py).
+        self._sort_raw = self._channel.unary_unary(path + "Sort")
+        self._sort_pairs_raw = self._channel.unary_unary(path + "SortPairs")
         self._sort_table = self._channel.unary_unary(
             path + "SortTable", response_deserializer=sort_pb2.SortTableResponse.FromString)
         self._sort_stream = self._channel.stream_stream(
@@ -141,7 +154,6 @@ class Client:
             path + "SortChunked", response_deserializer=sort_pb2.SortChunkedResponse.FromString)
         self._health = HealthChecker(self._health_channel)
         self._regions = Regions(self._channel)
-        self.session_min_bytes = int(session_min_bytes or 0)
         self._start_session = self._channel.unary_unary(
             path + "StartSortSession",
             response_deserializer=sort_pb2.StartSortSessionResponse.FromString)
@@ -160,6 +172,14 @@ class Client:
         if native is True and self._native is None:
             raise ValueError("native=True: " + (native_sessions.load_error() or
                                                 "the C++ path takes plaintext targets only"))
+        # Table sessions (and the small types, sent as one) travel through
+        # grpcio whichever path loaded: its crossover, unless one was named.
+        self._table_session_min_bytes = int(
+            GRPCIO_SESSION_MIN_BYTES if session_min_bytes is None else session_min_bytes or 0)
+        if session_min_bytes is None:
+            session_min_bytes = (NATIVE_SESSION_MIN_BYTES if self._native is not None
+                                 else GRPCIO_SESSION_MIN_BYTES)
+        self.session_min_bytes = int(session_min_bytes or 0)
 
     @property
     def native(self):
@@ -306,11 +326,13 @@ class Client:
         chosen = session
         if session is None:
             session = not by_reference and table.fixed_width() and (too_large or (
-                self.session_min_bytes and table.size() >= self.session_min_bytes))
+                self._table_session_min_bytes
+                and table.size() >= self._table_session_min_bytes))
         if session:
             if not table.fixed_width():
                 raise ValueError("a table session carries fixed-width columns only; byte-string "
                                  "and str columns travel in one SortTable message")
+            progress, done = progress_module.resolve(progress)
             try:
                 perm, reordered, _ = self._sessions.sort_table(
                     self._start_session, table.session_columns(), table.session_keys(),
@@ -321,6 +343,8 @@ class Client:
                 return perm.view(np.int64)
             except grpc.RpcError as err:
                 error = SortdError.from_rpc_error(err)
+            finally:
+                done()
             # A server older than table sessions reads the start as a plain
             # session without key_type: one message, where the table fits.
             if chosen is not None or too_large or not _no_table_sessions(error):
@@ -372,7 +396,9 @@ class Client:
         response would exceed max_message_bytes - HEADROOM; True/False force
         SortChunked or one message (copies, for region arrays too).
         progress(phase, done, total), for a session, is called as "upload",
-        "sort" and "download" advance (from the client's transfer threads).
+        "sort" and "download" advance (from the client's transfer threads);
+        progress=True draws a tqdm bar for transfers that last over a second
+        (sortd_client/progress.py).
         connections overrides the client's.
 
         The region path (keys, and values if given, inside regions of this
@@ -386,6 +412,16 @@ class Client:
         return_indices=True); when omitted, the indices come in the
         response, as on every path.
         """
+        progress, done = progress_module.resolve(progress)
+        try:
+            return self._sort_full(keys, values, descending, return_indices, request_id,
+                                   chunked, timeout, progress, connections, out, values_out,
+                                   indices_out, nulls)
+        finally:
+            done()
+
+    def _sort_full(self, keys, values, descending, return_indices, request_id, chunked,
+                   timeout, progress, connections, out, values_out, indices_out, nulls):
         if chunked is None:
             refs = self._regions.plan(keys, values, out, values_out, indices_out,
                                       return_indices)
@@ -434,9 +470,13 @@ class Client:
             # from session_min_bytes like the numeric types' sessions.
             fixed = k.data.nbytes + (v.data.nbytes if v is not None else 0)
             beyond = fixed > self.max_message_bytes - HEADROOM
-            if chunked or beyond or (self.session_min_bytes and fixed >= self.session_min_bytes):
-                if (k.kind in ("datetime64", "timedelta64") and not chunked
-                        and (v is None or not (v.converted or v.is_bytes))):
+            # Times go as a plain int64 session (the numeric threshold), the
+            # rest as a table session (grpcio's).
+            as_int64 = (k.kind in ("datetime64", "timedelta64")
+                        and (v is None or not (v.converted or v.is_bytes)))
+            least = self.session_min_bytes if as_int64 else self._table_session_min_bytes
+            if chunked or beyond or (least and fixed >= least):
+                if as_int64 and not chunked:
                     try:
                         return self._time_session(k, v, order, null_placement, return_indices,
                                                   request_id, self._deadline(timeout),
@@ -520,13 +560,14 @@ class Client:
                           _engine_name(engine))
 
     def _unary_sort(self, k, order, return_indices, request_id, deadline, nulls=0):
-        resp = self._sort(_sort_request(k, order, return_indices, request_id, nulls),
-                          timeout=deadline)
-        keys = k.finish([k.decode(resp.keys)])
+        resp = read_response(
+            self._sort_raw(_sort_request(k, order, return_indices, request_id, nulls),
+                           timeout=deadline), SORT_RESPONSE)
+        keys = k.finish([k.decode_serialized(resp.arrays[0])])
         _check_count("keys", len(keys), k.n)
         indices = None
         if return_indices:
-            indices = finish_indices([indices_from(resp, 2, clear="keys")])
+            indices = finish_indices([view_payload(resp.indices, INDEX_DTYPE)])
             _check_count("indices", len(indices), k.n)
         return SortResult(keys, None, indices, resp.request_id, _engine_name(resp.engine))
 
@@ -534,9 +575,10 @@ class Client:
         parts = (wire.len_field(1, k.parts()) + wire.len_field(2, v.parts())
                  + wire.varint_field(3, order) + wire.string_field(4, request_id)
                  + wire.varint_field(9, nulls))
-        resp = self._sort_pairs(wire.join(parts), timeout=deadline)
-        keys = k.finish([k.decode(resp.keys)])
-        values = v.finish([v.decode(resp.values)])
+        resp = read_response(self._sort_pairs_raw(wire.join(parts), timeout=deadline),
+                             SORT_PAIRS_RESPONSE)
+        keys = k.finish([k.decode_serialized(resp.arrays[0])])
+        values = v.finish([v.decode_serialized(resp.arrays[1])])
         _check_count("keys", len(keys), k.n)
         _check_count("values", len(values), k.n)
         return SortResult(keys, values, None, resp.request_id, _engine_name(resp.engine))

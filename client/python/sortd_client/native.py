@@ -2,9 +2,9 @@
 
 grpcio moves a session's parts with four copies each and holds the GIL
 while it does: about a third of the C++ client's rate. When the C library
-is present (built beside the stubs in <build>/python, installed in the
-library path, or named by $SORTD_CLIENT_LIB), the Client hands sessions to
-it: numpy buffers go by pointer, the GIL is released for the whole call
+is present (named by $SORTD_CLIENT_LIB, shipped in the installed package as
+sortd_client/_native/, built beside the stubs in <build>/python, or in the
+library path), the Client hands sessions to it: numpy buffers go by pointer, the GIL is released for the whole call
 (ctypes does), and the result lands in the preallocated numpy arrays. The
 protocol and the server's answers are the same; docs/api.md, "Sort
 sessions".
@@ -66,7 +66,9 @@ def _candidates():
     named = os.environ.get("SORTD_CLIENT_LIB")
     if named:
         return [named]
-    paths = []
+    # Shipped in the package (client/python/setup.py), then a build tree's.
+    paths = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native",
+                          "libsortd_client_c.so")]
     try:  # beside the generated stubs (<build>/python)
         from sortd.v1 import sort_pb2
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(

@@ -20,7 +20,7 @@ from sortd.v1 import sort_pb2, sort_pb2_grpc
 
 import sortd_client
 from sortd_client import Client, ProtocolError, RequestError, SortdError
-from sortd_client import arrays, health, wire
+from sortd_client import arrays, health, responses, wire
 
 NP_BY_FIELD = {
     "uint32": np.uint32, "int32": np.int32, "float32": np.float32,
@@ -386,6 +386,49 @@ class DecodingTest(unittest.TestCase):
         self.assertEqual(idx.tolist(), [4, 3, 2**64 - 1, 0, 1])
         empty = sort_pb2.SortResponse()
         self.assertEqual(len(arrays.indices_from(empty, 2, clear="keys")), 0)
+
+    def test_serialized_responses_decode_as_messages_do(self):
+        # The unary paths read the response's bytes (responses.py): every
+        # type, sizes 0..777, must come out as the protobuf parse gives it.
+        for name in NUMERIC:
+            for n in [0, 1, 777]:
+                with self.subTest(dtype=name, n=n):
+                    a = random_array(name, n)
+                    inp = arrays.TypedInput(a)
+                    resp = sort_pb2.SortResponse(request_id="r-%d" % n, engine=2)
+                    resp.keys.CopyFrom(elementwise_typed(a, name))
+                    resp.indices.extend(range(n))
+                    raw = responses.read_response(resp.SerializeToString(),
+                                                  responses.SORT_RESPONSE)
+                    out = inp.finish([inp.decode_serialized(raw.arrays[0])])
+                    want = inp.finish([inp.decode(resp.keys)])
+                    self.assertEqual(out.dtype, want.dtype)
+                    np.testing.assert_array_equal(bits(out), bits(want))
+                    self.assertTrue(out.flags.writeable)
+                    self.assertEqual(raw.request_id, "r-%d" % n)
+                    self.assertEqual(raw.engine, 2)
+                    self.assertEqual(arrays.view_payload(raw.indices, arrays.INDEX_DTYPE).tolist(),
+                                     list(range(n)))
+
+    def test_serialized_response_refusals(self):
+        inp = arrays.TypedInput(np.zeros(2, np.float32))
+        resp = sort_pb2.SortResponse()
+        resp.keys.CopyFrom(elementwise_typed(np.zeros(2, np.uint32), "uint32"))
+        raw = responses.read_response(resp.SerializeToString(), responses.SORT_RESPONSE)
+        with self.assertRaisesRegex(ProtocolError, "came back as uint32, sent float32"):
+            inp.decode_serialized(raw.arrays[0])
+        # No keys at all: an empty array, as an unset oneof decodes.
+        raw = responses.read_response(b"", responses.SORT_RESPONSE)
+        self.assertEqual(len(inp.finish([inp.decode_serialized(raw.arrays[0])])), 0)
+        # A payload that is not whole elements, and bytes that do not parse.
+        partial = b"\x0a\x05\x1a\x03\x0a\x01\x00"  # keys { float32 { values: 1 byte } }
+        raw = responses.read_response(partial, responses.SORT_RESPONSE)
+        with self.assertRaisesRegex(ProtocolError, "partial element"):
+            inp.decode_serialized(raw.arrays[0])
+        with self.assertRaisesRegex(ProtocolError, "does not parse"):
+            responses.read_response(b"\x0a\x7f\x00", responses.SORT_RESPONSE)
+        with self.assertRaisesRegex(ProtocolError, "partial element"):
+            arrays.view_payload(memoryview(b"\x00" * 9), arrays.INDEX_DTYPE)
 
     def test_bytes_containers(self):
         lst = [b"b", b"a\x00", b""]
