@@ -11,11 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "client/sortd_client.h"
 #include "sortd/v1/session_part_codec.h"
+#include "sortd/v1/sorted_blocks.h"
 
 namespace sortd::client {
 namespace {
 
 namespace part = v1::session_part;
+namespace blocks = v1::blocks;
 
 const grpc::internal::RpcMethod kUploadParts("/sortd.v1.SortService/UploadParts",
                                              grpc::internal::RpcMethod::CLIENT_STREAMING);
@@ -156,6 +158,51 @@ std::string SortClient::TlsHostName() const {
   return colon == std::string::npos ? host : host.substr(0, colon);
 }
 
+namespace {
+
+// How the keys of a session become order words (proto/sortd/v1/sorted_blocks.h).
+blocks::KeyCoding CodingOf(const v1::StartSortSessionRequest& start) {
+  using Kind = blocks::KeyCoding::Kind;
+  blocks::KeyCoding coding;
+  switch (start.key_type()) {
+    case v1::ELEMENT_TYPE_INT32: coding.kind = Kind::kSigned; break;
+    case v1::ELEMENT_TYPE_INT64: coding.kind = Kind::kSigned; coding.width = 8; break;
+    case v1::ELEMENT_TYPE_FLOAT32: coding.kind = Kind::kFloat; break;
+    case v1::ELEMENT_TYPE_FLOAT64: coding.kind = Kind::kFloat; coding.width = 8; break;
+    case v1::ELEMENT_TYPE_UINT64: coding.width = 8; break;
+    default: break;
+  }
+  coding.descending = start.order() == v1::SORT_ORDER_DESCENDING;
+  return coding;
+}
+
+// A delta-coded part of the keys at `next`, decoded into plan.out: its
+// blocks must be whole and start where the stream stands.
+absl::Status ReadDeltaPart(part::Reader& in, const part::Header& header, int array,
+                           size_t width, uint8_t* out, const blocks::KeyCoding& coding,
+                           uint64_t next, uint64_t end, std::vector<uint8_t>* coded) {
+  if (header.array != array || header.offset != next || header.elements > end - next ||
+      next % blocks::kBlockKeys != 0 || width != static_cast<size_t>(coding.width)) {
+    return absl::InternalError(absl::StrCat(
+        "DownloadParts: unexpected delta part at ", header.offset, " (", header.elements,
+        " keys) while expecting ", next));
+  }
+  coded->resize(in.body_bytes());
+  if (!in.ReadBody(coded->data())) {
+    return absl::InternalError(absl::StrCat("DownloadParts: ", in.error()));
+  }
+  absl::Status decoded =
+      blocks::DecodeBlocks(coded->data(), coded->size(), coding, next / blocks::kBlockKeys,
+                           header.elements, out + next * width);
+  if (!decoded.ok()) {
+    return absl::Status(decoded.code(), absl::StrCat("DownloadParts: keys at ", next, ": ",
+                                                     decoded.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   // Per-call overrides of the client's options (SessionSort).
   const std::function<void(const TransferProgress&)>& progress =
@@ -178,6 +225,9 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   start.set_return_indices(sort.indices_out != nullptr);
   start.set_transfer_only(sort.transfer_only);
   start.set_request_id(sort.request_id);
+  const bool compress = sort.compress_keys.value_or(
+      options_.compress_min_bytes > 0 && n * key_width >= options_.compress_min_bytes);
+  if (compress) start.set_key_encoding(v1::PART_ENCODING_DELTA_BLOCKS);
   std::vector<ArrayPlan> uploads = {{v1::SESSION_ARRAY_KEYS, key_width,
                                      static_cast<const uint8_t*>(sort.keys),
                                      static_cast<uint8_t*>(sort.keys_out)}};
@@ -188,6 +238,7 @@ absl::StatusOr<v1::Engine> SortClient::SortInSession(const SessionSort& sort) {
   }
 
   std::vector<ArrayPlan> downloads = uploads;
+  downloads[0].delta = true;  // the keys, if the server agrees
   if (sort.indices_out != nullptr) {
     downloads.push_back({v1::SESSION_ARRAY_INDICES, 8, nullptr,
                          reinterpret_cast<uint8_t*>(sort.indices_out)});
@@ -256,11 +307,19 @@ absl::StatusOr<v1::FinishSortSessionResponse> SortClient::RunSession(
     control->EndSortSession(&ctx, request, &response);  // best effort: it expires anyway
   };
   // Connection c's share of an array: its elements (a table's bitmap has
-  // its own count) split evenly.
+  // its own count) split evenly, on block boundaries for delta blocks.
+  const bool delta_keys = started.key_encoding() == v1::PART_ENCODING_DELTA_BLOCKS;
   auto range_of = [&](int c, const ArrayPlan& plan) {
     const uint64_t count = plan.elements > 0 ? plan.elements : n;
+    if (plan.delta && delta_keys) {
+      const uint64_t blocks = (count + blocks::kBlockKeys - 1) / blocks::kBlockKeys;
+      return std::pair<uint64_t, uint64_t>(
+          std::min(count, blocks * c / connections * blocks::kBlockKeys),
+          std::min(count, blocks * (c + 1) / connections * blocks::kBlockKeys));
+    }
     return std::pair<uint64_t, uint64_t>(count * c / connections, count * (c + 1) / connections);
   };
+  const blocks::KeyCoding coding = CodingOf(start);
   auto elements_of = [&](const ArrayPlan& plan) { return plan.elements > 0 ? plan.elements : n; };
 
   // Upload: each connection streams its range of every array.
@@ -361,6 +420,7 @@ absl::StatusOr<v1::FinishSortSessionResponse> SortClient::RunSession(
       uint64_t next = begin;
       grpc::ByteBuffer message;
       absl::Status bad;
+      std::vector<uint8_t> coded;  // a delta part's body, decoded from here
       while (bad.ok() && reader->Read(&message)) {
         part::Reader in(&message);
         part::Header header;
@@ -369,6 +429,18 @@ absl::StatusOr<v1::FinishSortSessionResponse> SortClient::RunSession(
           break;
         }
         const uint64_t bytes = in.body_bytes();
+        if (header.encoding == v1::PART_ENCODING_DELTA_BLOCKS) {
+          if (!plan.delta || !delta_keys) {
+            bad = absl::InternalError("DownloadParts: a delta part the session did not agree to");
+            break;
+          }
+          bad = ReadDeltaPart(in, header, plan.array, plan.width, plan.out, coding, next, end,
+                              &coded);
+          if (!bad.ok()) break;
+          next += header.elements;
+          down.Add(header.elements * plan.width);
+          continue;
+        }
         if (header.array != plan.array || header.offset != next || bytes % plan.width != 0 ||
             bytes / plan.width > end - next) {
           bad = absl::InternalError(absl::StrCat("DownloadParts: unexpected part at ", header.offset,

@@ -66,6 +66,10 @@ struct ClientOptions {
   // ahead of the client (the server does the same with
   // --receive_window_bytes); 0: gRPC's own window, grown by its probe.
   int receive_window_bytes = 8 << 20;
+  // Sessions with at least this many bytes of keys ask for their sorted keys
+  // as delta-coded blocks (PART_ENCODING_DELTA_BLOCKS), decoded here as the
+  // parts arrive; 0: never. Servers that do not offer it send raw parts.
+  size_t compress_min_bytes = size_t{8} << 20;
   // Called from the calling thread's helpers as a session's parts move
   // (upload, sort, download); may be empty. Must be thread-safe.
   std::function<void(const TransferProgress&)> progress;
@@ -149,6 +153,9 @@ class SortClient {
     // bindings that share one client between calls with their own).
     std::optional<absl::Duration> timeout;
     std::function<void(const TransferProgress&)> progress;  // empty: the client's
+    // The sorted keys as delta-coded blocks (docs/api.md, "Compressed
+    // downloads"): unset, from ClientOptions::compress_min_bytes of keys.
+    std::optional<bool> compress_keys;
   };
   absl::StatusOr<v1::Engine> SortInSession(const SessionSort& sort);
 
@@ -227,6 +234,10 @@ class SortClient {
     uint8_t* out;       // download destination
     uint64_t elements = 0;  // 0: the session's count
     uint32_t column = 0;    // table sessions' column arrays
+    // Downloads: whether the server sends this array as delta blocks (the
+    // keys of a session that agreed to); connections then split it on
+    // block boundaries.
+    bool delta = false;
   };
   // One session from its start request: uploads every plan's array, sorts,
   // downloads every plan into its `out` (client/sort_session.cc).

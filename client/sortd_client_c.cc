@@ -80,6 +80,8 @@ SORTD_EXPORT int sortd_client_sort_session(sortd_client* client, const sortd_ses
     s.transfer_only = sort->transfer_only != 0;
     s.connections = sort->connections;
     if (sort->request_id != nullptr) s.request_id = sort->request_id;
+    if (sort->compress_keys == 1) s.compress_keys = true;
+    if (sort->compress_keys == 2) s.compress_keys = false;
     if (sort->timeout_seconds > 0) s.timeout = absl::Seconds(sort->timeout_seconds);
     if (sort->progress != nullptr) {
       const sortd_progress_fn fn = sort->progress;

@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to the structs or signatures below. */
-#define SORTD_CLIENT_C_ABI_VERSION 1
+#define SORTD_CLIENT_C_ABI_VERSION 2
 
 typedef struct sortd_client sortd_client;
 
@@ -50,6 +50,10 @@ typedef struct {
   sortd_progress_fn progress; /* may be NULL; called from transfer threads */
   void* progress_user;
   const char* request_id; /* may be NULL */
+  /* The sorted keys as delta-coded blocks (docs/api.md, "Compressed
+   * downloads"): 0 from the client's compress_min_bytes (8 MiB of keys),
+   * 1 always, 2 never. */
+  int compress_keys;
 } sortd_session_sort;
 
 int sortd_client_abi_version(void);

@@ -16,6 +16,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhwy-dev
+  # the reference implementation the download blocks are tested against
+  libstreamvbyte-dev
 )
 if [ "$BUILD_ONLY" = 0 ]; then
   # prometheus: prometheus and promtool (e2e.observability, deploy.promtool_*);

@@ -16,6 +16,7 @@
 #include "server/wire/session_spec.h"
 #include "server/wire/typed_array.h"
 #include "sortd/v1/session_part_codec.h"
+#include "sortd/v1/sorted_blocks.h"
 
 namespace sortd {
 namespace {
@@ -163,7 +164,33 @@ class UploadReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   uint64_t elements_ = 0;
 };
 
-// Writes [offset, offset + count) of one array in parts of part_bytes.
+// How a session's keys become order words for the delta blocks.
+v1::blocks::KeyCoding CodingOf(const SessionSpec& spec) {
+  using Kind = v1::blocks::KeyCoding::Kind;
+  v1::blocks::KeyCoding coding;
+  coding.width = static_cast<int>(ElementSize(spec.key_type));
+  switch (spec.key_type) {
+    case DataType::kInt32:
+    case DataType::kInt64: coding.kind = Kind::kSigned; break;
+    case DataType::kFloat32:
+    case DataType::kFloat64: coding.kind = Kind::kFloat; break;
+    default: coding.kind = Kind::kUnsigned; break;
+  }
+  coding.descending = spec.order == SortOrder::kDescending;
+  return coding;
+}
+
+// A delta-coded part's body and the session it came from, freed once gRPC
+// has sent it.
+struct EncodedPart {
+  std::shared_ptr<SortSession> session;
+  std::unique_ptr<uint8_t[]> body;
+};
+
+// Writes [offset, offset + count) of one array in parts of part_bytes: as
+// the elements are, or (keys of a session started with key_encoding
+// DELTA_BLOCKS) as delta-coded blocks covering the keys a raw part would,
+// encoded here on the way out.
 class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   DownloadReactor(ServiceContext* context, const grpc::ByteBuffer* raw_request)
@@ -182,6 +209,16 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       status = range.status();
       if (range.ok()) range_ = *range;
     }
+    if (status.ok() && request.array() == v1::SESSION_ARRAY_KEYS &&
+        session_.get()->spec().delta_keys) {
+      delta_ = true;
+      coding_ = CodingOf(session_.get()->spec());
+      if (range_.offset % v1::blocks::kBlockKeys != 0) {
+        status = absl::InvalidArgumentError(absl::StrCat(
+            "offset: ", range_.offset, " is not a multiple of ", v1::blocks::kBlockKeys,
+            " keys (the session's keys travel as delta blocks of that many)"));
+      }
+    }
     if (!status.ok()) {
       session_.Reset();
       Finish(ToGrpcStatus(status));
@@ -193,6 +230,9 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     uint64_t part_bytes = request.part_bytes() > 0 ? request.part_bytes() : limits.download_part_bytes;
     part_bytes = std::min(part_bytes, limits.max_part_bytes);
     per_part_ = std::max<uint64_t>(1, part_bytes / range_.width);
+    if (delta_) {
+      per_part_ = std::max<uint64_t>(1, per_part_ / v1::blocks::kBlockKeys) * v1::blocks::kBlockKeys;
+    }
     next_ = range_.offset;
     WriteNext();
   }
@@ -221,6 +261,22 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     header.array = array_;
     header.column = column_;
     header.offset = next_;
+    if (delta_) {
+      auto* part = new EncodedPart{session_.shared(),
+                                   std::make_unique<uint8_t[]>(
+                                       v1::blocks::MaxEncodedBytes(count, coding_.width))};
+      const size_t bytes = v1::blocks::EncodeBlocks(range_.data + next_ * range_.width, count,
+                                                    coding_, part->body.get());
+      header.encoding = v1::PART_ENCODING_DELTA_BLOCKS;
+      header.elements = count;
+      buffer_ = part::Encode(header, part->body.get(), bytes,
+                             [](void* arg) { delete static_cast<EncodedPart*>(arg); }, part);
+      session_.get()->AddBytesSent(bytes);
+      next_ += count;
+      wrote_any_ = true;
+      StartWrite(&buffer_);
+      return;
+    }
     // The slice holds the session until gRPC has sent it.
     auto* hold = new std::shared_ptr<SortSession>(session_.shared());
     buffer_ = part::Encode(
@@ -239,6 +295,8 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   uint32_t column_ = 0;
   uint64_t per_part_ = 1;
   uint64_t next_ = 0;
+  bool delta_ = false;
+  v1::blocks::KeyCoding coding_;
   bool wrote_any_ = false;  // an empty range still gets one (empty) part
   grpc::ByteBuffer buffer_;
 };
@@ -268,6 +326,7 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
                 SuggestedConnections(request.total_keys() * SessionRowBytes(*spec)));
             response.set_idle_timeout_ms(absl::ToInt64Milliseconds(limits.idle_timeout));
             response.set_direct_target(limits.direct_target);
+            if (spec->delta_keys) response.set_key_encoding(v1::PART_ENCODING_DELTA_BLOCKS);
           }
           return started.status();
         });

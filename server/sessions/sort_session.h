@@ -63,6 +63,9 @@ struct SessionSpec {
   bool return_indices = false;
   // Move the arrays, sort nothing (--diagnostics only).
   bool transfer_only = false;
+  // Plain sessions: the keys go down as delta-coded blocks
+  // (PART_ENCODING_DELTA_BLOCKS; proto/sortd/v1/sorted_blocks.h).
+  bool delta_keys = false;
   uint64_t total_keys = 0;
   // A table session (docs/api.md, "Table sessions"): rows of `columns`
   // sorted by `by`; key_type and value_type are unused, the permutation is

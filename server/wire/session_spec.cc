@@ -65,10 +65,16 @@ absl::Status TableSpecFromProto(const v1::StartSortSessionRequest& request, Sess
 absl::StatusOr<SessionSpec> SessionSpecFromProto(const v1::StartSortSessionRequest& request) {
   absl::Status id_ok = ValidateRequestId(request.request_id());
   if (!id_ok.ok()) return id_ok;
+  if (!v1::PartEncoding_IsValid(request.key_encoding())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key_encoding: unknown value ", request.key_encoding(),
+        " (PART_ENCODING_RAW or PART_ENCODING_DELTA_BLOCKS)"));
+  }
   SessionSpec spec;
   spec.request_id = request.request_id();
   spec.total_keys = request.total_keys();
   if (request.columns_size() > 0) {
+    // Table sessions send their arrays raw (the response says so).
     absl::Status table = TableSpecFromProto(request, &spec);
     if (!table.ok()) return table;
     return spec;
@@ -90,6 +96,7 @@ absl::StatusOr<SessionSpec> SessionSpecFromProto(const v1::StartSortSessionReque
   spec.order = ToCoreOrder(request.order());
   spec.return_indices = request.return_indices();
   spec.transfer_only = request.transfer_only();
+  spec.delta_keys = request.key_encoding() == v1::PART_ENCODING_DELTA_BLOCKS;
   return spec;
 }
 

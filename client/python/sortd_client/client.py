@@ -97,6 +97,10 @@ class Client:
     None: 1 MiB where the C++ client's library loaded, else 4 MiB) go
     through a sort session instead: raw parts of part_bytes over
     `connections` connections in parallel (None: as the server suggests).
+    `compress`: sessions through the C++ client's library get their sorted
+    keys as delta-coded blocks (docs/api.md, "Compressed downloads"), decoded
+    there: None from 8 MiB of keys, True always, False never (grpcio
+    sessions never).
     `service_config` is the channel's gRPC service config (JSON):
     DEFAULT_SERVICE_CONFIG load-balances and retries; None leaves gRPC's
     defaults (pick_first, no retries).
@@ -111,7 +115,7 @@ class Client:
                  chunk_bytes=DEFAULT_CHUNK_BYTES, credentials=None, options=(),
                  service_config=DEFAULT_SERVICE_CONFIG,
                  session_min_bytes=DEFAULT_SESSION_MIN_BYTES, connections=None,
-                 part_bytes=DEFAULT_PART_BYTES, native=None):
+                 part_bytes=DEFAULT_PART_BYTES, native=None, compress=None):
         if max_message_bytes < 4 * HEADROOM:
             raise ValueError("max_message_bytes must be at least %d" % (4 * HEADROOM))
         # gRPC and protobuf cap one message at 2 GiB.
@@ -163,6 +167,9 @@ class Client:
         # (sortd_client/native.py): plaintext only (grpc credentials objects
         # cannot be handed over); `options` and `service_config` apply to
         # the grpcio channels alone.
+        if compress not in (None, True, False):
+            raise ValueError("compress: None, True or False, not %r" % (compress,))
+        self.compress = compress
         self._native = None
         if native is not False and credentials is None:
             lib = native_sessions.load()
@@ -583,23 +590,26 @@ class Client:
         _check_count("values", len(values), k.n)
         return SortResult(keys, values, None, resp.request_id, _engine_name(resp.engine))
 
-    def transfer_roundtrip(self, keys, connections=None, timeout=_DEFAULT):
+    def transfer_roundtrip(self, keys, connections=None, timeout=_DEFAULT, compress=False):
         """Moves numeric keys up and back through a transfer-only session
         (no sort; the server needs --diagnostics): what the transport alone
-        costs, for benchmarks. Returns the keys as the server sent them."""
+        costs, for benchmarks (raw both ways unless compress). Returns the
+        keys as the server sent them."""
         k = TypedInput(keys, "keys")
         try:
             keys_out, _, _, _ = self._session_sort(
                 k, None, 0, False, "", self._deadline(timeout), connections=connections,
-                transfer_only=True)
+                transfer_only=True, compress=compress)
         except grpc.RpcError as err:
             raise SortdError.from_rpc_error(err) from None
         return keys_out
 
     def _session_sort(self, k, v, order, return_indices, request_id, deadline, **kw):
         """A sort session through the C++ client where it loaded, else grpcio."""
+        compress = kw.pop("compress", self.compress)
         if self._native is not None:
-            return self._native.sort(k, v, order, return_indices, request_id, deadline, **kw)
+            return self._native.sort(k, v, order, return_indices, request_id, deadline,
+                                     compress=compress, **kw)
         return self._sessions.sort(self._start_session, k, v, order, return_indices,
                                    request_id, deadline, **kw)
 

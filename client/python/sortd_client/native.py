@@ -21,7 +21,7 @@ from sortd.v1 import sort_pb2
 from .errors import SortdError, status_from_int
 from .session import ELEMENT_TYPES
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 _INDEX_DTYPE = np.dtype("<u8")
 
 
@@ -55,7 +55,8 @@ class _SessionSort(ctypes.Structure):
                 ("timeout_seconds", ctypes.c_double),
                 ("progress", _PROGRESS),
                 ("progress_user", ctypes.c_void_p),
-                ("request_id", ctypes.c_char_p)]
+                ("request_id", ctypes.c_char_p),
+                ("compress_keys", ctypes.c_int)]
 
 
 _lock = threading.Lock()
@@ -142,7 +143,7 @@ class NativeSessions:
             self._handle = None
 
     def sort(self, k, v, order, return_indices, request_id, deadline, connections=None,
-             progress=None, transfer_only=False):
+             progress=None, transfer_only=False, compress=None):
         """(keys_out, values_out, indices_out, engine), as SessionTransport.sort."""
         n = k.n
         keys_out = np.empty(n, k.wire_dtype)
@@ -166,7 +167,8 @@ class NativeSessions:
             transfer_only=int(bool(transfer_only)),
             connections=int(connections or 0),
             timeout_seconds=float(deadline) if deadline is not None else 0.0,
-            progress=callback, progress_user=None, request_id=request_id.encode())
+            progress=callback, progress_user=None, request_id=request_id.encode(),
+            compress_keys={None: 0, True: 1, False: 2}[compress])
         engine = ctypes.c_int(0)
         error = ctypes.create_string_buffer(4096)
         code = self._lib.sortd_client_sort_session(self._handle, ctypes.byref(request),

@@ -24,6 +24,8 @@ inline constexpr int kSessionIdField = 1;
 inline constexpr int kArrayField = 2;
 inline constexpr int kOffsetField = 3;
 inline constexpr int kColumnField = 4;
+inline constexpr int kEncodingField = 5;
+inline constexpr int kElementsField = 6;
 inline constexpr int kBodyField = 15;
 
 // What precedes the body.
@@ -32,6 +34,8 @@ struct Header {
   int array = 0;  // a SessionArray value
   uint64_t offset = 0;
   uint32_t column = 0;  // table sessions' column arrays
+  int encoding = 0;      // a PartEncoding value (downloads)
+  uint64_t elements = 0;  // DELTA_BLOCKS: the elements the body's blocks hold
 };
 
 // Reads one SessionPart message: Start() parses the header fields and stops
@@ -78,6 +82,12 @@ class Reader {
         ok = in_.ReadVarint64(&header->offset);
       } else if (field == kColumnField && wire_type == WireFormatLite::WIRETYPE_VARINT) {
         ok = in_.ReadVarint32(&header->column);
+      } else if (field == kEncodingField && wire_type == WireFormatLite::WIRETYPE_VARINT) {
+        uint64_t value = 0;
+        ok = in_.ReadVarint64(&value);
+        header->encoding = static_cast<int>(value > 1000 ? 1000 : value);
+      } else if (field == kElementsField && wire_type == WireFormatLite::WIRETYPE_VARINT) {
+        ok = in_.ReadVarint64(&header->elements);
       } else {
         ok = WireFormatLite::SkipField(&in_, tag);  // unknown fields are ignored
       }
@@ -138,6 +148,8 @@ inline grpc::ByteBuffer Encode(const Header& header, const void* body, size_t bo
     if (header.array != 0) WireFormatLite::WriteEnum(kArrayField, header.array, &out);
     if (header.offset != 0) WireFormatLite::WriteUInt64(kOffsetField, header.offset, &out);
     if (header.column != 0) WireFormatLite::WriteUInt32(kColumnField, header.column, &out);
+    if (header.encoding != 0) WireFormatLite::WriteEnum(kEncodingField, header.encoding, &out);
+    if (header.elements != 0) WireFormatLite::WriteUInt64(kElementsField, header.elements, &out);
     WireFormatLite::WriteTag(kBodyField, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, &out);
     out.WriteVarint64(body_bytes);
   }
