@@ -78,7 +78,7 @@ fuzz-build: deps
 	  -DCMAKE_C_FLAGS="$(FUZZ_FLAGS)" -DCMAKE_CXX_FLAGS="$(FUZZ_FLAGS)" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" > $(BUILD)-fuzz.configure.log \
 	  || (cat $(BUILD)-fuzz.configure.log; exit 1)
-	cmake --build $(BUILD)-fuzz -j$(JOBS) --target sortd_request_fuzzer sortd_chunked_fuzzer sortd_cpu_engine_fuzzer sortd_session_fuzzer
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target sortd_request_fuzzer sortd_chunked_fuzzer sortd_cpu_engine_fuzzer sortd_session_fuzzer sortd_blocks_fuzzer
 
 fuzz: fuzz-build
 	bash tests/fuzz/run.sh $(BUILD)-fuzz $(FUZZ_SECONDS)

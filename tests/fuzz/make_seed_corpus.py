@@ -14,6 +14,7 @@ from them. Run with Debian's python3 and the shipped stubs:
 """
 import hashlib
 import os
+import random
 import struct
 
 from sortd.v1 import sort_pb2
@@ -372,6 +373,27 @@ def table_session_seeds():
             write("session", head + session_record(4, 0, body))
 
 
+def blocks_seeds():
+    """blocks_fuzzer: round trips (mode 1) of sorted and unsorted keys of
+    each width and kind, some damaged; and hostile bodies (mode 0): a
+    hand-made valid block and damaged copies of it."""
+    rng = random.Random(11)
+    for width in (4, 8):
+        for kind in range(3):
+            for desc in (0, 8):
+                coding = (1 if width == 8 else 0) | (kind << 1) | desc
+                keys = b"".join(rng.getrandbits(8 * width).to_bytes(width, "little")
+                                for _ in range(700))
+                for sort, flip in ((2, 0), (2, 0x10), (0, 0x01)):
+                    write("blocks", bytes([coding, 1 | sort, 77, flip]) + keys)
+    # Mode 0: one StreamVByte block of the keys 5, 6, 8, 8 (gaps 0, 1, 2, 0).
+    header = bytes([1, 4, 0, 0]) + (4).to_bytes(4, "little") + (5).to_bytes(4, "little") \
+        + bytes(4) + (5).to_bytes(8, "little") + (27).to_bytes(8, "little")
+    block = header + bytes([0]) + bytes([0, 1, 2, 0])
+    for body in (block, block[:-1], block + b"\x00", block[:8] + b"\xff" + block[9:]):
+        write("blocks", bytes([0, 0, 4, 0, 0]) + body)
+
+
 if __name__ == "__main__":
     request_seeds()
     converted_seeds()
@@ -382,5 +404,6 @@ if __name__ == "__main__":
     cpu_seeds()
     session_seeds()
     table_session_seeds()
+    blocks_seeds()
     for fuzzer in ("request", "chunked", "cpu_engine", "session"):
         print(fuzzer, len(os.listdir(os.path.join(HERE, "corpus", fuzzer))), "seeds")

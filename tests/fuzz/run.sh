@@ -10,7 +10,7 @@ seconds=$2
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
 summary=()
-for name in request chunked cpu_engine session; do
+for name in request chunked cpu_engine session blocks; do
   binary=$tree/tests/fuzz/sortd_${name}_fuzzer
   corpus=$tree/fuzz-corpus/$name
   # Each run keeps its findings apart: an input saved by an earlier run

@@ -1,6 +1,7 @@
 // The block codecs of sorted_blocks.h. Encoding is scalar and branch-light
 // (unconditional unaligned stores, the length from the gap's magnitude);
-// StreamVByte decoding uses SSSE3 shuffles where the CPU has them (Debian's
+// StreamVByte decoding uses SSSE3 shuffles (and SSE4.1 multiplies for the
+// check) where the CPU has them (Debian's
 // libstreamvbyte is built for baseline x86-64 and decodes at ~0.3 GB/s on
 // the dev VM; the tests check this decoder against it).
 #include "sortd/v1/sorted_blocks.h"
@@ -90,6 +91,36 @@ W FromOrder(W y, const KeyCoding& c) {
   return y;
 }
 
+// The check of a block: the sum (mod 2^64) of Mix(order word, index in the
+// block). The mixers are bijective and non-linear (Wellons' lowbias32,
+// SplitMix64's finalizer), so damage that shifts a run of keys (a changed
+// gap moves every later key) does not cancel out as it can in a plain sum.
+inline uint32_t Mix32(uint32_t word, uint32_t index) {
+  uint32_t x = word + index * 0x9E3779B9u;
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  x ^= x >> 16;
+  return x;
+}
+
+inline uint64_t Mix64(uint64_t word, uint64_t index) {
+  uint64_t z = word + index * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <typename W>
+uint64_t Mix(W word, uint32_t index) {
+  if constexpr (sizeof(W) == 4) {
+    return Mix32(word, index);
+  } else {
+    return Mix64(word, index);
+  }
+}
+
 uint32_t ByteLength32(uint32_t d) {
   return 1 + (d > 0xFFu) + (d > 0xFFFFu) + (d > 0xFFFFFFu);
 }
@@ -98,49 +129,93 @@ uint32_t ByteLength64(uint64_t d) {
   return d == 0 ? 0 : static_cast<uint32_t>((64 - __builtin_clzll(d) + 7) / 8);
 }
 
+template <typename W, Kind K, bool kDescending>
+W ToOrderT(W x) {
+  constexpr W kSign = W{1} << (sizeof(W) * 8 - 1);
+  W y = x;
+  if constexpr (K == Kind::kSigned) y = x ^ kSign;
+  if constexpr (K == Kind::kFloat) y = (x & kSign) ? static_cast<W>(~x) : static_cast<W>(x | kSign);
+  if constexpr (kDescending) y = static_cast<W>(~y);
+  return y;
+}
+
 // One block's payload; returns its bytes (the caller falls back to raw when
-// that is not smaller than the keys).
-template <typename W>
-size_t EncodePayload(const W* keys, uint32_t count, const KeyCoding& c, uint8_t* out,
-                     uint64_t* sum) {
-  W prev = ToOrder(keys[0], c);
+// that is not smaller than the keys). The coding is a template argument:
+// the byte stores alias everything, so a runtime coding would be reloaded
+// after each.
+template <typename W, Kind K, bool kDescending>
+size_t EncodePayloadT(const W* keys, uint32_t count, uint8_t* out, uint64_t* sum) {
+  W prev = ToOrderT<W, K, kDescending>(keys[0]);
   uint64_t total = 0;
   if constexpr (sizeof(W) == 4) {
     uint8_t* control = out;
     uint8_t* data = out + (count + 3) / 4;
-    for (uint32_t g = 0; g < count; g += 4) {
-      uint8_t code = 0;
-      const uint32_t in_group = std::min<uint32_t>(4, count - g);
-      for (uint32_t j = 0; j < in_group; ++j) {
-        const W w = ToOrder(keys[g + j], c);
-        total += w;
+    const uint32_t full = count / 4 * 4;
+    for (uint32_t g = 0; g < full; g += 4) {
+      uint32_t code = 0;
+      for (uint32_t j = 0; j < 4; ++j) {
+        const W w = ToOrderT<W, K, kDescending>(keys[g + j]);
+        total += Mix32(w, g + j);
         const uint32_t gap = w - prev;
         prev = w;
         const uint32_t length = ByteLength32(gap);
-        code |= static_cast<uint8_t>((length - 1) << (2 * j));
+        code |= (length - 1) << (2 * j);
         Store32(data, gap);
         data += length;
       }
-      control[g / 4] = code;
+      control[g / 4] = static_cast<uint8_t>(code);
+    }
+    if (full < count) {
+      uint32_t code = 0;
+      for (uint32_t i = full; i < count; ++i) {
+        const W w = ToOrderT<W, K, kDescending>(keys[i]);
+        total += Mix32(w, i);
+        const uint32_t gap = w - prev;
+        prev = w;
+        const uint32_t length = ByteLength32(gap);
+        code |= (length - 1) << (2 * (i - full));
+        Store32(data, gap);
+        data += length;
+      }
+      control[full / 4] = static_cast<uint8_t>(code);
     }
     *sum = total;
     return static_cast<size_t>(data - out);
   } else {
     uint8_t* control = out;
     uint8_t* data = out + (count + 1) / 2;
-    std::memset(control, 0, (count + 1) / 2);
-    for (uint32_t i = 0; i < count; ++i) {
-      const W w = ToOrder(keys[i], c);
-      total += w;
-      const uint64_t gap = w - prev;
-      prev = w;
-      const uint32_t length = ByteLength64(gap);
-      control[i / 2] |= static_cast<uint8_t>(length << (4 * (i & 1)));
-      Store64(data, gap);
-      data += length;
+    for (uint32_t i = 0; i < count; i += 2) {
+      uint32_t code = 0;
+      for (uint32_t j = 0; j < 2 && i + j < count; ++j) {
+        const W w = ToOrderT<W, K, kDescending>(keys[i + j]);
+        total += Mix64(w, i + j);
+        const uint64_t gap = w - prev;
+        prev = w;
+        const uint32_t length = ByteLength64(gap);
+        code |= length << (4 * j);
+        Store64(data, gap);
+        data += length;
+      }
+      control[i / 2] = static_cast<uint8_t>(code);
     }
     *sum = total;
     return static_cast<size_t>(data - out);
+  }
+}
+
+template <typename W>
+size_t EncodePayload(const W* keys, uint32_t count, const KeyCoding& c, uint8_t* out,
+                     uint64_t* sum) {
+  switch (c.kind) {
+    case Kind::kSigned:
+      return c.descending ? EncodePayloadT<W, Kind::kSigned, true>(keys, count, out, sum)
+                          : EncodePayloadT<W, Kind::kSigned, false>(keys, count, out, sum);
+    case Kind::kFloat:
+      return c.descending ? EncodePayloadT<W, Kind::kFloat, true>(keys, count, out, sum)
+                          : EncodePayloadT<W, Kind::kFloat, false>(keys, count, out, sum);
+    default:
+      return c.descending ? EncodePayloadT<W, Kind::kUnsigned, true>(keys, count, out, sum)
+                          : EncodePayloadT<W, Kind::kUnsigned, false>(keys, count, out, sum);
   }
 }
 
@@ -212,7 +287,7 @@ uint64_t AnnouncedBytes32(const uint8_t* control, uint32_t count) {
 #if SORTD_BLOCKS_X86
 // Full groups of four while 16 bytes can be loaded before `readable_end`;
 // returns the groups decoded. `prev` and `sum` carry over.
-__attribute__((target("ssse3"))) uint32_t DecodeGroupsSsse3(
+__attribute__((target("ssse3,sse4.1"))) uint32_t DecodeGroupsSse41(
     const uint8_t* control, const uint8_t** data, const uint8_t* readable_end, uint32_t groups,
     const KeyCoding& c, uint32_t* prev, uint64_t* sum, uint32_t* out) {
   const GroupTables& t = Tables();
@@ -222,6 +297,13 @@ __attribute__((target("ssse3"))) uint32_t DecodeGroupsSsse3(
   const __m128i invert = c.descending ? ones : zero;
   __m128i last = _mm_set1_epi32(static_cast<int>(*prev));
   __m128i sums = _mm_setzero_si128();
+  // Mix32 of four lanes: the index term grows by 4 golden-ratio steps a group.
+  const __m128i golden4 = _mm_set1_epi32(static_cast<int>(4u * 0x9E3779B9u));
+  __m128i index_term = _mm_setr_epi32(0, static_cast<int>(0x9E3779B9u),
+                                      static_cast<int>(2u * 0x9E3779B9u),
+                                      static_cast<int>(3u * 0x9E3779B9u));
+  const __m128i m1 = _mm_set1_epi32(0x7FEB352D);
+  const __m128i m2 = _mm_set1_epi32(static_cast<int>(0x846CA68Bu));
   const uint8_t* at = *data;
   uint32_t g = 0;
   for (; g < groups && at + 16 <= readable_end; ++g) {
@@ -233,7 +315,14 @@ __attribute__((target("ssse3"))) uint32_t DecodeGroupsSsse3(
     v = _mm_add_epi32(v, _mm_slli_si128(v, 8));
     v = _mm_add_epi32(v, last);
     last = _mm_shuffle_epi32(v, 0xFF);
-    sums = _mm_add_epi64(sums, _mm_add_epi64(_mm_unpacklo_epi32(v, zero), _mm_unpackhi_epi32(v, zero)));
+    __m128i h = _mm_add_epi32(v, index_term);
+    index_term = _mm_add_epi32(index_term, golden4);
+    h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+    h = _mm_mullo_epi32(h, m1);
+    h = _mm_xor_si128(h, _mm_srli_epi32(h, 15));
+    h = _mm_mullo_epi32(h, m2);
+    h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+    sums = _mm_add_epi64(sums, _mm_add_epi64(_mm_unpacklo_epi32(h, zero), _mm_unpackhi_epi32(h, zero)));
     __m128i x = _mm_xor_si128(v, invert);
     if (c.kind == Kind::kSigned) {
       x = _mm_xor_si128(x, sign);
@@ -260,8 +349,8 @@ void DecodePayload32(const uint8_t* payload, const uint8_t* readable_end, uint32
   uint32_t prev = first;
   uint32_t i = 0;
 #if SORTD_BLOCKS_X86
-  static const bool ssse3 = __builtin_cpu_supports("ssse3");
-  if (ssse3) i = 4 * DecodeGroupsSsse3(control, &data, readable_end, count / 4, c, &prev, sum, out);
+  static const bool sse41 = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1");
+  if (sse41) i = 4 * DecodeGroupsSse41(control, &data, readable_end, count / 4, c, &prev, sum, out);
 #else
   (void)readable_end;
 #endif
@@ -271,7 +360,7 @@ void DecodePayload32(const uint8_t* payload, const uint8_t* readable_end, uint32
     std::memcpy(&gap, data, length);
     data += length;
     prev += gap;
-    *sum += prev;
+    *sum += Mix32(prev, i);
     out[i] = FromOrder(prev, c);
   }
 }
@@ -302,7 +391,7 @@ void DecodePayload64(const uint8_t* payload, const uint8_t* readable_end, uint32
     }
     data += length;
     prev += gap;
-    total += prev;
+    total += Mix64(prev, i);
     out[i] = FromOrder(prev, c);
   }
   *sum += total;
@@ -343,7 +432,7 @@ absl::Status DecodeTyped(const uint8_t* body, size_t bytes, const KeyCoding& c,
                                               " keys"));
       }
       std::memcpy(dst, payload, h.payload);
-      for (uint32_t i = 0; i < n; ++i) sum += ToOrder(dst[i], c);
+      for (uint32_t i = 0; i < n; ++i) sum += Mix(ToOrder(dst[i], c), i);
       if (ToOrder(dst[0], c) != h.first) return absl::DataLossError(absl::StrCat(
           "block ", block, ": its first key does not match its header"));
     } else if (sizeof(W) == 4 && h.codec == static_cast<uint8_t>(Codec::kStreamVByteDelta)) {

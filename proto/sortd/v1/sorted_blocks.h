@@ -13,7 +13,7 @@
 //   u32 payload       bytes that follow this header
 //   u32 zero
 //   u64 first         the first key's order word
-//   u64 sum           the block's order words summed (mod 2^64)
+//   u64 check         sum (mod 2^64) of Mix(order word, index in the block)
 //
 // followed by `payload` bytes. Keys travel as order words: unsigned words
 // whose ascending order is the sort's order (signed integers with the sign
@@ -27,8 +27,9 @@
 // (value 2j in the low nibble), then each gap's low bytes. Codec 0: the
 // count keys as they are (a block the others would not shrink). Decoding
 // checks every length, the count, and the sum: a corrupt block is an error
-// naming it, never a wrong key. The sum catches damage, it does not
-// authenticate (TLS does).
+// naming it, never a wrong key. Mix is non-linear (sorted_blocks.cc), so a
+// changed gap, which moves every later key, does not cancel out. The check
+// catches damage; it does not authenticate (TLS does).
 #ifndef SORTD_V1_SORTED_BLOCKS_H_
 #define SORTD_V1_SORTED_BLOCKS_H_
 
