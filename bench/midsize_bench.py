@@ -8,7 +8,9 @@ can take, against the same bytes moved without a sort and against numpy:
             own channel (grpcio, its options): the one-message round trip
   transfer  a transfer-only sort session (sortd --diagnostics), the same
             bytes up and back as parts, through the path sessions take
-  sort      Client.sort as a user calls it (the client's default path)
+  sort      Client.sort as a user calls it (the client's default path,
+            compressed downloads from 8 MiB of keys)
+  sort_raw  the same with compress=False
   unary     one Sort message (sessions off)
   session   a sort session at every size
 
@@ -75,6 +77,7 @@ def main():
     default = sortd_client.Client(args.target, **kw)
     unary = sortd_client.Client(args.target, session_min_bytes=0, **kw)
     session = sortd_client.Client(args.target, session_min_bytes=1, **kw)
+    raw = sortd_client.Client(args.target, compress=False, **kw)
     label = args.label or ("py-native" if default.native else "py-grpcio")
     echo = default._channel.unary_unary("/sortd.v1.DiagnosticsService/Echo")
     if args.header:
@@ -100,6 +103,7 @@ def main():
             "sort": (lambda: default.sort(keys), checker("sort", want)),
             "unary": (lambda: unary.sort(keys), checker("unary", want)),
             "session": (lambda: session.sort(keys), checker("session", want)),
+            "sort_raw": (lambda: raw.sort(keys), checker("sort_raw", want)),
         }
         numpy_best = None
         for mode in modes:
@@ -112,7 +116,7 @@ def main():
             print("%s\t%s\t%d\t%d\t%.3f\t%.3f\t%s" % (label, mode, log2, keys.nbytes, best,
                                                       median, ratio))
             sys.stdout.flush()
-    for c in (default, unary, session):
+    for c in (default, unary, session, raw):
         c.close()
     return 1 if failures else 0
 

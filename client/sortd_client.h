@@ -69,7 +69,10 @@ struct ClientOptions {
   // Sessions with at least this many bytes of keys ask for their sorted keys
   // as delta-coded blocks (PART_ENCODING_DELTA_BLOCKS), decoded here as the
   // parts arrive; 0: never. Servers that do not offer it send raw parts.
-  size_t compress_min_bytes = size_t{8} << 20;
+  // Off by default: while servers encode on the CPU as they send (~0.8 GB/s
+  // a core), coded downloads lose on fast links (H200 host, loopback, 1 GiB:
+  // 282 against 207 ms raw; docs/benchmarks.md, "Mid-size arrays").
+  size_t compress_min_bytes = 0;
   // Called from the calling thread's helpers as a session's parts move
   // (upload, sort, download); may be empty. Must be thread-safe.
   std::function<void(const TransferProgress&)> progress;

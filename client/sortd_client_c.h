@@ -51,8 +51,8 @@ typedef struct {
   void* progress_user;
   const char* request_id; /* may be NULL */
   /* The sorted keys as delta-coded blocks (docs/api.md, "Compressed
-   * downloads"): 0 from the client's compress_min_bytes (8 MiB of keys),
-   * 1 always, 2 never. */
+   * downloads"): 0 as the client's compress_min_bytes says (off by
+   * default), 1 always, 2 never. */
   int compress_keys;
 } sortd_session_sort;
 

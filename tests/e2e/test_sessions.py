@@ -271,11 +271,12 @@ class Sessions(SessionTest):
         for method in ("Sort", "SortChunked"):
             self.assertEqual(total(after, "sortd_requests_total", method=method),
                              total(before, "sortd_requests_total", method=method), method)
-        # From 8 MiB the keys come down as delta blocks: 2^22 sorted u32 keys
-        # have gaps of ~2^10, under 2.3 bytes a key on the wire.
+        # By default the keys come down raw (compressed downloads are asked
+        # for explicitly: they lose on fast links while servers encode on
+        # the CPU, docs/benchmarks.md).
         sent = (total(after, "sortd_bytes_sent_total", method="SortSession")
                 - total(before, "sortd_bytes_sent_total", method="SortSession"))
-        self.assertLess(sent, keys.nbytes * 0.6)
+        self.assertEqual(sent, keys.nbytes)
 
     def test_compressed_downloads_of_every_key_type_match_the_reference(self):
         rng = np.random.default_rng(77)
