@@ -262,9 +262,10 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     header.column = column_;
     header.offset = next_;
     if (delta_) {
+      // Uninitialised (make_unique would zero it: a wasted pass per part).
       auto* part = new EncodedPart{session_.shared(),
-                                   std::make_unique<uint8_t[]>(
-                                       v1::blocks::MaxEncodedBytes(count, coding_.width))};
+                                   std::unique_ptr<uint8_t[]>(new uint8_t[
+                                       v1::blocks::MaxEncodedBytes(count, coding_.width)])};
       const size_t bytes = v1::blocks::EncodeBlocks(range_.data + next_ * range_.width, count,
                                                     coding_, part->body.get());
       header.encoding = v1::PART_ENCODING_DELTA_BLOCKS;
