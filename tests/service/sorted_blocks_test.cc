@@ -87,7 +87,7 @@ void RoundTrips() {
           EXPECT_LE(body.size(), MaxEncodedBytes(n, sizeof(W)));
           std::vector<W> back;
           ASSERT_TRUE(Decode(body, c, n, &back).ok()) << Decode(body, c, n, &back);
-          ASSERT_EQ(0, std::memcmp(back.data(), keys.data(), n * sizeof(W)));
+          ASSERT_EQ(back, keys);
           // Never larger than the keys and their headers (blocks that do not
           // shrink travel raw).
           const size_t blocks = (n + kBlockKeys - 1) / kBlockKeys;
