@@ -1,8 +1,9 @@
 // The delta-coded download blocks (proto/sortd/v1/sorted_blocks.h): every
 // key type and order round-trips bit for bit (NaN payloads, signed zeros,
 // unsorted input too), sorted keys shrink, the StreamVByte payloads are the
-// ones Lemire's library writes and reads, and damage is an error naming the
-// block, never different keys.
+// ones Lemire's library writes and reads, the SIMD codecs write and read
+// what the scalar ones do, and damage is an error naming the block, never
+// different keys.
 #include "sortd/v1/sorted_blocks.h"
 
 #include <streamvbyte.h>
@@ -100,6 +101,36 @@ void RoundTrips() {
 
 TEST(SortedBlocksTest, EveryKindAndOrderRoundTripsBitForBit32) { RoundTrips<uint32_t>(); }
 TEST(SortedBlocksTest, EveryKindAndOrderRoundTripsBitForBit64) { RoundTrips<uint64_t>(); }
+
+// The SIMD codecs (SSE4.1, where the CPU has it) against the scalar ones:
+// the same body bytes, and each decodes the other's.
+TEST(SortedBlocksTest, SimdCodecsMatchTheScalarOnes) {
+  for (Kind kind : {Kind::kUnsigned, Kind::kSigned, Kind::kFloat}) {
+    for (bool descending : {false, true}) {
+      for (bool sorted : {true, false}) {
+        for (size_t n : {size_t{3}, size_t{4}, size_t{7}, size_t{64}, size_t{65537},
+                         size_t{2 * 65536 + 4097}}) {
+          SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind) << " desc "
+                                          << descending << " sorted " << sorted << " n " << n);
+          const std::vector<uint32_t> keys = Words<uint32_t>(n, kind, sorted, descending, n + 5);
+          const KeyCoding c{4, kind, descending};
+          const std::vector<uint8_t> simd = Encode(keys, c);
+          testing_only::UseScalarCodecs(true);
+          const std::vector<uint8_t> scalar = Encode(keys, c);
+          std::vector<uint32_t> by_scalar;
+          const absl::Status scalar_decoded = Decode(simd, c, n, &by_scalar);
+          testing_only::UseScalarCodecs(false);
+          ASSERT_EQ(simd, scalar);
+          ASSERT_TRUE(scalar_decoded.ok()) << scalar_decoded;
+          EXPECT_EQ(by_scalar, keys);
+          std::vector<uint32_t> by_simd;
+          ASSERT_TRUE(Decode(scalar, c, n, &by_simd).ok());
+          EXPECT_EQ(by_simd, keys);
+        }
+      }
+    }
+  }
+}
 
 TEST(SortedBlocksTest, SortedUniformKeysShrink) {
   // 2^20 uniform u32 keys sorted: a mean gap of 4096, about 2 bytes a key.

@@ -1,13 +1,15 @@
-// The block codecs of sorted_blocks.h. Encoding is scalar and branch-light
-// (unconditional unaligned stores, the length from the gap's magnitude);
-// StreamVByte decoding uses SSSE3 shuffles (and SSE4.1 multiplies for the
-// check) where the CPU has them (Debian's
-// libstreamvbyte is built for baseline x86-64 and decodes at ~0.3 GB/s on
-// the dev VM; the tests check this decoder against it).
+// The block codecs of sorted_blocks.h. The 32-bit codec encodes and
+// decodes four keys a step with SSSE3 shuffles (and SSE4.1 multiplies for
+// the check) where the CPU has them, else scalar; the 64-bit one is scalar
+// and branch-light (unconditional unaligned stores, the length from the
+// gap's magnitude). Debian's libstreamvbyte is built for baseline x86-64
+// and decodes at ~0.3 GB/s on the dev VM; the tests check these codecs
+// against it, and the SIMD encoder against the scalar one.
 #include "sortd/v1/sorted_blocks.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 
@@ -23,8 +25,9 @@ namespace {
 
 using Kind = KeyCoding::Kind;
 
-// Slack after the last block: the encoders store whole words at a time.
-constexpr size_t kSlack = 8;
+// Slack after the last block: the encoders store whole words (the SSE4.1
+// one 16 bytes) at a time.
+constexpr size_t kSlack = 16;
 
 struct Header {
   uint8_t codec = 0;
@@ -139,6 +142,105 @@ W ToOrderT(W x) {
   return y;
 }
 
+struct GroupTables {
+  std::array<uint8_t, 256> length;             // data bytes of a full group
+  alignas(16) std::array<std::array<uint8_t, 16>, 256> shuffle;  // decoding
+  alignas(16) std::array<std::array<uint8_t, 16>, 256> pack;     // encoding
+};
+
+const GroupTables& Tables() {
+  static const GroupTables* tables = [] {
+    auto* t = new GroupTables();
+    for (int code = 0; code < 256; ++code) {
+      uint8_t offset = 0;
+      t->pack[code].fill(0x80);
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t length = static_cast<uint8_t>(((code >> (2 * j)) & 3) + 1);
+        for (int k = 0; k < 4; ++k) {
+          t->shuffle[code][4 * j + k] = k < length ? static_cast<uint8_t>(offset + k) : 0x80;
+          if (k < length) t->pack[code][offset + k] = static_cast<uint8_t>(4 * j + k);
+        }
+        offset = static_cast<uint8_t>(offset + length);
+      }
+      t->length[code] = offset;
+    }
+    return t;
+  }();
+  return *tables;
+}
+
+#if SORTD_BLOCKS_X86
+std::atomic<bool> scalar_only{false};  // testing_only::UseScalarCodecs
+
+bool HasSse41() {
+  static const bool sse41 = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1");
+  return sse41 && !scalar_only.load(std::memory_order_relaxed);
+}
+
+// Full groups of four 32-bit keys: order words, gaps (the one before the
+// first from *prev), the control byte from three unsigned compares, the
+// gaps' low bytes packed by one shuffle and stored 16 bytes at a time
+// (kSlack), and Mix32 of four lanes for the check. The same bytes as the
+// scalar loop. `prev` and `sum` carry over.
+template <Kind K, bool kDescending>
+__attribute__((target("ssse3,sse4.1"))) void EncodeGroupsSse41(const uint32_t* keys,
+                                                               uint32_t groups, uint8_t* control,
+                                                               uint8_t** data, uint32_t* prev,
+                                                               uint64_t* sum) {
+  const GroupTables& t = Tables();
+  const __m128i sign = _mm_set1_epi32(static_cast<int>(0x80000000u));
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i over1 = _mm_set1_epi32(static_cast<int>(0xFFu ^ 0x80000000u));
+  const __m128i over2 = _mm_set1_epi32(static_cast<int>(0xFFFFu ^ 0x80000000u));
+  const __m128i over3 = _mm_set1_epi32(static_cast<int>(0xFFFFFFu ^ 0x80000000u));
+  const __m128i golden4 = _mm_set1_epi32(static_cast<int>(4u * 0x9E3779B9u));
+  __m128i index_term = _mm_setr_epi32(0, static_cast<int>(0x9E3779B9u),
+                                      static_cast<int>(2u * 0x9E3779B9u),
+                                      static_cast<int>(3u * 0x9E3779B9u));
+  const __m128i m1 = _mm_set1_epi32(0x7FEB352D);
+  const __m128i m2 = _mm_set1_epi32(static_cast<int>(0x846CA68Bu));
+  __m128i last = _mm_set1_epi32(static_cast<int>(*prev));
+  __m128i sums = zero;
+  uint8_t* at = *data;
+  for (uint32_t g = 0; g < groups; ++g) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(keys + 4 * g));
+    __m128i w = x;
+    if constexpr (K == Kind::kSigned) w = _mm_xor_si128(x, sign);
+    if constexpr (K == Kind::kFloat) w = _mm_xor_si128(x, _mm_or_si128(_mm_srai_epi32(x, 31), sign));
+    if constexpr (kDescending) w = _mm_xor_si128(w, _mm_set1_epi32(-1));
+    const __m128i gap = _mm_sub_epi32(w, _mm_alignr_epi8(w, last, 12));
+    last = w;
+    __m128i h = _mm_add_epi32(w, index_term);
+    index_term = _mm_add_epi32(index_term, golden4);
+    h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+    h = _mm_mullo_epi32(h, m1);
+    h = _mm_xor_si128(h, _mm_srli_epi32(h, 15));
+    h = _mm_mullo_epi32(h, m2);
+    h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+    sums = _mm_add_epi64(sums, _mm_add_epi64(_mm_unpacklo_epi32(h, zero), _mm_unpackhi_epi32(h, zero)));
+    // Byte length less 1 a lane: how many of 0xFF, 0xFFFF, 0xFFFFFF the gap exceeds.
+    const __m128i biased = _mm_xor_si128(gap, sign);
+    const __m128i minus = _mm_add_epi32(_mm_add_epi32(_mm_cmpgt_epi32(biased, over1),
+                                                      _mm_cmpgt_epi32(biased, over2)),
+                                        _mm_cmpgt_epi32(biased, over3));
+    const __m128i codes = _mm_sub_epi32(zero, minus);
+    const __m128i bytes = _mm_packus_epi16(_mm_packus_epi32(codes, codes), zero);
+    const uint32_t v = static_cast<uint32_t>(_mm_cvtsi128_si32(bytes));
+    const uint32_t code = (v & 3) | ((v >> 6) & 0xC) | ((v >> 12) & 0x30) | ((v >> 18) & 0xC0);
+    control[g] = static_cast<uint8_t>(code);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at),
+                     _mm_shuffle_epi8(gap, _mm_load_si128(reinterpret_cast<const __m128i*>(
+                                               t.pack[code].data()))));
+    at += t.length[code];
+  }
+  alignas(16) uint64_t lanes[2];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), sums);
+  *sum += lanes[0] + lanes[1];
+  *prev = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_shuffle_epi32(last, 0xFF)));
+  *data = at;
+}
+#endif
+
 // One block's payload; returns its bytes (the caller falls back to raw when
 // that is not smaller than the keys). The coding is a template argument:
 // the byte stores alias everything, so a runtime coding would be reloaded
@@ -151,7 +253,14 @@ size_t EncodePayloadT(const W* keys, uint32_t count, uint8_t* out, uint64_t* sum
     uint8_t* control = out;
     uint8_t* data = out + (count + 3) / 4;
     const uint32_t full = count / 4 * 4;
-    for (uint32_t g = 0; g < full; g += 4) {
+    uint32_t g = 0;
+#if SORTD_BLOCKS_X86
+    if (HasSse41()) {
+      EncodeGroupsSse41<K, kDescending>(keys, full / 4, control, &data, &prev, &total);
+      g = full;
+    }
+#endif
+    for (; g < full; g += 4) {
       uint32_t code = 0;
       for (uint32_t j = 0; j < 4; ++j) {
         const W w = ToOrderT<W, K, kDescending>(keys[g + j]);
@@ -246,30 +355,6 @@ size_t EncodeTyped(const W* keys, uint64_t count, const KeyCoding& c, uint8_t* o
 
 // ---- decoding ----------------------------------------------------------
 
-struct GroupTables {
-  std::array<uint8_t, 256> length;             // data bytes of a full group
-  alignas(16) std::array<std::array<uint8_t, 16>, 256> shuffle;
-};
-
-const GroupTables& Tables() {
-  static const GroupTables* tables = [] {
-    auto* t = new GroupTables();
-    for (int code = 0; code < 256; ++code) {
-      uint8_t offset = 0;
-      for (int j = 0; j < 4; ++j) {
-        const uint8_t length = static_cast<uint8_t>(((code >> (2 * j)) & 3) + 1);
-        for (int k = 0; k < 4; ++k) {
-          t->shuffle[code][4 * j + k] = k < length ? static_cast<uint8_t>(offset + k) : 0x80;
-        }
-        offset = static_cast<uint8_t>(offset + length);
-      }
-      t->length[code] = offset;
-    }
-    return t;
-  }();
-  return *tables;
-}
-
 absl::Status BlockError(uint64_t block, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("block ", block, ": ", what));
 }
@@ -349,8 +434,7 @@ void DecodePayload32(const uint8_t* payload, const uint8_t* readable_end, uint32
   uint32_t prev = first;
   uint32_t i = 0;
 #if SORTD_BLOCKS_X86
-  static const bool sse41 = __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1");
-  if (sse41) i = 4 * DecodeGroupsSse41(control, &data, readable_end, count / 4, c, &prev, sum, out);
+  if (HasSse41()) i = 4 * DecodeGroupsSse41(control, &data, readable_end, count / 4, c, &prev, sum, out);
 #else
   (void)readable_end;
 #endif
@@ -479,6 +563,16 @@ absl::Status DecodeTyped(const uint8_t* body, size_t bytes, const KeyCoding& c,
 }
 
 }  // namespace
+
+namespace testing_only {
+void UseScalarCodecs(bool scalar) {
+#if SORTD_BLOCKS_X86
+  scalar_only.store(scalar);
+#else
+  (void)scalar;
+#endif
+}
+}  // namespace testing_only
 
 size_t MaxEncodedBytes(uint64_t count, int width) {
   const uint64_t blocks = (count + kBlockKeys - 1) / kBlockKeys;

@@ -71,6 +71,12 @@ size_t EncodeBlocks(const void* keys, uint64_t count, const KeyCoding& coding, u
 absl::Status DecodeBlocks(const uint8_t* body, size_t bytes, const KeyCoding& coding,
                           uint64_t first_block, uint64_t count, void* out);
 
+namespace testing_only {
+// Turns the SIMD paths off (and back on), so that tests can compare them
+// with the scalar codecs. Not for production use.
+void UseScalarCodecs(bool scalar);
+}  // namespace testing_only
+
 }  // namespace sortd::v1::blocks
 
 #endif  // SORTD_V1_SORTED_BLOCKS_H_
