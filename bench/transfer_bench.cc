@@ -32,8 +32,9 @@ ABSL_FLAG(bool, values, false, "also carry uint32 values (SortPairs)");
 ABSL_FLAG(bool, transfer, true, "also time transfer_only sessions (sortd --diagnostics)");
 ABSL_FLAG(bool, chunked, false, "also time SortChunked (one stream) at each size");
 ABSL_FLAG(std::string, modes, "",
-          "comma-separated subset of sort,transfer,chunked,auto,unary (default: by flags); "
-          "auto: SortInto (the client's choice of path); unary: one Sort message (sessions off)");
+          "comma-separated subset of sort,coded,transfer,chunked,auto,unary (default: by "
+          "flags); coded: a session with delta-coded keys (compress_keys); auto: SortInto (the "
+          "client's choice of path); unary: one Sort message (sessions off)");
 ABSL_FLAG(std::string, sizes_log2, "",
           "key array sizes as powers of two of u32 keys (e.g. 14,16,18,20); overrides sizes_mib");
 ABSL_FLAG(int, receive_window_bytes, -1,
@@ -147,9 +148,10 @@ int main(int argc, char** argv) {
       }
     };
     for (int c : connection_counts) {
-      for (const char* mode : {"sort", "transfer"}) {
+      for (const char* mode : {"sort", "coded", "transfer"}) {
         if (!has_mode(mode)) continue;
         const bool transfer_only = std::string(mode) == "transfer";
+        const bool coded = std::string(mode) == "coded";
         Point point;
         for (int r = 0; r < repeat; ++r) {
           sortd::client::SortClient::SessionSort sort;
@@ -163,6 +165,7 @@ int main(int argc, char** argv) {
             sort.values_out = out_values.data();
           }
           sort.transfer_only = transfer_only;
+          if (coded) sort.compress_keys = true;
           sort.connections = c;
           const Clock::time_point t0 = Clock::now();
           absl::StatusOr<sortd::v1::Engine> engine = (*client)->SortInSession(sort);

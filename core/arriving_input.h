@@ -8,6 +8,8 @@
 #define SORTD_CORE_ARRIVING_INPUT_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 namespace sortd {
 
@@ -17,6 +19,24 @@ struct ArrivedRange {
   Array array = kKeys;
   size_t begin = 0;
   size_t end = 0;
+};
+
+// Where an engine may return the sorted keys delta-coded, in the blocks of
+// a session's compressed key download (proto/sortd/v1/sorted_blocks.h),
+// instead of as they are: sessions whose client asked for coded keys. An
+// engine that encodes where the keys are (the GPU: only the coded bytes
+// cross PCIe) writes `body` and sets `written`; the keys array then holds
+// no sorted keys (it may be `body` itself). One that does not leaves both,
+// and the download encodes on the way out.
+struct SortedKeyBlocks {
+  enum Kind { kUnsigned = 0, kSigned = 1, kFloat = 2 };  // order words
+  Kind kind = kUnsigned;
+  uint8_t* body = nullptr;  // host memory
+  size_t capacity = 0;      // bytes at body; a body that would not fit is not written
+  // Out: block b is body[offsets[b], offsets[b + 1]).
+  bool written = false;
+  std::vector<uint64_t> offsets;
+  double encode_seconds = 0;  // on the device, for the logs
 };
 
 class ArrivingInput {

@@ -34,6 +34,9 @@ struct ArrivingSort {
   size_t value_width = 0;
   absl::Span<uint64_t> indices;  // optional: receives the permutation
   ArrivingInput* input = nullptr;
+  // Optional: the sorted keys delta-coded instead (SortedKeyBlocks says
+  // when an engine writes them).
+  SortedKeyBlocks* key_blocks = nullptr;
 };
 
 class SortEngine {

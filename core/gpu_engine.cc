@@ -194,6 +194,7 @@ class GpuRadixEngine final : public GpuEngine {
     job.value_bytes = static_cast<int>(sort.value_width);
     job.indices = sort.indices.empty() ? nullptr : sort.indices.data();
     job.input = sort.input;
+    job.key_blocks = sort.key_blocks;
     // GPUs in turn, until one has an arriving slot free.
     const size_t first = next_start_.fetch_add(1, std::memory_order_relaxed);
     std::string busy = "no healthy GPU";

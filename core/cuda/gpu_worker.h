@@ -118,6 +118,10 @@ struct GpuArrivingJob {
   int value_bytes = 0;          // 4 or 8 with values
   uint64_t* indices = nullptr;  // host, optional
   ArrivingInput* input = nullptr;
+  // Optional: the sorted keys come back delta-coded into key_blocks->body
+  // (encoded on the device; core/cuda/key_blocks.cuh) instead of into
+  // `keys`, when the body fits there and in the slot.
+  SortedKeyBlocks* key_blocks = nullptr;
 };
 
 // A table sort on the device (GpuWorker::SortTable): the key columns are

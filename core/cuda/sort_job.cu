@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/cuda/gpu_job.cuh"
+#include "core/cuda/key_blocks.cuh"
 #include "core/cuda/merge_sort.cuh"
 #include "core/cuda/radix_kernels.cuh"
 
@@ -14,9 +15,10 @@ namespace {
 
 // Sub-buffers of one slot's device allocation for one sort of n keys: keys
 // in/out, radix payload in/out (positions, or the caller's values; the merge
-// argsort writes 4-byte positions out only), temp.
+// argsort writes 4-byte positions out only), temp, and (keys delta-coded on
+// the way out) the blocks' offsets.
 struct Layout {
-  size_t keys_in, keys_out, index_in, index_out, temp, temp_bytes, total;
+  size_t keys_in, keys_out, index_in, index_out, temp, temp_bytes, block_offsets, total;
 };
 
 struct SortPlan {
@@ -29,9 +31,10 @@ struct SortPlan {
 
 // `indices_direct`: job.indices is copied directly (pinned or device).
 // `value_bytes` (jobs with values): the radix payload is the caller's
-// values of that width instead of positions.
+// values of that width instead of positions. `key_blocks`: room for
+// encoding the sorted keys (SortAndDownload).
 cudaError_t PlanSort(const GpuSortJob& job, size_t n, bool indices_direct, SortPlan& plan,
-                     int value_bytes = 0) {
+                     int value_bytes = 0, bool key_blocks = false) {
   const size_t key_bytes = RadixKeyBytes(job.key_type);
   plan.merge = job.prefer_merge && job.indices != nullptr && n < (size_t{1} << 32);
   // 4-byte positions are widened to the caller's uint64 on the host, in the
@@ -67,7 +70,8 @@ cudaError_t PlanSort(const GpuSortJob& job, size_t n, bool indices_direct, SortP
     p.value_bytes = static_cast<int>(plan.index_bytes);
     err = RadixSort(nullptr, l.temp_bytes, p, nullptr);
   }
-  l.total = l.temp + AlignUp(l.temp_bytes);
+  l.block_offsets = l.temp + AlignUp(l.temp_bytes);
+  l.total = l.block_offsets + (key_blocks ? AlignUp(KeyBlockOffsetsBytes(n)) : 0);
   return err;
 }
 
@@ -131,11 +135,74 @@ Arrays LocateArrays(const void* keys, const void* values, int value_bytes, const
   return a;
 }
 
+KeyBlocksProblem::Kind BlocksKind(SortedKeyBlocks::Kind kind) {
+  switch (kind) {
+    case SortedKeyBlocks::kSigned: return KeyBlocksProblem::Kind::kSigned;
+    case SortedKeyBlocks::kFloat: return KeyBlocksProblem::Kind::kFloat;
+    default: return KeyBlocksProblem::Kind::kUnsigned;
+  }
+}
+
+// Delta-codes the sorted keys at `d_keys` into `d_scratch` (the keys
+// buffer the sort no longer needs) and downloads the blocks into
+// out->body, queued behind the sort. *coded false (nothing written, not an
+// error): the body would not fit the scratch or out->capacity (keys that do
+// not shrink); the caller downloads the keys as they are.
+cudaError_t EncodeAndDownload(Job& run, const SortPlan& plan, size_t n, const void* d_keys,
+                              void* d_scratch, bool descending, SortedKeyBlocks* out,
+                              bool* coded) {
+  *coded = false;
+  Slot& s = run.slot();
+  const Layout& l = plan.layout;
+  const RadixKeyType type = plan.merge ? plan.merge_problem.key_type : plan.radix.key_type;
+  const int width = static_cast<int>(RadixKeyBytes(type));
+  KeyBlocksProblem p;
+  p.d_keys = d_keys;
+  p.num_items = n;
+  p.width = width;
+  p.kind = BlocksKind(out->kind);
+  p.descending = descending;
+  auto* d_offsets = reinterpret_cast<uint64_t*>(s.device + l.block_offsets);
+  const size_t blocks = KeyBlockCount(n);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaError_t err = cudaEventCreate(&start);
+  if (err == cudaSuccess) err = cudaEventCreate(&stop);
+  if (err == cudaSuccess) err = cudaEventRecord(start, s.stream());
+  if (err == cudaSuccess) err = SizeKeyBlocks(p, d_offsets, s.stream());
+  uint64_t total = 0;
+  if (err == cudaSuccess) {
+    err = cudaMemcpyAsync(&total, d_offsets + blocks, sizeof(total), cudaMemcpyDeviceToHost, s.stream());
+  }
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s.stream());
+  const size_t room = std::min(out->capacity, AlignUp(n * width));
+  if (err == cudaSuccess && total <= room) {
+    err = WriteKeyBlocks(p, d_offsets, static_cast<uint8_t*>(d_scratch), s.stream());
+    if (err == cudaSuccess) err = cudaEventRecord(stop, s.stream());
+    if (err == cudaSuccess) err = run.Injected("encode");
+    if (err == cudaSuccess) {
+      out->offsets.resize(blocks + 1);
+      err = cudaMemcpyAsync(out->offsets.data(), d_offsets, (blocks + 1) * sizeof(uint64_t),
+                            cudaMemcpyDeviceToHost, s.stream());
+    }
+    if (err == cudaSuccess) err = run.Download(d_scratch, OneExtent{Locate(out->body, total)});
+    if (err == cudaSuccess) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      out->encode_seconds = ms / 1e3;
+      *coded = true;
+    }
+  }
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+  return err;
+}
+
 // Sorts what the job uploaded (on the slot's stream, behind the upload) and
-// brings the results back into the arrays: the keys in place, and the radix
-// payload into the values, or into the indices (4-byte positions widened).
+// brings the results back into the arrays: the keys in place (or, asked
+// for key_blocks, delta-coded into its body), and the radix payload into
+// the values, or into the indices (4-byte positions widened).
 GpuSortReport SortAndDownload(Job& run, SortPlan& plan, size_t n, const Arrays& arrays,
-                              bool with_values) {
+                              bool with_values, SortedKeyBlocks* key_blocks = nullptr) {
   Slot& s = run.slot();
   char* base = s.device;
   const Layout& l = plan.layout;
@@ -152,9 +219,19 @@ GpuSortReport SortAndDownload(Job& run, SortPlan& plan, size_t n, const Arrays& 
   if ((err = cudaEventRecord(s.sort_stop, s.stream())) != cudaSuccess) return run.Fail(err, "event");
   const size_t keys_at = stats.result_in_input ? l.keys_in : l.keys_out;
   const size_t payload_at = stats.result_in_input ? l.index_in : l.index_out;
-  err = run.Download(base + keys_at, OneExtent{arrays.keys});
-  if (err == cudaSuccess) err = run.Injected("download");
-  if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
+  bool coded = false;
+  if (key_blocks != nullptr) {
+    const size_t scratch_at = stats.result_in_input ? l.keys_out : l.keys_in;
+    err = EncodeAndDownload(run, plan, n, base + keys_at, base + scratch_at,
+                            plan.merge ? plan.merge_problem.descending : plan.radix.descending,
+                            key_blocks, &coded);
+    if (err != cudaSuccess) return run.Fail(err, "sort or encoding the keys");
+  }
+  if (!coded) {
+    err = run.Download(base + keys_at, OneExtent{arrays.keys});
+    if (err == cudaSuccess) err = run.Injected("download");
+    if (err != cudaSuccess) return run.Fail(err, "sort or device to host copy");
+  }
   if (with_values) {
     err = run.Download(base + payload_at, OneExtent{arrays.values});
   } else if (arrays.indices.data != nullptr && plan.index_bytes == 4) {
@@ -167,6 +244,7 @@ GpuSortReport SortAndDownload(Job& run, SortPlan& plan, size_t n, const Arrays& 
   run.RecordTimes();
   run.report().presorted = stats.presorted == RadixSortStats::Presorted::kSorted ||
                            stats.presorted == RadixSortStats::Presorted::kReversed;
+  if (coded) key_blocks->written = true;
   return run.report();
 }
 
@@ -262,7 +340,7 @@ GpuSortReport RunSortArriving(WorkerContext& ctx, const GpuArrivingJob& job) {
   const Arrays arrays = LocateArrays(job.keys, job.values, job.value_bytes, job.indices, n, key_bytes);
   SortPlan plan;
   cudaError_t err = PlanSort(sort, n, CopiesDirectly(arrays.indices.kind), plan,
-                             with_values ? job.value_bytes : 0);
+                             with_values ? job.value_bytes : 0, job.key_blocks != nullptr);
   if (err != cudaSuccess) return run.Fail(err, "sizing the sort");
   const Layout& l = plan.layout;
   // Larger than the pool: Sort takes it in chunks once it is complete.
@@ -312,7 +390,7 @@ GpuSortReport RunSortArriving(WorkerContext& ctx, const GpuArrivingJob& job) {
   const double upload_tail =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - tail_start).count();
   if ((err = cudaEventRecord(s.sort_start, s.stream())) != cudaSuccess) return run.Fail(err, "event");
-  GpuSortReport report = SortAndDownload(run, plan, n, arrays, with_values);
+  GpuSortReport report = SortAndDownload(run, plan, n, arrays, with_values, job.key_blocks);
   report.h2d_seconds = upload_tail;
   return report;
 }

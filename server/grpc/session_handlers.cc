@@ -262,16 +262,27 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     header.column = column_;
     header.offset = next_;
     if (delta_) {
-      // Uninitialised (make_unique would zero it: a wasted pass per part).
-      auto* part = new EncodedPart{session_.shared(),
-                                   std::unique_ptr<uint8_t[]>(new uint8_t[
-                                       v1::blocks::MaxEncodedBytes(count, coding_.width)])};
-      const size_t bytes = v1::blocks::EncodeBlocks(range_.data + next_ * range_.width, count,
-                                                    coding_, part->body.get());
       header.encoding = v1::PART_ENCODING_DELTA_BLOCKS;
       header.elements = count;
-      buffer_ = part::Encode(header, part->body.get(), bytes,
-                             [](void* arg) { delete static_cast<EncodedPart*>(arg); }, part);
+      size_t bytes = 0;
+      const SortSession::Range part_range{range_.data, range_.width, next_, count};
+      if (std::optional<SortSession::CodedRange> coded = session_.get()->CodedKeys(part_range)) {
+        // Coded where the keys were sorted (the GPU): sent as they lie.
+        bytes = coded->bytes;
+        auto* hold = new std::shared_ptr<SortSession>(session_.shared());
+        buffer_ = part::Encode(
+            header, coded->data, bytes,
+            [](void* arg) { delete static_cast<std::shared_ptr<SortSession>*>(arg); }, hold);
+      } else {
+        // Uninitialised (make_unique would zero it: a wasted pass per part).
+        auto* part = new EncodedPart{session_.shared(),
+                                     std::unique_ptr<uint8_t[]>(new uint8_t[
+                                         v1::blocks::MaxEncodedBytes(count, coding_.width)])};
+        bytes = v1::blocks::EncodeBlocks(range_.data + next_ * range_.width, count, coding_,
+                                         part->body.get());
+        buffer_ = part::Encode(header, part->body.get(), bytes,
+                               [](void* arg) { delete static_cast<EncodedPart*>(arg); }, part);
+      }
       session_.get()->AddBytesSent(bytes);
       next_ += count;
       wrote_any_ = true;

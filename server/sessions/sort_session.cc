@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cpu/parallel.h"
 #include "core/engine.h"
+#include "sortd/v1/sorted_blocks.h"
 
 namespace sortd {
 namespace {
@@ -217,6 +218,17 @@ void SortSession::StartArriving(Dispatcher& dispatcher) {
   }
   if (indices_.elements() > 0) {
     sort.indices = absl::MakeSpan(reinterpret_cast<uint64_t*>(indices_.data()), n);
+  }
+  if (spec_.delta_keys) {
+    // Coded over the keys themselves: no memory beyond the session's.
+    const bool is_signed = key_type_ == DataType::kInt32 || key_type_ == DataType::kInt64;
+    const bool is_float = key_type_ == DataType::kFloat32 || key_type_ == DataType::kFloat64;
+    key_blocks_.kind = is_signed  ? SortedKeyBlocks::kSigned
+                       : is_float ? SortedKeyBlocks::kFloat
+                                  : SortedKeyBlocks::kUnsigned;
+    key_blocks_.body = keys_.data();
+    key_blocks_.capacity = keys_.bytes();
+    sort.key_blocks = &key_blocks_;
   }
   auto arrivals = std::make_unique<Arrivals>();
   sort.input = arrivals.get();
@@ -454,6 +466,7 @@ absl::Status SortSession::RunSort(Dispatcher& dispatcher) {
         values_sorted = values_on_gpu_;
         std::lock_guard<std::mutex> lock(mu_);
         sorted_arriving_ = true;
+        keys_coded_ = key_blocks_.written;
       } else if (!absl::IsUnavailable(ran.status())) {
         status = ran.status();
       }
@@ -656,6 +669,18 @@ absl::StatusOr<SortSession::Range> SortSession::DownloadRange(int array, uint32_
                                                    offset + count, ") past total_keys ", n));
   }
   return Range{buffer->data(), buffer->width(), offset, count};
+}
+
+std::optional<SortSession::CodedRange> SortSession::CodedKeys(const Range& range) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!keys_coded_ || state_ != State::kSorted) return std::nullopt;
+  }
+  const std::vector<uint64_t>& at = key_blocks_.offsets;
+  const uint64_t first = range.offset / v1::blocks::kBlockKeys;
+  const uint64_t end = (range.offset + range.count + v1::blocks::kBlockKeys - 1) / v1::blocks::kBlockKeys;
+  if (end >= at.size() || first > end) return std::nullopt;
+  return CodedRange{key_blocks_.body + at[first], at[end] - at[first]};
 }
 
 void SortSession::BeginUse() {

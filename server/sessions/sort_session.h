@@ -192,6 +192,17 @@ class SortSession {
   absl::StatusOr<Range> DownloadRange(int array, uint32_t column, uint64_t offset,
                                       uint64_t count) const;
 
+  // The keys as the engine delta-coded them where it sorted them (a
+  // session started with key_encoding DELTA_BLOCKS and sorted on the GPU):
+  // the bytes of the blocks covering `range` (DownloadRange of the keys;
+  // its offset a multiple of the block size). nullopt when the engine did
+  // not code them: the download encodes them from the sorted keys.
+  struct CodedRange {
+    const uint8_t* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::optional<CodedRange> CodedKeys(const Range& range) const;
+
   // Activity, for idle expiry: calls in progress hold a use.
   void BeginUse();
   void EndUse();
@@ -239,6 +250,10 @@ class SortSession {
   class Arrivals;
   std::unique_ptr<Arrivals> arrivals_;
   bool values_on_gpu_ = false;  // the arriving sort permutes the values
+  // Where the arriving sort may delta-code the keys (into keys_ itself);
+  // keys_coded_ (guarded by mu_) once it did.
+  SortedKeyBlocks key_blocks_;
+  bool keys_coded_ = false;
   bool sorted_arriving_ = false;  // guarded by mu_
   std::thread arriving_;
 

@@ -27,6 +27,7 @@
 #include "server/sessions/session_store.h"
 #include "server/wire/session_spec.h"
 #include "sortd/v1/session_part_codec.h"
+#include "sortd/v1/sorted_blocks.h"
 #include "tests/fuzz/fuzz_oracle.h"
 #include "tests/fuzz/table_oracle.h"
 
@@ -122,6 +123,31 @@ void CheckSorted(const Shadow& keys, const Shadow* values, size_t value_width, s
       Check(index == perm[i], "indices differ from the reference permutation");
     }
   }
+}
+
+// A session started with key_encoding DELTA_BLOCKS: the CPU engine leaves
+// the keys as they are (no coded body), and the blocks the download
+// encodes from them decode to the same keys.
+template <typename T>
+void CheckCodedKeys(const SortSession& session, SortOrder order) {
+  auto keys_out = session.DownloadRange(v1::SESSION_ARRAY_KEYS, 0, 0, 0);
+  Check(keys_out.ok(), "DownloadRange(keys): " + keys_out.status().ToString());
+  Check(!session.CodedKeys(*keys_out).has_value(), "the CPU engine reported coded keys");
+  const size_t n = keys_out->count;
+  v1::blocks::KeyCoding coding;
+  coding.width = sizeof(T);
+  coding.kind = std::is_floating_point_v<T> ? v1::blocks::KeyCoding::Kind::kFloat
+                : std::is_signed_v<T>       ? v1::blocks::KeyCoding::Kind::kSigned
+                                            : v1::blocks::KeyCoding::Kind::kUnsigned;
+  coding.descending = order == SortOrder::kDescending;
+  std::vector<uint8_t> body(v1::blocks::MaxEncodedBytes(n, sizeof(T)));
+  body.resize(v1::blocks::EncodeBlocks(keys_out->data, n, coding, body.data()));
+  std::vector<T> back(n);
+  const absl::Status decoded =
+      v1::blocks::DecodeBlocks(body.data(), body.size(), coding, 0, n, back.data());
+  Check(decoded.ok(), "DecodeBlocks of the session's keys: " + decoded.ToString());
+  Check(n == 0 || std::memcmp(back.data(), keys_out->data, n * sizeof(T)) == 0,
+        "coded keys decoded to different keys");
 }
 
 // A table session's column types, with their element widths.
@@ -352,6 +378,7 @@ void Run(const uint8_t* data, size_t size) {
   const int value_pick = (data[0] / 6) % 7;  // 6: no values
   const v1::ElementType value_type =
       value_pick == 6 ? v1::ELEMENT_TYPE_UNSPECIFIED : kKeyTypes[value_pick];
+  const bool coded_keys = (data[0] / 42) & 1;  // key_encoding DELTA_BLOCKS
   const size_t n = data[1] % 64;
   const bool descending = data[1] & 64;
   const bool with_indices = data[1] & 128;
@@ -369,6 +396,7 @@ void Run(const uint8_t* data, size_t size) {
     start.set_total_keys(n);
     start.set_order(descending ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING);
     start.set_return_indices(with_indices);
+    if (coded_keys) start.set_key_encoding(v1::PART_ENCODING_DELTA_BLOCKS);
     auto spec = SessionSpecFromProto(start);
     Check(spec.ok(), "SessionSpecFromProto: " + spec.status().ToString());
     auto started = store.Start(*spec);
@@ -449,6 +477,7 @@ void Run(const uint8_t* data, size_t size) {
       VisitNumeric(session.key_type(), [&](auto zero) {
         using T = decltype(zero);
         CheckSorted<T>(shadows[0], values, value_width, n, order, session, with_indices);
+        if (coded_keys) CheckCodedKeys<T>(session, order);
       });
     }
     Check(store.End(session.id()).ok(), "End of an open session failed");
