@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "core/cuda/key_blocks.cuh"
+#include "sortd/v1/sorted_blocks_mix.h"
 
 namespace sortd::cuda {
 namespace {
@@ -34,23 +35,12 @@ __device__ __forceinline__ W ToOrder(W x) {
   return y;
 }
 
-// sorted_blocks.cc's check mixers (Wellons' lowbias32, SplitMix64's
-// finalizer) of (order word, index in the block).
+// The format's check mixers (sortd/v1/sorted_blocks_mix.h) by width.
 __device__ __forceinline__ uint64_t Mix(uint32_t word, uint32_t index) {
-  uint32_t x = word + index * 0x9E3779B9u;
-  x ^= x >> 16;
-  x *= 0x7FEB352Du;
-  x ^= x >> 15;
-  x *= 0x846CA68Bu;
-  x ^= x >> 16;
-  return x;
+  return v1::blocks::Mix32(word, index);
 }
-
 __device__ __forceinline__ uint64_t Mix(uint64_t word, uint32_t index) {
-  uint64_t z = word + uint64_t{index} * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return v1::blocks::Mix64(word, index);
 }
 
 // Data bytes of one gap: StreamVByte's 1-4 (32-bit), the nibble codec's

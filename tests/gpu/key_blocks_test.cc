@@ -16,18 +16,15 @@
 
 #include "core/cuda/gpu_worker.h"
 #include "core/cuda/key_blocks.cuh"
+#include "tests/gpu/radix_reference.h"
 #include "sortd/v1/sorted_blocks.h"
 
 namespace sortd::cuda {
 namespace {
 
 namespace blocks = v1::blocks;
+using testing::HaveGpu;
 using Kind = blocks::KeyCoding::Kind;
-
-bool HaveGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
 
 enum class Shape { kSorted, kRandom, kHalfSorted };
 

@@ -6,6 +6,7 @@
 // and decodes at ~0.3 GB/s on the dev VM; the tests check these codecs
 // against it, and the SIMD encoder against the scalar one.
 #include "sortd/v1/sorted_blocks.h"
+#include "sortd/v1/sorted_blocks_mix.h"
 
 #include <algorithm>
 #include <array>
@@ -94,26 +95,17 @@ W FromOrder(W y, const KeyCoding& c) {
   return y;
 }
 
-// The check of a block: the sum (mod 2^64) of Mix(order word, index in the
-// block). The mixers are bijective and non-linear (Wellons' lowbias32,
-// SplitMix64's finalizer), so damage that shifts a run of keys (a changed
-// gap moves every later key) does not cancel out as it can in a plain sum.
-inline uint32_t Mix32(uint32_t word, uint32_t index) {
-  uint32_t x = word + index * 0x9E3779B9u;
-  x ^= x >> 16;
-  x *= 0x7FEB352Du;
-  x ^= x >> 15;
-  x *= 0x846CA68Bu;
-  x ^= x >> 16;
-  return x;
+// The check of a block: Mix32 / Mix64 (sorted_blocks_mix.h) by width.
+#if SORTD_BLOCKS_X86
+// Mix32's finalizer on four lanes (the index term already added).
+__attribute__((target("sse4.1"))) inline __m128i Mix32Lanes(__m128i h) {
+  h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+  h = _mm_mullo_epi32(h, _mm_set1_epi32(0x7FEB352D));
+  h = _mm_xor_si128(h, _mm_srli_epi32(h, 15));
+  h = _mm_mullo_epi32(h, _mm_set1_epi32(static_cast<int>(0x846CA68Bu)));
+  return _mm_xor_si128(h, _mm_srli_epi32(h, 16));
 }
-
-inline uint64_t Mix64(uint64_t word, uint64_t index) {
-  uint64_t z = word + index * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+#endif
 
 template <typename W>
 uint64_t Mix(W word, uint32_t index) {
@@ -197,8 +189,6 @@ __attribute__((target("ssse3,sse4.1"))) void EncodeGroupsSse41(const uint32_t* k
   __m128i index_term = _mm_setr_epi32(0, static_cast<int>(0x9E3779B9u),
                                       static_cast<int>(2u * 0x9E3779B9u),
                                       static_cast<int>(3u * 0x9E3779B9u));
-  const __m128i m1 = _mm_set1_epi32(0x7FEB352D);
-  const __m128i m2 = _mm_set1_epi32(static_cast<int>(0x846CA68Bu));
   __m128i last = _mm_set1_epi32(static_cast<int>(*prev));
   __m128i sums = zero;
   uint8_t* at = *data;
@@ -212,11 +202,7 @@ __attribute__((target("ssse3,sse4.1"))) void EncodeGroupsSse41(const uint32_t* k
     last = w;
     __m128i h = _mm_add_epi32(w, index_term);
     index_term = _mm_add_epi32(index_term, golden4);
-    h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
-    h = _mm_mullo_epi32(h, m1);
-    h = _mm_xor_si128(h, _mm_srli_epi32(h, 15));
-    h = _mm_mullo_epi32(h, m2);
-    h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+    h = Mix32Lanes(h);
     sums = _mm_add_epi64(sums, _mm_add_epi64(_mm_unpacklo_epi32(h, zero), _mm_unpackhi_epi32(h, zero)));
     // Byte length less 1 a lane: how many of 0xFF, 0xFFFF, 0xFFFFFF the gap exceeds.
     const __m128i biased = _mm_xor_si128(gap, sign);
@@ -387,8 +373,6 @@ __attribute__((target("ssse3,sse4.1"))) uint32_t DecodeGroupsSse41(
   __m128i index_term = _mm_setr_epi32(0, static_cast<int>(0x9E3779B9u),
                                       static_cast<int>(2u * 0x9E3779B9u),
                                       static_cast<int>(3u * 0x9E3779B9u));
-  const __m128i m1 = _mm_set1_epi32(0x7FEB352D);
-  const __m128i m2 = _mm_set1_epi32(static_cast<int>(0x846CA68Bu));
   const uint8_t* at = *data;
   uint32_t g = 0;
   for (; g < groups && at + 16 <= readable_end; ++g) {
@@ -402,11 +386,7 @@ __attribute__((target("ssse3,sse4.1"))) uint32_t DecodeGroupsSse41(
     last = _mm_shuffle_epi32(v, 0xFF);
     __m128i h = _mm_add_epi32(v, index_term);
     index_term = _mm_add_epi32(index_term, golden4);
-    h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
-    h = _mm_mullo_epi32(h, m1);
-    h = _mm_xor_si128(h, _mm_srli_epi32(h, 15));
-    h = _mm_mullo_epi32(h, m2);
-    h = _mm_xor_si128(h, _mm_srli_epi32(h, 16));
+    h = Mix32Lanes(h);
     sums = _mm_add_epi64(sums, _mm_add_epi64(_mm_unpacklo_epi32(h, zero), _mm_unpackhi_epi32(h, zero)));
     __m128i x = _mm_xor_si128(v, invert);
     if (c.kind == Kind::kSigned) {
