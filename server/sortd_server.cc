@@ -284,6 +284,7 @@ void SortdServer::StartSessions() {
       },
       host_memory_.get());
   context_->sessions = sessions_.get();
+  context_->host_memory = host_memory_.get();
   SessionStore* store = sessions_.get();
   metrics_->WatchSessions([store] { return store->open_sessions(); },
                              [store] { return store->expired_total(); },

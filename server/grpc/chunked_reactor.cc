@@ -23,7 +23,7 @@ SortChunkedReactor::SortChunkedReactor(ServiceContext* context,
     : context_(context),
       ctx_(ctx),
       upload_(context->limits.max_chunked_bytes, context->admission,
-              context->limits.max_response_bytes) {
+              context->limits.max_response_bytes, context->host_memory) {
   absl::Status status = context_->CheckNotDraining();
   if (!status.ok()) {
     Done(status);

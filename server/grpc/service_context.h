@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "core/dispatcher.h"
+#include "core/host_memory.h"
 #include "server/metrics/metrics.h"
 #include "server/metrics/request_log.h"
 #include "server/runtime/admission.h"
@@ -58,6 +59,9 @@ struct ServiceContext {
   Batcher* batcher = nullptr;
   // Open sort sessions (SortdServer always sets it).
   SessionStore* sessions = nullptr;
+  // Host buffers of sessions and announced SortChunked keys: pinned where a
+  // GPU serves (null: heap memory).
+  HostMemoryPool* host_memory = nullptr;
   // Same-host regions (RegionService); null or all kinds off: refused.
   RegionRegistry* regions = nullptr;
   ServiceMetrics* metrics = nullptr;      // optional

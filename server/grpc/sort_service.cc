@@ -73,7 +73,8 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     Response response;
   };
   auto call = std::make_shared<Call>();
-  const Request* request = &call->request;
+  // Mutable: Sort and SortPairs move the request's arrays into the response.
+  Request* request = &call->request;
   Response* response = &call->response;
   auto finish = [reactor, raw_response, call, method](absl::Status result) {
     if (result.ok()) {
@@ -86,6 +87,8 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   };
   RequestRecord record;
   record.method = method;
+  // Counted before the run, which may move the keys out of the request.
+  size_t keys_in = 0;
   // gRPC owns the request bytes; parsing empties them, so the payload is
   // held once, in the message.
   absl::Status status = Guarded(RpcMethodName(method), [&] {
@@ -97,6 +100,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   if (status.ok()) {
     record.key_type = KeyTypeOf(*request);
     record.bytes_received = PayloadIn(*request);
+    keys_in = KeysOf(*request);
     status = context->CheckNotDraining();
   }
   // Region requests: only where enabled, only from this host (checked
@@ -139,6 +143,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     admitted.Reset();
     if (result.ok()) {
       DescribeSuccess(*request, *response, &record);
+      record.keys_sorted = keys_in;
       context->RecordLaunch(record);
     }
     record.seconds = SecondsSince(arrival);
@@ -193,9 +198,9 @@ grpc::ServerUnaryReactor* SortServiceImpl::Sort(grpc::CallbackServerContext* ctx
   CountCallForDrain(ctx);
   return HandleUnary<v1::SortRequest, v1::SortResponse>(
       context_, RpcMethod::kSort, ctx, request, response, ValidateSortRequest,
-      [regions = context_->regions](Dispatcher& dispatcher, const v1::SortRequest& request,
+      [regions = context_->regions](Dispatcher& dispatcher, v1::SortRequest& request,
                                     v1::SortResponse* response, bool device_allowed) {
-        return RunSort(dispatcher, request, response, regions, device_allowed);
+        return RunSort(dispatcher, &request, response, regions, device_allowed);
       });
 }
 
@@ -205,9 +210,9 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortPairs(grpc::CallbackServerContext
   CountCallForDrain(ctx);
   return HandleUnary<v1::SortPairsRequest, v1::SortPairsResponse>(
       context_, RpcMethod::kSortPairs, ctx, request, response, ValidateSortPairsRequest,
-      [regions = context_->regions](Dispatcher& dispatcher, const v1::SortPairsRequest& request,
+      [regions = context_->regions](Dispatcher& dispatcher, v1::SortPairsRequest& request,
                                     v1::SortPairsResponse* response, bool device_allowed) {
-        return RunSortPairs(dispatcher, request, response, regions, device_allowed);
+        return RunSortPairs(dispatcher, &request, response, regions, device_allowed);
       });
 }
 

@@ -173,7 +173,9 @@ absl::Status ChunkedUpload::ReserveAnnounced(const v1::ArrayChunk& first) {
   if (!status.ok()) return status;
   admitted_.AddBytes(reserve);
   announced_admitted_ = true;
-  keys_.Reserve(key_type, total);
+  // The keys are what a GPU engine copies to the device: from the pool.
+  // The values are only gathered here on the host.
+  keys_.Reserve(key_type, total, memory_);
   if (value_type) values_.Reserve(*value_type, total);
   return absl::OkStatus();
 }

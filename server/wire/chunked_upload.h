@@ -20,8 +20,14 @@ class ChunkedUpload {
   // answer may use (--max_message_bytes; 0: unchecked): an element that
   // could not be sent back within it is refused on arrival, not after the
   // sort.
-  ChunkedUpload(uint64_t max_bytes, AdmissionControl* admission, uint64_t max_response_bytes = 0)
-      : max_bytes_(max_bytes), max_response_bytes_(max_response_bytes), admission_(admission) {}
+  // `memory` (may be null): where announced numeric keys are held (the
+  // server's pinned pool, shared with sort sessions).
+  ChunkedUpload(uint64_t max_bytes, AdmissionControl* admission, uint64_t max_response_bytes = 0,
+                HostMemoryPool* memory = nullptr)
+      : max_bytes_(max_bytes),
+        max_response_bytes_(max_response_bytes),
+        admission_(admission),
+        memory_(memory) {}
 
   // What a response message costs beyond its elements (offset, total_keys,
   // engine, the request_id's tag and length, the nested chunk and arrays),
@@ -60,6 +66,7 @@ class ChunkedUpload {
   const uint64_t max_bytes_;
   const uint64_t max_response_bytes_;
   AdmissionControl* const admission_;
+  HostMemoryPool* const memory_;
   bool have_header_ = false;
   v1::ChunkedSortHeader header_;
   Admitted admitted_;

@@ -1,5 +1,6 @@
-// Sort/SortPairs execution. Numeric keys are copied once (memcpy) into the
-// response and sorted there in place; byte strings are argsorted and copied
+// Sort/SortPairs execution. Numeric keys are moved (unary calls, whose
+// request is theirs to give) or copied once (memcpy) into the response and
+// sorted there in place; byte strings are argsorted and copied
 // into the response in sorted order; values are gathered by the permutation,
 // except numeric pairs on the CPU engine, sorted together with their keys.
 #include "server/wire/sort_ops.h"
@@ -24,13 +25,30 @@ constexpr absl::string_view kValuesRequired =
     "values: required (set one of uint32, int32, float32, uint64, int64, float64, bytes, int8, "
     "uint8, int16, uint16, float16, bfloat16, boolean, datetime64, timedelta64)";
 
+// Fills `out` with the elements of `in`: by swapping them out of `movable`
+// (the same array, the caller's to give away) without touching a byte, or
+// by a copy when that is null. The swap keeps the sort in pages the request
+// already faulted in, instead of a copy pass into fresh ones.
+template <typename T>
+void TakeOrCopy(const v1::TypedArray& in, v1::TypedArray* movable,
+                google::protobuf::RepeatedField<T>* out) {
+  if (movable != nullptr) {
+    out->Swap(MutableNumericField<T>(movable));
+  } else {
+    out->CopyFrom(NumericField<T>(in));
+  }
+}
+
 // Numeric pairs that the CPU engine takes: keys and values copied into the
 // response and sorted there together (the engine moves each value with its
 // key: no permutation, no gather; core/cpu/cpu_engine.cc). Nothing (and
 // nothing written) when that does not apply: byte strings, or a GPU engine,
 // whose pairs path is measured through the permutation.
+// `movable`: the request itself, when the caller lets its arrays be moved
+// into the response (no copy pass); null: they are copied.
 std::optional<absl::StatusOr<EngineKind>> SortNumericPairsOnCpu(Dispatcher& dispatcher,
                                                                 const v1::SortPairsRequest& request,
+                                                                v1::SortPairsRequest* movable,
                                                                 v1::SortPairsResponse* response) {
   if (IsConvertedArray(request.keys())) return std::nullopt;
   const DataType key_type = *TypeOf(request.keys());
@@ -44,14 +62,14 @@ std::optional<absl::StatusOr<EngineKind>> SortNumericPairsOnCpu(Dispatcher& disp
   VisitNumeric(*value_type, [&](auto v) {
     using V = decltype(v);
     auto* field = MutableNumericField<V>(response->mutable_values());
-    field->CopyFrom(NumericField<V>(request.values()));
+    TakeOrCopy(request.values(), movable ? movable->mutable_values() : nullptr, field);
     values = field->mutable_data();
   });
   absl::StatusOr<EngineKind> ran = absl::InternalError("unreachable");
   VisitNumeric(key_type, [&](auto k) {
     using K = decltype(k);
     auto* field = MutableNumericField<K>(response->mutable_keys());
-    field->CopyFrom(NumericField<K>(request.keys()));
+    TakeOrCopy(request.keys(), movable ? movable->mutable_keys() : nullptr, field);
     ran = dispatcher.SortPairsNumeric(NumericSpan(field->mutable_data(), n), values,
                                       ElementSize(*value_type), ToCoreOrder(request.order()));
   });
@@ -70,7 +88,7 @@ absl::Status ValidateTypedArray(const v1::TypedArray& array, absl::string_view f
 absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
                                     const v1::TypedArray& keys,
                                     SortOrder order, NullPlacement nulls, v1::TypedArray* out_keys,
-                                    absl::Span<uint64_t> indices) {
+                                    absl::Span<uint64_t> indices, v1::TypedArray* movable_keys) {
   if (IsConvertedArray(keys)) {
     return SortConvertedKeys(dispatcher, keys, order, nulls, out_keys, indices);
   }
@@ -95,7 +113,7 @@ absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher,
   VisitNumeric(type, [&](auto t) {
     using T = decltype(t);
     auto* field = MutableNumericField<T>(out_keys);
-    field->CopyFrom(NumericField<T>(keys));
+    TakeOrCopy(keys, movable_keys, field);
     ran = dispatcher.SortNumeric(NumericSpan(field->mutable_data(), n), order, indices);
   });
   return ran;
@@ -244,8 +262,13 @@ size_t KeysOf(const v1::SortPairsRequest& request) {
   return LengthOf(request.keys());
 }
 
-absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
-                     v1::SortResponse* response, RegionRegistry* regions, bool device_allowed) {
+namespace {
+
+// RunSort and RunSortPairs; `movable`: the request, when its arrays may be
+// moved into the response (null: copied).
+absl::Status RunSortImpl(Dispatcher& dispatcher, const v1::SortRequest& request,
+                         v1::SortRequest* movable, v1::SortResponse* response,
+                         RegionRegistry* regions, bool device_allowed) {
   if (UsesRegions(request)) {
     absl::Status access = CheckRegionsEnabled(regions);
     if (!access.ok()) return access;
@@ -261,16 +284,16 @@ absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
   }
   absl::StatusOr<EngineKind> engine =
       SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),
-               ToCoreNulls(request.nulls()), response->mutable_keys(), indices);
+               ToCoreNulls(request.nulls()), response->mutable_keys(), indices,
+               movable ? movable->mutable_keys() : nullptr);
   if (!engine.ok()) return engine.status();
   response->set_engine(ToProtoEngine(*engine));
   return absl::OkStatus();
 }
 
-absl::Status RunSortPairs(Dispatcher& dispatcher,
-                          const v1::SortPairsRequest& request,
-                          v1::SortPairsResponse* response, RegionRegistry* regions,
-                          bool device_allowed) {
+absl::Status RunSortPairsImpl(Dispatcher& dispatcher, const v1::SortPairsRequest& request,
+                              v1::SortPairsRequest* movable, v1::SortPairsResponse* response,
+                              RegionRegistry* regions, bool device_allowed) {
   if (UsesRegions(request)) {
     absl::Status access = CheckRegionsEnabled(regions);
     if (!access.ok()) return access;
@@ -278,7 +301,7 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
   }
   response->set_request_id(request.request_id());
   if (std::optional<absl::StatusOr<EngineKind>> ran =
-          SortNumericPairsOnCpu(dispatcher, request, response)) {
+          SortNumericPairsOnCpu(dispatcher, request, movable, response)) {
     if (!ran->ok()) return ran->status();
     response->set_engine(ToProtoEngine(**ran));
     return absl::OkStatus();
@@ -286,13 +309,38 @@ absl::Status RunSortPairs(Dispatcher& dispatcher,
   std::vector<uint64_t> indices(LengthOf(request.keys()));
   absl::StatusOr<EngineKind> engine =
       SortKeys(dispatcher, request.keys(), ToCoreOrder(request.order()),
-               ToCoreNulls(request.nulls()), response->mutable_keys(), absl::MakeSpan(indices));
+               ToCoreNulls(request.nulls()), response->mutable_keys(), absl::MakeSpan(indices),
+               movable ? movable->mutable_keys() : nullptr);
   if (!engine.ok()) return engine.status();
   absl::Status status =
       GatherTypedArray(request.values(), indices, response->mutable_values());
   if (!status.ok()) return status;
   response->set_engine(ToProtoEngine(*engine));
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
+                     v1::SortResponse* response, RegionRegistry* regions, bool device_allowed) {
+  return RunSortImpl(dispatcher, request, nullptr, response, regions, device_allowed);
+}
+
+absl::Status RunSort(Dispatcher& dispatcher, v1::SortRequest* request,
+                     v1::SortResponse* response, RegionRegistry* regions, bool device_allowed) {
+  return RunSortImpl(dispatcher, *request, request, response, regions, device_allowed);
+}
+
+absl::Status RunSortPairs(Dispatcher& dispatcher, const v1::SortPairsRequest& request,
+                          v1::SortPairsResponse* response, RegionRegistry* regions,
+                          bool device_allowed) {
+  return RunSortPairsImpl(dispatcher, request, nullptr, response, regions, device_allowed);
+}
+
+absl::Status RunSortPairs(Dispatcher& dispatcher, v1::SortPairsRequest* request,
+                          v1::SortPairsResponse* response, RegionRegistry* regions,
+                          bool device_allowed) {
+  return RunSortPairsImpl(dispatcher, *request, request, response, regions, device_allowed);
 }
 
 bool Batchable(const v1::SortRequest& request) { return !IsConvertedArray(request.keys()); }

@@ -25,9 +25,12 @@ absl::Status ValidateTypedArray(const v1::TypedArray& array, absl::string_view f
 // Sorts `keys` (any type) into `out_keys` (replaced, same type); fills
 // `indices` (when not empty: one slot per key) with the permutation.
 // `nulls` places NaT in time keys. Returns the engine that ran.
+// `movable_keys` (may be null): `keys` itself, when the caller lets numeric
+// keys be swapped into `out_keys` instead of copied (it is left empty).
 absl::StatusOr<EngineKind> SortKeys(Dispatcher& dispatcher, const v1::TypedArray& keys,
                                     SortOrder order, NullPlacement nulls, v1::TypedArray* out_keys,
-                                    absl::Span<uint64_t> indices);
+                                    absl::Span<uint64_t> indices,
+                                    v1::TypedArray* movable_keys = nullptr);
 
 // INVALID_ARGUMENT naming the field when a request is malformed.
 absl::Status ValidateSortRequest(const v1::SortRequest& request);
@@ -74,6 +77,15 @@ absl::Status RunSort(Dispatcher& dispatcher, const v1::SortRequest& request,
                      bool device_allowed = true);
 absl::Status RunSortPairs(Dispatcher& dispatcher,
                           const v1::SortPairsRequest& request,
+                          v1::SortPairsResponse* response, RegionRegistry* regions = nullptr,
+                          bool device_allowed = true);
+// The same, moving the request's numeric arrays into the response instead
+// of copying them (a unary call's request is its own): the sort runs in the
+// pages the parse filled, and the request is left without its payload.
+absl::Status RunSort(Dispatcher& dispatcher, v1::SortRequest* request,
+                     v1::SortResponse* response, RegionRegistry* regions = nullptr,
+                     bool device_allowed = true);
+absl::Status RunSortPairs(Dispatcher& dispatcher, v1::SortPairsRequest* request,
                           v1::SortPairsResponse* response, RegionRegistry* regions = nullptr,
                           bool device_allowed = true);
 

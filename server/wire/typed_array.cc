@@ -104,10 +104,13 @@ void AppendSlice(const v1::TypedArray& src, size_t begin, size_t end,
   });
 }
 
-void HostColumn::Reserve(DataType type, size_t n) {
+void HostColumn::Reserve(DataType type, size_t n, HostMemoryPool* pool) {
   type_ = type;
   if (type == DataType::kBytes) {
     strings_.reserve(n);
+  } else if (pool != nullptr && size_ == 0 && n > 0) {
+    pooled_bytes_ = n * ElementSize(type);
+    pooled_ = pool->Allocate(pooled_bytes_);
   } else {
     raw_.reserve(n * ElementSize(type));
   }
@@ -131,9 +134,15 @@ absl::Status HostColumn::Append(const v1::TypedArray& chunk,
   VisitNumeric(*type, [&](auto t) {
     using T = decltype(t);
     const RepeatedField<T>& in = NumericField<T>(chunk);
-    const size_t old_bytes = raw_.size();
-    raw_.resize(old_bytes + in.size() * sizeof(T));
-    if (in.size() > 0) std::memcpy(raw_.data() + old_bytes, in.data(), in.size() * sizeof(T));
+    const size_t old_bytes = size_ * sizeof(T);
+    const size_t add = static_cast<size_t>(in.size()) * sizeof(T);
+    if (pooled_.data() != nullptr && old_bytes + add > pooled_bytes_) {
+      // More than was reserved: continue on the heap.
+      raw_.assign(pooled_.data(), pooled_.data() + old_bytes);
+      pooled_.Reset();
+    }
+    if (pooled_.data() == nullptr) raw_.resize(old_bytes + add);
+    if (add > 0) std::memcpy(data() + old_bytes, in.data(), add);
     size_ += in.size();
   });
   return absl::OkStatus();
@@ -151,9 +160,10 @@ absl::Status HostColumn::Permute(absl::Span<const uint64_t> indices) {
     strings_.swap(permuted);
     return absl::OkStatus();
   }
-  std::vector<uint8_t> permuted(raw_.size());
-  absl::Status status = GatherByIndex(raw_.data(), ElementSize(*type_), indices, permuted.data());
+  std::vector<uint8_t> permuted(size_ * ElementSize(*type_));
+  absl::Status status = GatherByIndex(data(), ElementSize(*type_), indices, permuted.data());
   raw_.swap(permuted);
+  pooled_.Reset();
   return status;
 }
 
@@ -167,8 +177,8 @@ void HostColumn::CopySlice(size_t begin, size_t end, v1::TypedArray* dst) const 
   }
   VisitNumeric(*type_, [&](auto t) {
     using T = decltype(t);
-    const T* data = reinterpret_cast<const T*>(raw_.data());
-    MutableNumericField<T>(dst)->Add(data + begin, data + end);
+    const T* elements = reinterpret_cast<const T*>(data());
+    MutableNumericField<T>(dst)->Add(elements + begin, elements + end);
   });
 }
 

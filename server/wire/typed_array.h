@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/host_memory.h"
 #include "core/types.h"
 #include "sortd/v1/sort.pb.h"
 #include "sortd/v1/typed_array_fields.h"
@@ -50,20 +51,27 @@ void AppendSlice(const v1::TypedArray& src, size_t begin, size_t end,
                  v1::TypedArray* dst);
 
 // A growable host array of one element type, used to assemble chunked
-// uploads larger than one message (and larger than 2 GiB).
+// uploads larger than one message (and larger than 2 GiB). Numeric columns
+// of a known length may take their memory from a HostMemoryPool: pinned
+// where a GPU serves, so that the engine copies it by DMA without staging
+// (the buffers sort sessions use).
 class HostColumn {
  public:
   bool empty_type() const { return !type_.has_value(); }
   std::optional<DataType> type() const { return type_; }
   size_t size() const { return size_; }
 
-  // Reserves room for `n` elements of `type` (a hint from the header).
-  void Reserve(DataType type, size_t n);
+  // Reserves room for `n` elements of `type` (a hint from the header);
+  // numeric ones from `pool` when given (appends beyond `n` still work:
+  // they move the column to the heap).
+  void Reserve(DataType type, size_t n, HostMemoryPool* pool = nullptr);
+  // Whether the numeric elements lie in page-locked memory.
+  bool pinned() const { return pooled_.data() != nullptr && pooled_.pinned(); }
   // Appends a chunk; `field` names the array in error messages.
   absl::Status Append(const v1::TypedArray& chunk, absl::string_view field);
 
   // Numeric view for in-place sorting.
-  NumericSpan numeric() { return NumericSpan(*type_, raw_.data(), size_); }
+  NumericSpan numeric() { return NumericSpan(*type_, data(), size_); }
   // Views of the byte strings (valid until the column changes).
   std::vector<std::string_view> StringViews() const;
   // Reorders elements: new[i] = old[indices[i]].
@@ -76,7 +84,15 @@ class HostColumn {
  private:
   std::optional<DataType> type_;
   size_t size_ = 0;
-  std::vector<uint8_t> raw_;            // numeric elements
+  uint8_t* data() { return pooled_.data() != nullptr ? pooled_.data() : raw_.data(); }
+  const uint8_t* data() const {
+    return pooled_.data() != nullptr ? pooled_.data() : raw_.data();
+  }
+  // Numeric elements: in pooled_ (pooled_bytes_ of them room) when the
+  // length was reserved from a pool, else in raw_.
+  HostBuffer pooled_;
+  size_t pooled_bytes_ = 0;
+  std::vector<uint8_t> raw_;
   std::vector<std::string> strings_;    // kBytes elements
 };
 
