@@ -39,6 +39,7 @@ ABSL_FLAG(std::string, sizes_log2, "",
           "key array sizes as powers of two of u32 keys (e.g. 14,16,18,20); overrides sizes_mib");
 ABSL_FLAG(int, receive_window_bytes, -1,
           "ClientOptions::receive_window_bytes (-1: the client's default; 0: gRPC's probe)");
+ABSL_FLAG(int, key_bits, 32, "key width: 32 (uint32) or 64 (uint64); sizes count keys");
 ABSL_FLAG(bool, retries, true, "the default service config's retry policy (false: none)");
 
 namespace {
@@ -120,125 +121,135 @@ int main(int argc, char** argv) {
 
   std::printf(
       "client\tmode\tbytes\tconnections\tbest_s\tmedian_s\tfirst_s\tGB/s(up+down)\tclient_peak_rss_MiB\n");
-  int failures = 0;
-  for (const size_t n : sizes) {
-    std::vector<uint32_t> keys(n);
-    std::mt19937_64 rng(n);
-    for (uint32_t& k : keys) k = static_cast<uint32_t>(rng());
-    std::vector<uint32_t> vals;
-    if (values) {
-      vals.resize(n);
-      std::iota(vals.begin(), vals.end(), 0u);
-    }
-    const uint64_t key_sum = std::accumulate(keys.begin(), keys.end(), uint64_t{0});
-    std::vector<uint32_t> out(n);
-    std::vector<uint32_t> out_values(values ? n : 0);
-    const size_t payload = n * 4 * (values ? 2 : 1);
-    auto check = [&](const char* what) {
-      const bool sorted = std::is_sorted(out.begin(), out.end());
-      const bool same = std::accumulate(out.begin(), out.end(), uint64_t{0}) == key_sum;
-      bool pairs = true;
+  // Key width from --key_bits; values stay uint32. Returns the wrong
+  // results counted, or -1 when a call failed outright.
+  auto run_sizes = [&](auto key_tag) -> int {
+    using K = decltype(key_tag);
+    int failures = 0;
+    for (const size_t n : sizes) {
+      std::vector<K> keys(n);
+      std::mt19937_64 rng(n);
+      for (K& k : keys) k = static_cast<K>(rng());
+      std::vector<uint32_t> vals;
       if (values) {
-        for (size_t i = 0; i < n && pairs; i += 4099) pairs = out[i] == keys[out_values[i]];
+        vals.resize(n);
+        std::iota(vals.begin(), vals.end(), 0u);
       }
-      if (!sorted || !same || !pairs) {
-        std::fprintf(stderr, "%s: WRONG RESULT (sorted=%d checksum=%d pairs=%d)\n", what, sorted,
-                     same, pairs);
-        ++failures;
+      const uint64_t key_sum = std::accumulate(keys.begin(), keys.end(), uint64_t{0});
+      std::vector<K> out(n);
+      std::vector<uint32_t> out_values(values ? n : 0);
+      const size_t payload = n * (sizeof(K) + (values ? 4 : 0));
+      auto check = [&](const char* what) {
+        const bool sorted = std::is_sorted(out.begin(), out.end());
+        const bool same = std::accumulate(out.begin(), out.end(), uint64_t{0}) == key_sum;
+        bool pairs = true;
+        if (values) {
+          for (size_t i = 0; i < n && pairs; i += 4099) pairs = out[i] == keys[out_values[i]];
+        }
+        if (!sorted || !same || !pairs) {
+          std::fprintf(stderr, "%s: WRONG RESULT (sorted=%d checksum=%d pairs=%d)\n", what, sorted,
+                       same, pairs);
+          ++failures;
+        }
+      };
+      for (int c : connection_counts) {
+        for (const char* mode : {"sort", "coded", "transfer"}) {
+          if (!has_mode(mode)) continue;
+          const bool transfer_only = std::string(mode) == "transfer";
+          const bool coded = std::string(mode) == "coded";
+          Point point;
+          for (int r = 0; r < repeat; ++r) {
+            sortd::client::SortClient::SessionSort sort;
+            sort.key_type = sizeof(K) == 8 ? sortd::v1::ELEMENT_TYPE_UINT64
+                                           : sortd::v1::ELEMENT_TYPE_UINT32;
+            sort.count = n;
+            sort.keys = keys.data();
+            sort.keys_out = out.data();
+            if (values) {
+              sort.value_type = sortd::v1::ELEMENT_TYPE_UINT32;
+              sort.values = vals.data();
+              sort.values_out = out_values.data();
+            }
+            sort.transfer_only = transfer_only;
+            // Explicit both ways: the client's default asks for coded keys.
+            sort.compress_keys = coded;
+            sort.connections = c;
+            const Clock::time_point t0 = Clock::now();
+            absl::StatusOr<sortd::v1::Engine> engine = (*client)->SortInSession(sort);
+            const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+            if (!engine.ok()) {
+              std::fprintf(stderr, "%s %zu keys x%d: %s\n", mode, n, c,
+                           engine.status().ToString().c_str());
+              return -1;
+            }
+            if (!transfer_only) check(mode);
+            point.seconds.push_back(s);
+          }
+          if (!point.seconds.empty()) point.Report(mode, payload, c, 2 * payload);
+        }
       }
-    };
-    for (int c : connection_counts) {
-      for (const char* mode : {"sort", "coded", "transfer"}) {
-        if (!has_mode(mode)) continue;
-        const bool transfer_only = std::string(mode) == "transfer";
-        const bool coded = std::string(mode) == "coded";
+      // auto: SortInto as a user calls it (the client picks one message or a
+      // session by size); unary: one message (sessions off).
+      for (const char* mode : {"auto", "unary"}) {
+        if (!has_mode(mode) || !chunked_client.ok()) continue;
+        sortd::client::SortClient& by = std::string(mode) == "auto" ? **client : **chunked_client;
         Point point;
         for (int r = 0; r < repeat; ++r) {
-          sortd::client::SortClient::SessionSort sort;
-          sort.key_type = sortd::v1::ELEMENT_TYPE_UINT32;
-          sort.count = n;
-          sort.keys = keys.data();
-          sort.keys_out = out.data();
-          if (values) {
-            sort.value_type = sortd::v1::ELEMENT_TYPE_UINT32;
-            sort.values = vals.data();
-            sort.values_out = out_values.data();
-          }
-          sort.transfer_only = transfer_only;
-          if (coded) sort.compress_keys = true;
-          sort.connections = c;
           const Clock::time_point t0 = Clock::now();
-          absl::StatusOr<sortd::v1::Engine> engine = (*client)->SortInSession(sort);
-          const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-          if (!engine.ok()) {
-            std::fprintf(stderr, "%s %zu keys x%d: %s\n", mode, n, c,
-                         engine.status().ToString().c_str());
-            return 1;
+          absl::Status status;
+          if (values) {
+            auto result = by.SortPairs<K, uint32_t>(keys, vals);
+            status = result.status();
+            if (result.ok()) {
+              out = std::move(result->keys);
+              out_values = std::move(result->values);
+            }
+          } else {
+            status = by.SortInto<K>(keys, absl::MakeSpan(out)).status();
           }
-          if (!transfer_only) check(mode);
+          const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+          if (!status.ok()) {
+            std::fprintf(stderr, "%s %zu keys: %s\n", mode, n, status.ToString().c_str());
+            ++failures;
+            break;
+          }
+          check(mode);
           point.seconds.push_back(s);
         }
-        if (!point.seconds.empty()) point.Report(mode, payload, c, 2 * payload);
+        if (!point.seconds.empty()) point.Report(mode, payload, 0, 2 * payload);
       }
-    }
-    // auto: SortInto as a user calls it (the client picks one message or a
-    // session by size); unary: one message (sessions off).
-    for (const char* mode : {"auto", "unary"}) {
-      if (!has_mode(mode) || !chunked_client.ok()) continue;
-      sortd::client::SortClient& by = std::string(mode) == "auto" ? **client : **chunked_client;
-      Point point;
-      for (int r = 0; r < repeat; ++r) {
-        const Clock::time_point t0 = Clock::now();
-        absl::Status status;
-        if (values) {
-          auto result = by.SortPairs<uint32_t, uint32_t>(keys, vals);
-          status = result.status();
-          if (result.ok()) {
-            out = std::move(result->keys);
-            out_values = std::move(result->values);
+      if (has_mode("chunked") && chunked_client.ok()) {
+        Point point;
+        for (int r = 0; r < repeat; ++r) {
+          const Clock::time_point t0 = Clock::now();
+          absl::Status status;
+          if (values) {
+            auto result = (*chunked_client)->SortPairs<K, uint32_t>(keys, vals);
+            status = result.status();
+            if (result.ok()) {
+              out = std::move(result->keys);
+              out_values = std::move(result->values);
+            }
+          } else {
+            auto result = (*chunked_client)->Sort<K>(keys);
+            status = result.status();
+            if (result.ok()) out = std::move(result->keys);
           }
-        } else {
-          status = by.SortInto<uint32_t>(keys, absl::MakeSpan(out)).status();
-        }
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (!status.ok()) {
-          std::fprintf(stderr, "%s %zu keys: %s\n", mode, n, status.ToString().c_str());
-          ++failures;
-          break;
-        }
-        check(mode);
-        point.seconds.push_back(s);
-      }
-      if (!point.seconds.empty()) point.Report(mode, payload, 0, 2 * payload);
-    }
-    if (has_mode("chunked") && chunked_client.ok()) {
-      Point point;
-      for (int r = 0; r < repeat; ++r) {
-        const Clock::time_point t0 = Clock::now();
-        absl::Status status;
-        if (values) {
-          auto result = (*chunked_client)->SortPairs<uint32_t, uint32_t>(keys, vals);
-          status = result.status();
-          if (result.ok()) {
-            out = std::move(result->keys);
-            out_values = std::move(result->values);
+          const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+          if (!status.ok()) {
+            std::fprintf(stderr, "chunked %zu keys: %s\n", n, status.ToString().c_str());
+            ++failures;
+            break;
           }
-        } else {
-          auto result = (*chunked_client)->Sort<uint32_t>(keys);
-          status = result.status();
-          if (result.ok()) out = std::move(result->keys);
+          check("chunked");
+          point.seconds.push_back(s);
         }
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (!status.ok()) {
-          std::fprintf(stderr, "chunked %zu keys: %s\n", n, status.ToString().c_str());
-          ++failures;
-          break;
-        }
-        check("chunked");
-        point.seconds.push_back(s);
+        if (!point.seconds.empty()) point.Report("chunked", payload, 1, 2 * payload);
       }
-      if (!point.seconds.empty()) point.Report("chunked", payload, 1, 2 * payload);
     }
-  }
+    return failures;
+  };
+  const int failures = absl::GetFlag(FLAGS_key_bits) == 64 ? run_sizes(uint64_t{}) : run_sizes(uint32_t{});
+  if (failures < 0) return 1;
   return failures == 0 ? 0 : 1;
 }

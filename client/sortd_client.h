@@ -68,11 +68,13 @@ struct ClientOptions {
   int receive_window_bytes = 8 << 20;
   // Sessions with at least this many bytes of keys ask for their sorted keys
   // as delta-coded blocks (PART_ENCODING_DELTA_BLOCKS), decoded here as the
-  // parts arrive; 0: never. Servers that do not offer it send raw parts.
-  // Off by default: while servers encode on the CPU as they send (~0.8 GB/s
-  // a core), coded downloads lose on fast links (H200 host, loopback, 1 GiB:
-  // 282 against 207 ms raw; docs/benchmarks.md, "Mid-size arrays").
-  size_t compress_min_bytes = 0;
+  // parts arrive; 0: never. The server grants it where it pays (its
+  // --key_encoding=auto: clients on other hosts; on its own host 32-bit keys
+  // sorted on the GPU) and otherwise, like servers that do not offer it,
+  // sends raw parts. From 1 MiB, where sessions start: at 10 Gbit/s 1 GiB
+  // came back in 0.66-0.85x of the raw time for every key width and engine
+  // (H200 host; docs/benchmarks.md, "Compressed sorted keys").
+  size_t compress_min_bytes = size_t{1} << 20;
   // Called from the calling thread's helpers as a session's parts move
   // (upload, sort, download); may be empty. Must be thread-safe.
   std::function<void(const TransferProgress&)> progress;

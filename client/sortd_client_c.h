@@ -51,8 +51,8 @@ typedef struct {
   void* progress_user;
   const char* request_id; /* may be NULL */
   /* The sorted keys as delta-coded blocks (docs/api.md, "Compressed
-   * downloads"): 0 as the client's compress_min_bytes says (off by
-   * default), 1 always, 2 never. */
+   * downloads"): 0 as the client's compress_min_bytes says (asked from
+   * 1 MiB of keys; the server grants it where it pays), 1 always, 2 never. */
   int compress_keys;
 } sortd_session_sort;
 

@@ -123,6 +123,10 @@ ABSL_FLAG(uint64_t, max_chunked_bytes, uint64_t{8} << 30,
           "largest total payload of one SortChunked upload (bytes)");
 ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(60),
           "a sort session with no call in progress for this long is freed");
+ABSL_FLAG(std::string, key_encoding, "auto",
+          "which sort sessions asking for delta-coded sorted keys get them: auto (clients on "
+          "other hosts; on this host only 32-bit keys sorted on the GPU, where coding was "
+          "measured to pay), always, never (docs/api.md, \"Compressed downloads\")");
 ABSL_FLAG(std::string, advertise_address, "",
           "gRPC target that reaches this very server (e.g. $(POD_IP):50051 behind a Kubernetes "
           "Service): sort-session clients open their parallel connections there; empty: the "
@@ -355,6 +359,10 @@ absl::StatusOr<SortdFlags> ParseSortdFlags() {
   options.sessions.idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
   options.sessions.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   options.sessions.direct_target = absl::GetFlag(FLAGS_advertise_address);
+  absl::StatusOr<KeyEncodingPolicy> key_encoding =
+      ParseKeyEncodingPolicy(absl::GetFlag(FLAGS_key_encoding));
+  if (!key_encoding.ok()) return key_encoding.status();
+  options.sessions.key_encoding = *key_encoding;
   options.pinned_cache_bytes = absl::GetFlag(FLAGS_pinned_cache_bytes);
   options.limits.max_stream_pending = absl::GetFlag(FLAGS_max_stream_pending);
   options.enable_diagnostics = absl::GetFlag(FLAGS_diagnostics);

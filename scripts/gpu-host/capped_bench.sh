@@ -8,7 +8,9 @@
 #       sort_raw, sort_coded, with the bytes each call put on the wire.
 # Carry .device/bundle.tar.xz holding bundle/{bin/{sortd,sortd_transfer_bench,
 # sortd_throttle_proxy,libsortd_client_c.so},lib}. CAPS, SIZES (log2 keys),
-# REPEAT, PY, RESULTS (the folder of the tables) override.
+# REPEAT, PY, RESULTS (the folder of the tables) override; KEY_BITS=64 runs
+# the C++ client on uint64 keys (SIZES count keys), SKIP_PY=1 leaves Python
+# out, SORTD_FLAGS reaches sortd (e.g. --engine=cpu).
 set -euo pipefail
 [ -d .device/bundle ] || tar -xJf .device/bundle.tar.xz -C .device
 B=$PWD/.device/bundle/bin
@@ -17,6 +19,8 @@ PY=${PY:-python3}
 CAPS=${CAPS:-0 25 10}
 SIZES=${SIZES:-20,24,28}
 REPEAT=${REPEAT:-3}
+KEY_BITS=${KEY_BITS:-32}
+SKIP_PY=${SKIP_PY:-0}
 RESULTS=${RESULTS:-/tmp/capped}
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 nvidia-smi --query-gpu=name --format=csv,noheader || true
@@ -45,16 +49,20 @@ for cap in $CAPS; do
   label=$([ "$cap" = 0 ] && echo loopback || echo "${cap}G")
   echo "== $label: C++ client"
   "$B/sortd_transfer_bench" --target="$T" --sizes_log2="$SIZES" --connections=0 \
-    --repeat="$REPEAT" --modes=sort,coded,transfer \
-    | awk -F'\t' -v cap="$label" 'NR > 1 {$1 = "cpp-" cap; $5 = sprintf("%.1f", $5 * 1e3); $6 = sprintf("%.1f", $6 * 1e3); $7 = sprintf("%.1f", $7 * 1e3); print}' OFS='\t' \
+    --repeat="$REPEAT" --modes=sort,coded,transfer --key_bits="$KEY_BITS" \
+    | awk -F'\t' -v cap="$label" -v bits="$KEY_BITS" 'NR > 1 {$1 = "cpp-u" bits "-" cap; $5 = sprintf("%.1f", $5 * 1e3); $6 = sprintf("%.1f", $6 * 1e3); $7 = sprintf("%.1f", $7 * 1e3); print}' OFS='\t' \
     | tee -a "$RESULTS/cpp.tsv"
-  echo "== $label: Python client"
-  "$PY" bench/midsize_bench.py --target "$T" --sizes_log2="$SIZES" --repeat="$REPEAT" \
-    --modes=numpy,transfer,sort_raw,sort_coded --label "py-$label" ${STATS[@]+"${STATS[@]}"} \
-    | tee -a "$RESULTS/py.tsv"
+  if [ "$SKIP_PY" != 1 ]; then
+    echo "== $label: Python client"
+    "$PY" bench/midsize_bench.py --target "$T" --sizes_log2="$SIZES" --repeat="$REPEAT" \
+      --modes=numpy,transfer,sort_raw,sort_coded --label "py-$label" ${STATS[@]+"${STATS[@]}"} \
+      | tee -a "$RESULTS/py.tsv"
+  fi
   if [ "$cap" != 0 ]; then kill -TERM "$PROXY"; wait "$PROXY" 2>/dev/null || true; fi
 done
 echo "== C++ (ms: best, median, first)"
 cat "$RESULTS/cpp.tsv"
-echo "== Python (ms; wire bytes a call)"
-cat "$RESULTS/py.tsv"
+if [ "$SKIP_PY" != 1 ]; then
+  echo "== Python (ms; wire bytes a call)"
+  cat "$RESULTS/py.tsv"
+fi

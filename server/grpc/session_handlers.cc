@@ -5,6 +5,8 @@
 // alive until gRPC lets go of it.
 #include "server/grpc/session_handlers.h"
 
+#include "server/regions/regions.h"
+
 #include <algorithm>
 #include <memory>
 
@@ -12,6 +14,7 @@
 #include "server/grpc/guarded.h"
 #include "server/grpc/raw_message.h"
 #include "server/grpc/status_mapping.h"
+#include "server/regions/regions.h"
 #include "server/sessions/session_store.h"
 #include "server/wire/session_spec.h"
 #include "server/wire/typed_array.h"
@@ -328,6 +331,14 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
     status = Guarded("StartSortSession", [&]() -> absl::Status {
           absl::StatusOr<SessionSpec> spec = SessionSpecFromProto(request);
           if (!spec.ok()) return spec.status();
+          if (spec->delta_keys) {
+            // Asked for; granted where it pays (the response says which).
+            spec->delta_keys = GrantCodedKeys(
+                context->sessions->limits().key_encoding, IsSameHostPeer(ctx->peer()),
+                ElementSize(spec->key_type),
+                !spec->transfer_only &&
+                    context->dispatcher->RoutesToGpu(spec->key_type, spec->total_keys));
+          }
           absl::StatusOr<std::shared_ptr<SortSession>> started = context->sessions->Start(*spec);
           if (started.ok()) {
             (*started)->StartArriving(*context->dispatcher);

@@ -100,6 +100,33 @@ uint64_t SessionMemoryBytes(const SessionSpec& spec) {
          kColumnOverhead * spec.columns.size();
 }
 
+bool GrantCodedKeys(KeyEncodingPolicy policy, bool same_host_peer, size_t key_width,
+                    bool sorted_on_gpu) {
+  switch (policy) {
+    case KeyEncodingPolicy::kAlways:
+      return true;
+    case KeyEncodingPolicy::kNever:
+      return false;
+    case KeyEncodingPolicy::kAuto:
+      break;
+  }
+  // H200 host, 1 GiB, C++ client (docs/benchmarks.md, "Compressed sorted
+  // keys"): at 10 Gbit/s coded keys took 0.69-0.85x of raw for both widths
+  // and both engines; on loopback only 32-bit keys coded on the GPU won
+  // (190 against 210 ms); 64-bit ones lost there (291 against 191), and the
+  // CPU engine's coding on the way out lost too (561 against 523).
+  if (!same_host_peer) return true;
+  return sorted_on_gpu && key_width == 4;
+}
+
+absl::StatusOr<KeyEncodingPolicy> ParseKeyEncodingPolicy(absl::string_view text) {
+  if (text == "auto") return KeyEncodingPolicy::kAuto;
+  if (text == "always") return KeyEncodingPolicy::kAlways;
+  if (text == "never") return KeyEncodingPolicy::kNever;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--key_encoding: \"", text, "\" (auto, always or never)"));
+}
+
 SessionBuffer::SessionBuffer(size_t elements, size_t width, HostMemoryPool* pool)
     : elements_(elements), width_(width) {
   if (elements * width == 0) return;

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/arriving_input.h"
 #include "core/dispatcher.h"
@@ -88,6 +89,26 @@ uint64_t SessionMemoryBytes(const SessionSpec& spec);
 // Payload bytes a row (a key and its value; a table row's columns).
 uint64_t SessionRowBytes(const SessionSpec& spec);
 
+// When a session that asks for delta-coded keys gets them
+// (--key_encoding; docs/api.md, "Compressed downloads").
+enum class KeyEncodingPolicy {
+  // Where it was measured to pay: to peers on other hosts (any link slower
+  // than this host's loopback), and on this host only for 32-bit keys
+  // sorted on the GPU (coded there at ~1 TB/s).
+  kAuto,
+  kAlways,  // whenever asked
+  kNever,   // raw keys always
+};
+
+// Whether a session asking for coded keys gets them under `policy`: a
+// client on this host (`same_host_peer`), keys of `key_width` bytes, sorted
+// (and so coded) on a GPU or not.
+bool GrantCodedKeys(KeyEncodingPolicy policy, bool same_host_peer, size_t key_width,
+                    bool sorted_on_gpu);
+
+// "auto", "always", "never"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<KeyEncodingPolicy> ParseKeyEncodingPolicy(absl::string_view text);
+
 struct SessionLimits {
   // A session with no call in progress for this long is freed.
   absl::Duration idle_timeout = absl::Seconds(60);
@@ -106,6 +127,8 @@ struct SessionLimits {
   // clients so that every connection of a session lands here (empty: they
   // use the address that answered).
   std::string direct_target;
+  // --key_encoding: which requests for coded keys are granted.
+  KeyEncodingPolicy key_encoding = KeyEncodingPolicy::kAuto;
 };
 
 // A contiguous host array of one element width, uninitialized on creation

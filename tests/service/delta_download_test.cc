@@ -69,8 +69,18 @@ void ExpectCompressedSort(client::SortClient& c, size_t n, v1::SortOrder order, 
   }
 }
 
+// A server that codes every session asking for it (--key_encoding=always):
+// under the default (auto) a loopback client of the CPU engine gets raw
+// keys, which these tests would then never see coded.
+std::unique_ptr<SortdServer> StartCodingServer(
+    KeyEncodingPolicy policy = KeyEncodingPolicy::kAlways) {
+  ServerOptions options;
+  options.sessions.key_encoding = policy;
+  return StartServer(options);
+}
+
 TEST(DeltaDownloadTest, EveryKeyTypeAndOrderComesBackAsTheReferenceSort) {
-  auto server = StartServer();
+  auto server = StartCodingServer();
   auto c = Connect(*server, CompressingOptions(1));
   for (v1::SortOrder order : {v1::SORT_ORDER_ASCENDING, v1::SORT_ORDER_DESCENDING}) {
     // Sizes: under one block, whole blocks, a short last block over 3 connections.
@@ -87,7 +97,7 @@ TEST(DeltaDownloadTest, EveryKeyTypeAndOrderComesBackAsTheReferenceSort) {
 }
 
 TEST(DeltaDownloadTest, PairsComeBackWithTheirKeys) {
-  auto server = StartServer();
+  auto server = StartCodingServer();
   auto c = Connect(*server, CompressingOptions(1));
   const size_t n = 2 * blocks::kBlockKeys + 5;
   const std::vector<uint32_t> keys = Keys<uint32_t>(n, 9);
@@ -103,8 +113,11 @@ TEST(DeltaDownloadTest, PairsComeBackWithTheirKeys) {
 // The wire, driven by hand: what the server sends for a session that asked.
 class DeltaProtocolTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    server_ = StartServer();
+  void SetUp() override { StartWith(KeyEncodingPolicy::kAlways); }
+
+  void StartWith(KeyEncodingPolicy policy) {
+    client_.reset();
+    server_ = StartCodingServer(policy);
     client_ = Connect(*server_);
     channel_ = grpc::CreateChannel(Target(*server_), grpc::InsecureChannelCredentials());
   }
@@ -246,6 +259,57 @@ TEST_F(DeltaProtocolTest, UnknownEncodingsAreRefusedAndTablesGetRawParts) {
   ASSERT_EQ(parts.size(), 1u);
   EXPECT_EQ(parts[0].header.encoding, 0);
   EXPECT_EQ(parts[0].body.size(), 4u * 8);
+}
+
+// Under the default policy a client on this host whose keys the CPU engine
+// sorts gets raw keys (coding them on the way out was measured to lose on
+// loopback); the answer says so, the parts are raw and the keys sorted.
+// --key_encoding=never declines everyone.
+TEST_F(DeltaProtocolTest, AutoDeclinesCodingForThisHostsCpuSortsAndNeverDeclinesAll) {
+  for (KeyEncodingPolicy policy : {KeyEncodingPolicy::kAuto, KeyEncodingPolicy::kNever}) {
+    StartWith(policy);
+    const uint64_t n = 2 * blocks::kBlockKeys;
+    grpc::Status status;
+    const v1::StartSortSessionResponse started =
+        StartSession(n, v1::PART_ENCODING_DELTA_BLOCKS, &status);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(started.key_encoding(), v1::PART_ENCODING_RAW);
+    std::vector<uint32_t> keys(n);
+    std::mt19937 rng(5);
+    for (uint32_t& k : keys) k = rng();
+    ASSERT_TRUE(UploadAndFinish(started.session_id(), keys).ok());
+    std::vector<Part> parts;
+    ASSERT_TRUE(Download(started.session_id(), v1::SESSION_ARRAY_KEYS, 0, &parts).ok());
+    std::vector<uint32_t> got;
+    for (const Part& p : parts) {
+      EXPECT_EQ(p.header.encoding, v1::PART_ENCODING_RAW);
+      const auto* words = reinterpret_cast<const uint32_t*>(p.body.data());
+      got.insert(got.end(), words, words + p.body.size() / 4);
+    }
+    std::sort(keys.begin(), keys.end());
+    EXPECT_EQ(got, keys);
+  }
+}
+
+TEST(KeyEncodingPolicyTest, AutoGrantsOtherHostsAndThisHostsGpuCoded32BitKeysOnly) {
+  using P = KeyEncodingPolicy;
+  for (size_t width : {size_t{4}, size_t{8}}) {
+    for (bool gpu : {false, true}) {
+      EXPECT_TRUE(GrantCodedKeys(P::kAuto, /*same_host_peer=*/false, width, gpu));
+      EXPECT_EQ(GrantCodedKeys(P::kAuto, /*same_host_peer=*/true, width, gpu), gpu && width == 4)
+          << "width " << width << " gpu " << gpu;
+      EXPECT_TRUE(GrantCodedKeys(P::kAlways, true, width, gpu));
+      EXPECT_FALSE(GrantCodedKeys(P::kNever, false, width, gpu));
+    }
+  }
+  EXPECT_EQ(*ParseKeyEncodingPolicy("auto"), P::kAuto);
+  EXPECT_EQ(*ParseKeyEncodingPolicy("always"), P::kAlways);
+  EXPECT_EQ(*ParseKeyEncodingPolicy("never"), P::kNever);
+  const absl::StatusOr<P> bad = ParseKeyEncodingPolicy("sometimes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"sometimes\" (auto, always or never)"),
+            std::string::npos)
+      << bad.status();
 }
 
 }  // namespace

@@ -23,6 +23,8 @@
 
 #include "core/gpu_engine.h"
 #include "core/gpu_info.h"
+#include "core/host_memory.h"
+#include "server/wire/chunked_upload.h"
 #include "tests/service/test_server.h"
 
 namespace sortd::testing {
@@ -51,6 +53,14 @@ std::unique_ptr<SortdServer> StartEngine(EngineChoice engine, size_t pool_bytes 
   auto server = SortdServer::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? std::move(*server) : nullptr;
+}
+
+// A client that sends every array as one message (no sort sessions, which
+// the client takes from 1 MiB): for tests of the unary path's dispatch.
+std::unique_ptr<client::SortClient> ConnectUnary(const SortdServer& server) {
+  client::ClientOptions options;
+  options.session_min_bytes = 0;
+  return Connect(server, options);
 }
 
 double Metric(SortdServer& server, const std::string& series) {
@@ -276,7 +286,7 @@ TEST(GpuService, UnpinnedThresholdsFollowTheGpusProfile) {
     options.dispatcher.gpu.devices = {0};
     auto server = SortdServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
-    auto client = Connect(**server);
+    auto client = ConnectUnary(**server);
     auto engine_of = [&](size_t n, bool indices) {
       auto r = client->Sort<uint32_t>(RandomKeys<uint32_t>(n, n), v1::SORT_ORDER_ASCENDING, indices);
       EXPECT_TRUE(r.ok()) << r.status();
@@ -302,6 +312,77 @@ TEST(GpuService, EngineGpuSendsEverySizeToTheGpu) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->engine, v1::ENGINE_GPU_RADIX);
   EXPECT_EQ(r->keys, (std::vector<int32_t>{-1, 2, 3}));
+}
+
+// SortChunked uploads that announce their length hold their keys in the
+// server's pinned pool (the sessions' buffers), which the engine copies by
+// DMA: the column is pinned, and the whole path still sorts right.
+TEST(GpuService, AnnouncedChunkedKeysLieInPinnedMemoryAndSortOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  HostMemoryPool pool(/*pin=*/true, /*min_pinned_bytes=*/size_t{1} << 20,
+                      /*keep_bytes=*/size_t{1} << 30);
+  AdmissionControl admission(/*max_bytes=*/uint64_t{1} << 32, /*max_requests=*/8);
+  ChunkedUpload upload(/*max_bytes=*/size_t{1} << 30, &admission, 0, &pool);
+  v1::SortChunkedRequest header;
+  header.mutable_header()->set_total_keys(1 << 20);
+  ASSERT_TRUE(upload.Accept(header).ok());
+  v1::SortChunkedRequest chunk;
+  for (int i = 0; i < (1 << 20); ++i) chunk.mutable_chunk()->mutable_keys()->mutable_uint32()->add_values(i);
+  ASSERT_TRUE(upload.Accept(chunk).ok());
+  EXPECT_TRUE(upload.keys().pinned());
+  EXPECT_GE(pool.pinned_in_use(), size_t{4} << 20);
+
+  auto server = StartEngine(EngineChoice::kGpu);
+  client::ClientOptions options;
+  options.session_min_bytes = 0;  // past the message limit: SortChunked
+  options.max_message_bytes = 8 << 20;  // 12 MiB of keys do not fit
+  auto client = Connect(*server, options);
+  const auto keys = RandomKeys<uint32_t>(size_t{3} << 20, 17);
+  auto r = client->Sort<uint32_t>(keys, v1::SORT_ORDER_ASCENDING, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->engine, v1::ENGINE_GPU_RADIX);
+  std::vector<uint32_t> want = keys;
+  std::stable_sort(want.begin(), want.end());
+  EXPECT_EQ(r->keys, want);
+  for (size_t i = 0; i < keys.size(); i += 997) ASSERT_EQ(r->keys[i], keys[r->indices[i]]);
+  EXPECT_EQ(Metric(*server, R"(sortd_requests_total{code="OK",key_type="uint32",method="SortChunked"})"), 1);
+}
+
+// The clients ask for coded keys by default from 1 MiB; on this host the
+// server (--key_encoding=auto) grants it for 32-bit keys sorted on the GPU
+// and declines 64-bit ones: what crossed the wire says which, and both
+// sorts are right.
+TEST(GpuService, DefaultClientGetsCoded32BitKeysFromTheGpuAndRaw64BitOnes) {
+  SKIP_WITHOUT_GPU();
+  auto server = StartEngine(EngineChoice::kGpu);
+  auto client = Connect(*server);
+  const std::string sent = R"(sortd_bytes_sent_total{method="SortSession"})";
+  const std::string ok32 = R"(sortd_requests_total{code="OK",key_type="uint32",method="SortSession"})";
+  const std::string ok64 = R"(sortd_requests_total{code="OK",key_type="uint64",method="SortSession"})";
+  // A session is counted when it ends, which may follow the answer.
+  auto counted = [&](const std::string& series) {
+    return Sample(ScrapeUntil(*server, [&](const std::string& t) { return Sample(t, series) == 1; }),
+                  sent);
+  };
+  const auto keys32 = RandomKeys<uint32_t>(size_t{1} << 22, 31);
+  double before = std::max(0.0, Metric(*server, sent));  // -1: no session yet
+  auto r32 = client->Sort<uint32_t>(keys32);
+  ASSERT_TRUE(r32.ok()) << r32.status();
+  std::vector<uint32_t> want32 = keys32;
+  std::sort(want32.begin(), want32.end());
+  EXPECT_EQ(r32->keys, want32);
+  const double coded = counted(ok32) - before;
+  EXPECT_GT(coded, 0);
+  EXPECT_LT(coded, 0.7 * keys32.size() * 4);
+
+  const auto keys64 = RandomKeys<uint64_t>(size_t{1} << 21, 32);
+  before = Sample(Scrape(*server), sent);
+  auto r64 = client->Sort<uint64_t>(keys64);
+  ASSERT_TRUE(r64.ok()) << r64.status();
+  std::vector<uint64_t> want64 = keys64;
+  std::sort(want64.begin(), want64.end());
+  EXPECT_EQ(r64->keys, want64);
+  EXPECT_EQ(counted(ok64) - before, keys64.size() * 8.0);
 }
 
 TEST(GpuService, OverThePoolFallsBackToTheCpuAndIsCounted) {
@@ -454,7 +535,7 @@ TEST(GpuService, AGpuErrorBeforeOutputFallsBackToTheCpuAndIsCounted) {
   SKIP_WITHOUT_GPU();
   std::atomic<int> injected{0};
   auto server = StartWithOneFault("sort", &injected);
-  auto client = Connect(*server);
+  auto client = ConnectUnary(*server);
   const auto keys = RandomKeys<uint64_t>(1 << 18, 21);
   auto r = client->Sort<uint64_t>(keys, v1::SORT_ORDER_ASCENDING, true);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -590,7 +671,7 @@ TEST(GpuService, AGpuErrorAfterOutputStartedFailsTheRequestAndTheServerServes) {
   SKIP_WITHOUT_GPU();
   std::atomic<int> injected{0};
   auto server = StartWithOneFault("download", &injected);
-  auto client = Connect(*server);
+  auto client = ConnectUnary(*server);
   auto r = client->Sort<uint64_t>(RandomKeys<uint64_t>(1 << 18, 22));
   EXPECT_EQ(injected.load(), 1);
   ASSERT_FALSE(r.ok());

@@ -3,7 +3,6 @@
 // it was.
 #include "server/wire/sort_ops.h"
 
-#include "core/gpu_info.h"
 #include "server/wire/chunked_upload.h"
 
 #include <algorithm>
@@ -125,22 +124,6 @@ TEST(HostColumnTest, PooledColumnHoldsItsChunksAndMovesToTheHeapPastTheReservati
   column.CopySlice(0, 2, &all);
   EXPECT_EQ(all.uint32().values(0), 32u);
   EXPECT_EQ(all.uint32().values(1), 10u);
-}
-
-TEST(HostColumnTest, AnnouncedChunkedKeysLieInThePoolsPinnedMemoryWhereAGpuServes) {
-  if (ListGpus().empty()) GTEST_SKIP() << "no GPU visible: pinning host memory needs the CUDA driver";
-  HostMemoryPool pool(/*pin=*/true, /*min_pinned_bytes=*/size_t{1} << 20,
-                      /*keep_bytes=*/size_t{1} << 30);
-  AdmissionControl admission(/*max_bytes=*/uint64_t{1} << 32, /*max_requests=*/8);
-  ChunkedUpload upload(/*max_bytes=*/size_t{1} << 30, &admission, 0, &pool);
-  v1::SortChunkedRequest header;
-  header.mutable_header()->set_total_keys(1 << 20);
-  ASSERT_TRUE(upload.Accept(header).ok());
-  v1::SortChunkedRequest chunk;
-  *chunk.mutable_chunk()->mutable_keys() = Uint32Chunk(0, 1 << 20);
-  ASSERT_TRUE(upload.Accept(chunk).ok());
-  EXPECT_TRUE(upload.keys().pinned());
-  EXPECT_GE(pool.pinned_in_use(), size_t{4} << 20);
 }
 
 }  // namespace

@@ -99,9 +99,9 @@ class Client:
     `connections` connections in parallel (None: as the server suggests).
     `compress`: sessions through the C++ client's library get their sorted
     keys as delta-coded blocks (docs/api.md, "Compressed downloads"), decoded
-    there: None as the C++ client's default (off, while servers encode on
-    the CPU: slower than raw on fast links), True always, False never
-    (grpcio sessions never).
+    there: None as the C++ client's default (asked from 1 MiB of keys; the
+    server grants it where it pays, sortd --key_encoding), True always,
+    False never (grpcio sessions never).
     `service_config` is the channel's gRPC service config (JSON):
     DEFAULT_SERVICE_CONFIG load-balances and retries; None leaves gRPC's
     defaults (pick_first, no retries).
