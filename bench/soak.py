@@ -40,7 +40,11 @@ What it does
      reference; --table_regions, on for the soak's own sortd, which it
      starts with --shared_memory=system). About --cancel_fraction of the
      calls are cancelled after a random 0.5-300 ms and --deadline_fraction
-     get a deadline of 1-500 ms. The RSS is sampled every 0.5 s.
+     get a deadline of 1-500 ms. About CODED_SESSION_FRACTION of the
+     numeric Sort calls in the normal mode (and the first one) go as a
+     plain sort session that asks for delta-coded sorted keys (counted as
+     SortSession; the soak's own sortd runs with --key_encoding=always, so
+     the CPU engine codes them). The RSS is sampled every 0.5 s.
   3. Waits for in-flight 0 again and watches the RSS for up to --idle_wait
      seconds, until it is within 10% of the baseline or stops falling.
   4. Reconciles sortd_requests_total with the calls made, prints a summary,
@@ -140,6 +144,8 @@ from sortd_process import SortdProcess  # noqa: E402
 METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked", "SortTable", "SortSession")
 METHOD_WEIGHTS = (0.26, 0.17, 0.2, 0.2, 0.17)  # the first five (sessions come from SortTable)
 KEY_TYPES = ("uint32", "int32", "float32", "uint64", "int64", "float64", "bytes")
+# Numeric Sort calls that go as a coded sort session instead of one message.
+CODED_SESSION_FRACTION = 0.15
 # Sorted by conversion (docs/api.md, "Types"): one message only, so Sort alone
 # (Client.sort with return_indices) carries them here.
 CONVERTED_TYPES = ("int8", "uint8", "int16", "uint16", "float16", "bool", "datetime64")
@@ -635,8 +641,12 @@ class Table:
 
 
 class Soaker:
-    def __init__(self, args, clients, stats, canceller):
+    def __init__(self, args, clients, stats, canceller, session_client=None):
         self.args, self.clients, self.stats, self.canceller = args, clients, stats, canceller
+        # Plain sort sessions at every size, asking for coded keys (its own
+        # channels: the cancel hooks do not reach them).
+        self.session_client = session_client
+        self.coded_sessions = 0
         self.big = threading.BoundedSemaphore(args.big_slots)
         self.converted_picks = collections.Counter()
 
@@ -677,6 +687,11 @@ class Soaker:
         if method == "Sort" and rng.random() < CONVERTED_FRACTION:
             self.converted_call(client, rng, rid, descending, mode, timeout, control)
             return
+        if (method == "Sort" and kind != "bytes" and mode == "normal"
+                and self.session_client is not None
+                and (self.coded_sessions == 0 or rng.random() < CODED_SESSION_FRACTION)):
+            self.coded_session_call(rng, rid, kind, descending)
+            return
         keys, n = self.random_array(rng, kind, args.max_keys)
         values = None
         if method == "SortPairs" or (method == "SortChunked" and rng.random() < 0.5):
@@ -702,6 +717,18 @@ class Soaker:
         invoked = control.method or method
         self.record(invoked, outcome, code, err, n, kind, rid, mode)
         self.unary_tally(invoked, outcome)
+
+    def coded_session_call(self, rng, rid, kind, descending):
+        """Sort through a plain session whose sorted keys come back coded."""
+        self.coded_sessions += 1
+        keys, n = self.random_array(rng, kind, self.args.max_keys)
+        want_indices = bool(rng.random() < 0.5)
+        outcome, code, err = self.run(lambda: self.session_client.sort_full(
+            keys, None, descending, want_indices, request_id=rid, timeout=self.args.call_timeout),
+            lambda res: verify(keys, None, descending, want_indices, res, rid), "normal")
+        self.record("SortSession", outcome, code, err, n, "%s session (coded keys)" % kind, rid,
+                    "normal", key_type=False)
+        self.unary_tally("SortSession", outcome)
 
     def unary_tally(self, invoked, outcome):
         st = self.stats
@@ -1133,6 +1160,8 @@ def main():
         if not metrics_url:
             print("warning: no --metrics_url: in-flight and counters not checked")
     else:
+        if not any(f.startswith("--key_encoding") for f in extra):
+            extra.append("--key_encoding=always")  # the coded sessions coded on loopback
         if not any(f.startswith("--shared_memory") for f in extra):
             extra.append("--shared_memory=system")
             if args.table_regions is None:
@@ -1147,7 +1176,8 @@ def main():
     # Half the channels upload SortChunked in 64 KiB chunks (many messages).
     clients = [hooked_client(target, (2 << 20) if i % 2 == 0 else (64 << 10))
                for i in range(max(1, args.channels))]
-    soaker = Soaker(args, clients, stats, canceller)
+    session_client = Client(target, service_config=None, session_min_bytes=1, compress=True)
+    soaker = Soaker(args, clients, stats, canceller, session_client)
     failures = []
     rss = {}
     server_exit = None
@@ -1190,7 +1220,7 @@ def main():
         after_counts = server.counts() if metrics_url else None
     finally:
         canceller.stop()
-        for c in clients:
+        for c in clients + [session_client]:
             c.close()
         if server_proc is not None:
             t = time.time()
