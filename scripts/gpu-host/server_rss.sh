@@ -8,12 +8,14 @@
 # Carry .device/xfer.tar.xz as for transfer_bench.sh. CONFIGS: ';'-separated
 # "label|sortd binary|flags" (default: this tree's sortd as it starts, with
 # gRPC's own receive window, and with 4 MiB windows); OLD_SORTD adds an older
-# binary.
+# binary. RSS_MODES (transfer_bench modes of the measured sorts: sort, raw
+# keys, by default; coded for delta-coded keys) overrides.
 set -euo pipefail
 [ -d .device/xfer ] || tar -xJf .device/xfer.tar.xz -C .device
 B=$PWD/.device/xfer/bin
 export LD_LIBRARY_PATH=$PWD/.device/xfer/lib
 OUT=${OUT:-/tmp/rss}
+RSS_MODES=${RSS_MODES:-sort}
 rm -rf "$OUT"; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 echo "cores: $(nproc); commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -42,11 +44,11 @@ for config in "${CONFIG_LIST[@]}"; do
   start "$bin" $flags
   sleep 1
   idle=$(mib "$PID" VmRSS)
-  bench --repeat=1 --transfer=false > "$OUT/$label.cold" 2>&1
+  bench --repeat=1 --modes="$RSS_MODES" > "$OUT/$label.cold" 2>&1
   cold=$(mib "$PID" VmHWM)
-  bench --repeat=2 --transfer=false > "$OUT/$label.warm" 2>&1
+  bench --repeat=2 --modes="$RSS_MODES" > "$OUT/$label.warm" 2>&1
   warm=$(mib "$PID" VmHWM)
-  times=$(bench --repeat=3 2>&1 | awk -F'\t' '$1 == "cpp" {printf "%s %.0f/%.0f  ", $2, $5 * 1000, $6 * 1000}')
+  times=$(bench --repeat=3 --modes="$RSS_MODES,transfer" 2>&1 | awk -F'\t' '$1 == "cpp" {printf "%s %.0f/%.0f  ", $2, $5 * 1000, $6 * 1000}')
   stop
   printf '%-14s %6s %9s %9s %8.2fx %s\n' "$label" "$idle" "$cold" "$warm" "$(awk -v c="$cold" 'BEGIN {print c / 1024}')" "$times"
 done
