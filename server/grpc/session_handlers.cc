@@ -283,8 +283,21 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
                                          v1::blocks::MaxEncodedBytes(count, coding_.width)])};
         bytes = v1::blocks::EncodeBlocks(range_.data + next_ * range_.width, count, coding_,
                                          part->body.get());
-        buffer_ = part::Encode(header, part->body.get(), bytes,
-                               [](void* arg) { delete static_cast<EncodedPart*>(arg); }, part);
+        if (bytes >= count * range_.width) {
+          // Keys that do not shrink (gaps as wide as the keys) go raw:
+          // parts say their encoding, and the client reads either.
+          delete part;
+          header.encoding = v1::PART_ENCODING_RAW;
+          header.elements = 0;
+          bytes = count * range_.width;
+          auto* hold = new std::shared_ptr<SortSession>(session_.shared());
+          buffer_ = part::Encode(
+              header, range_.data + next_ * range_.width, bytes,
+              [](void* arg) { delete static_cast<std::shared_ptr<SortSession>*>(arg); }, hold);
+        } else {
+          buffer_ = part::Encode(header, part->body.get(), bytes,
+                                 [](void* arg) { delete static_cast<EncodedPart*>(arg); }, part);
+        }
       }
       session_.get()->AddBytesSent(bytes);
       next_ += count;

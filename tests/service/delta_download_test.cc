@@ -5,6 +5,7 @@
 // refuses what it must (unaligned offsets, unknown encodings), while a table
 // session is answered with raw parts.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -259,6 +260,43 @@ TEST_F(DeltaProtocolTest, UnknownEncodingsAreRefusedAndTablesGetRawParts) {
   ASSERT_EQ(parts.size(), 1u);
   EXPECT_EQ(parts[0].header.encoding, 0);
   EXPECT_EQ(parts[0].body.size(), 4u * 8);
+}
+
+// Keys whose gaps are as wide as the keys would grow when coded: the part
+// goes raw (its header says so), and the answer is the sorted keys.
+TEST_F(DeltaProtocolTest, PartsThatWouldNotShrinkComeRaw) {
+  const uint64_t n = 200;
+  grpc::Status status;
+  const v1::StartSortSessionResponse started =
+      StartSession(n, v1::PART_ENCODING_DELTA_BLOCKS, &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(started.key_encoding(), v1::PART_ENCODING_DELTA_BLOCKS);
+  std::vector<uint32_t> keys(n);
+  std::mt19937 rng(3);
+  // Every gap 2^24 + 2^17: four bytes of StreamVByte each, plus the
+  // control bits and the block header: more than the raw 4 bytes a key.
+  for (uint32_t i = 0; i < n; ++i) keys[i] = i * ((uint32_t{1} << 24) + (uint32_t{1} << 17));
+  std::shuffle(keys.begin(), keys.end(), rng);
+  ASSERT_TRUE(UploadAndFinish(started.session_id(), keys).ok());
+  std::vector<Part> parts;
+  ASSERT_TRUE(Download(started.session_id(), v1::SESSION_ARRAY_KEYS, 0, &parts).ok());
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].header.encoding, v1::PART_ENCODING_RAW);
+  ASSERT_EQ(parts[0].body.size(), n * 4);
+  std::vector<uint32_t> got(n);
+  std::memcpy(got.data(), parts[0].body.data(), n * 4);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(got, keys);
+  // The C++ client reads such a session's raw part like any other.
+  client::ClientOptions options;
+  options.compress_min_bytes = 1;
+  options.session_min_bytes = 1;
+  auto coded_client = Connect(*server_, options);
+  std::shuffle(keys.begin(), keys.end(), rng);
+  absl::StatusOr<client::SortResult<uint32_t>> sorted = coded_client->Sort<uint32_t>(keys);
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(sorted->keys, keys);
 }
 
 // Under the default policy a client on this host whose keys the CPU engine
