@@ -44,7 +44,8 @@ What it does
      numeric Sort calls in the normal mode (and the first one) go as a
      plain sort session that asks for delta-coded sorted keys (counted as
      SortSession; the soak's own sortd runs with --key_encoding=always, so
-     the CPU engine codes them). The RSS is sampled every 0.5 s.
+     the CPU engine codes them; a --target server under auto may send them
+     raw, which the client reads the same). The RSS is sampled every 0.5 s.
   3. Waits for in-flight 0 again and watches the RSS for up to --idle_wait
      seconds, until it is within 10% of the baseline or stops falling.
   4. Reconciles sortd_requests_total with the calls made, prints a summary,
@@ -720,7 +721,8 @@ class Soaker:
 
     def coded_session_call(self, rng, rid, kind, descending):
         """Sort through a plain session whose sorted keys come back coded."""
-        self.coded_sessions += 1
+        with self.stats.lock:
+            self.coded_sessions += 1
         keys, n = self.random_array(rng, kind, self.args.max_keys)
         want_indices = bool(rng.random() < 0.5)
         outcome, code, err = self.run(lambda: self.session_client.sort_full(

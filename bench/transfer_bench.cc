@@ -249,7 +249,12 @@ int main(int argc, char** argv) {
     }
     return failures;
   };
-  const int failures = absl::GetFlag(FLAGS_key_bits) == 64 ? run_sizes(uint64_t{}) : run_sizes(uint32_t{});
+  const int key_bits = absl::GetFlag(FLAGS_key_bits);
+  if (key_bits != 32 && key_bits != 64) {
+    std::fprintf(stderr, "--key_bits: %d (32 or 64)\n", key_bits);
+    return 2;
+  }
+  const int failures = key_bits == 64 ? run_sizes(uint64_t{}) : run_sizes(uint32_t{});
   if (failures < 0) return 1;
   return failures == 0 ? 0 : 1;
 }

@@ -72,7 +72,7 @@ struct ClientOptions {
   // --key_encoding=auto: clients on other hosts; on its own host 32-bit keys
   // sorted on the GPU) and otherwise, like servers that do not offer it,
   // sends raw parts. From 1 MiB, where sessions start: at 10 Gbit/s 1 GiB
-  // came back in 0.66-0.85x of the raw time for every key width and engine
+  // came back in 0.66-0.86x of the raw time for every key width and engine
   // (H200 host; docs/benchmarks.md, "Compressed sorted keys").
   size_t compress_min_bytes = size_t{1} << 20;
   // Called from the calling thread's helpers as a session's parts move

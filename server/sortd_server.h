@@ -142,6 +142,9 @@ class SortdServer {
   int metrics_port() const { return metrics_port_; }
   ServiceMetrics& metrics() { return *metrics_; }
   const std::string& engine_description() const;
+  // The host buffers of sessions and announced SortChunked keys (pinned on
+  // GPU servers): what they hold, for tests.
+  const HostMemoryPool& host_memory() const { return *host_memory_; }
 
   // Health goes SERVING (with ServerOptions::serving_at_start false).
   void MarkServing();

@@ -5,7 +5,6 @@
 // alive until gRPC lets go of it.
 #include "server/grpc/session_handlers.h"
 
-#include "server/regions/regions.h"
 
 #include <algorithm>
 #include <memory>
@@ -349,8 +348,8 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
             spec->delta_keys = GrantCodedKeys(
                 context->sessions->limits().key_encoding, IsSameHostPeer(ctx->peer()),
                 ElementSize(spec->key_type),
-                !spec->transfer_only &&
-                    context->dispatcher->RoutesToGpu(spec->key_type, spec->total_keys));
+                context->dispatcher->RoutesToGpu(spec->key_type, spec->total_keys),
+                spec->transfer_only);
           }
           absl::StatusOr<std::shared_ptr<SortSession>> started = context->sessions->Start(*spec);
           if (started.ok()) {

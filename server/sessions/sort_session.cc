@@ -101,7 +101,7 @@ uint64_t SessionMemoryBytes(const SessionSpec& spec) {
 }
 
 bool GrantCodedKeys(KeyEncodingPolicy policy, bool same_host_peer, size_t key_width,
-                    bool sorted_on_gpu) {
+                    bool sorted_on_gpu, bool transfer_only) {
   switch (policy) {
     case KeyEncodingPolicy::kAlways:
       return true;
@@ -110,8 +110,9 @@ bool GrantCodedKeys(KeyEncodingPolicy policy, bool same_host_peer, size_t key_wi
     case KeyEncodingPolicy::kAuto:
       break;
   }
+  if (transfer_only) return false;
   // H200 host, 1 GiB, C++ client (docs/benchmarks.md, "Compressed sorted
-  // keys"): at 10 Gbit/s coded keys took 0.69-0.85x of raw for both widths
+  // keys"): at 10 Gbit/s coded keys took 0.66-0.86x of raw for both widths
   // and both engines; on loopback only 32-bit keys coded on the GPU won
   // (190 against 210 ms); 64-bit ones lost there (291 against 191), and the
   // CPU engine's coding on the way out lost too (561 against 523).

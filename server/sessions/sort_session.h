@@ -102,9 +102,10 @@ enum class KeyEncodingPolicy {
 
 // Whether a session asking for coded keys gets them under `policy`: a
 // client on this host (`same_host_peer`), keys of `key_width` bytes, sorted
-// (and so coded) on a GPU or not.
+// (and so coded) on a GPU or not, or not sorted at all (`transfer_only`:
+// unsorted keys do not shrink, so only `always` codes them).
 bool GrantCodedKeys(KeyEncodingPolicy policy, bool same_host_peer, size_t key_width,
-                    bool sorted_on_gpu);
+                    bool sorted_on_gpu, bool transfer_only = false);
 
 // "auto", "always", "never"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<KeyEncodingPolicy> ParseKeyEncodingPolicy(absl::string_view text);

@@ -204,6 +204,12 @@ void FuzzSort(const uint8_t* data, size_t size) {
   const std::vector<uint64_t> perm =
       Permutation(request.keys(), ToCoreOrder(request.order()), request.nulls());
   CheckGathered(request.keys(), perm, response.keys(), "Sort keys");
+  // The unary handler's path: the request's arrays moved into the response.
+  v1::SortRequest movable = request;
+  v1::SortResponse moved;
+  Check(RunSort(CpuDispatcher(), &movable, &moved).ok(), "RunSort (moving) refused it");
+  Check(moved.SerializeAsString() == response.SerializeAsString(),
+        "RunSort moving the keys answered differently from copying them");
   if (request.return_indices()) {
     Check(::sortd::testing::SameIndices({response.indices().begin(), response.indices().end()},
                                         perm),
@@ -236,6 +242,11 @@ void FuzzSortPairs(const uint8_t* data, size_t size) {
       Permutation(request.keys(), ToCoreOrder(request.order()), request.nulls());
   CheckGathered(request.keys(), perm, response.keys(), "SortPairs keys");
   CheckGathered(request.values(), perm, response.values(), "SortPairs values");
+  v1::SortPairsRequest movable = request;
+  v1::SortPairsResponse moved;
+  Check(RunSortPairs(CpuDispatcher(), &movable, &moved).ok(), "RunSortPairs (moving) refused it");
+  Check(moved.SerializeAsString() == response.SerializeAsString(),
+        "RunSortPairs moving the arrays answered differently from copying them");
 }
 
 void FuzzSortTable(const uint8_t* data, size_t size) {

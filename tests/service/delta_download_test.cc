@@ -338,6 +338,9 @@ TEST(KeyEncodingPolicyTest, AutoGrantsOtherHostsAndThisHostsGpuCoded32BitKeysOnl
           << "width " << width << " gpu " << gpu;
       EXPECT_TRUE(GrantCodedKeys(P::kAlways, true, width, gpu));
       EXPECT_FALSE(GrantCodedKeys(P::kNever, false, width, gpu));
+      // Unsorted keys (transfer-only sessions) do not shrink: only always.
+      EXPECT_FALSE(GrantCodedKeys(P::kAuto, false, width, gpu, /*transfer_only=*/true));
+      EXPECT_TRUE(GrantCodedKeys(P::kAlways, true, width, gpu, /*transfer_only=*/true));
     }
   }
   EXPECT_EQ(*ParseKeyEncodingPolicy("auto"), P::kAuto);

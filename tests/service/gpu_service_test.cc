@@ -346,6 +346,12 @@ TEST(GpuService, AnnouncedChunkedKeysLieInPinnedMemoryAndSortOnTheGpu) {
   EXPECT_EQ(r->keys, want);
   for (size_t i = 0; i < keys.size(); i += 997) ASSERT_EQ(r->keys[i], keys[r->indices[i]]);
   EXPECT_EQ(Metric(*server, R"(sortd_requests_total{code="OK",key_type="uint32",method="SortChunked"})"), 1);
+  // The server's own upload held its keys in the pool (no sessions here):
+  // the block comes back to it, idle, once the call is done.
+  for (int i = 0; i < 2000 && server->host_memory().pinned_idle() < keys.size() * 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(server->host_memory().pinned_idle(), keys.size() * 4);
 }
 
 // The clients ask for coded keys by default from 1 MiB; on this host the
