@@ -263,47 +263,8 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     header.array = array_;
     header.column = column_;
     header.offset = next_;
-    if (delta_) {
-      header.encoding = v1::PART_ENCODING_DELTA_BLOCKS;
-      header.elements = count;
-      size_t bytes = 0;
-      const SortSession::Range part_range{range_.data, range_.width, next_, count};
-      if (std::optional<SortSession::CodedRange> coded = session_.get()->CodedKeys(part_range)) {
-        // Coded where the keys were sorted (the GPU): sent as they lie.
-        bytes = coded->bytes;
-        auto* hold = new std::shared_ptr<SortSession>(session_.shared());
-        buffer_ = part::Encode(
-            header, coded->data, bytes,
-            [](void* arg) { delete static_cast<std::shared_ptr<SortSession>*>(arg); }, hold);
-      } else {
-        // Uninitialised (make_unique would zero it: a wasted pass per part).
-        auto* part = new EncodedPart{session_.shared(),
-                                     std::unique_ptr<uint8_t[]>(new uint8_t[
-                                         v1::blocks::MaxEncodedBytes(count, coding_.width)])};
-        bytes = v1::blocks::EncodeBlocks(range_.data + next_ * range_.width, count, coding_,
-                                         part->body.get());
-        if (bytes >= count * range_.width) {
-          // Keys that do not shrink (gaps as wide as the keys) go raw:
-          // parts say their encoding, and the client reads either.
-          delete part;
-          header.encoding = v1::PART_ENCODING_RAW;
-          header.elements = 0;
-          bytes = count * range_.width;
-          auto* hold = new std::shared_ptr<SortSession>(session_.shared());
-          buffer_ = part::Encode(
-              header, range_.data + next_ * range_.width, bytes,
-              [](void* arg) { delete static_cast<std::shared_ptr<SortSession>*>(arg); }, hold);
-        } else {
-          buffer_ = part::Encode(header, part->body.get(), bytes,
-                                 [](void* arg) { delete static_cast<EncodedPart*>(arg); }, part);
-        }
-      }
-      session_.get()->AddBytesSent(bytes);
-      next_ += count;
-      wrote_any_ = true;
-      StartWrite(&buffer_);
-      return;
-    }
+    if (delta_ && StartDeltaWrite(header, count)) return;
+    // Raw elements (also keys whose delta blocks would not be smaller).
     // The slice holds the session until gRPC has sent it.
     auto* hold = new std::shared_ptr<SortSession>(session_.shared());
     buffer_ = part::Encode(
@@ -313,6 +274,41 @@ class DownloadReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     next_ += count;
     wrote_any_ = true;
     StartWrite(&buffer_);
+  }
+
+  // Sends [next_, next_ + count) of a coded session's keys as delta blocks:
+  // as the GPU coded them, or coded here. False, with nothing sent, when
+  // coding here would not shrink them (gaps as wide as the keys): the part
+  // then goes raw (parts say their encoding; the client reads either).
+  bool StartDeltaWrite(part::Header header, uint64_t count) {
+    header.encoding = v1::PART_ENCODING_DELTA_BLOCKS;
+    header.elements = count;
+    size_t bytes = 0;
+    const SortSession::Range part_range{range_.data, range_.width, next_, count};
+    if (std::optional<SortSession::CodedRange> coded = session_.get()->CodedKeys(part_range)) {
+      // Coded where the keys were sorted (the GPU): sent as they lie.
+      bytes = coded->bytes;
+      auto* hold = new std::shared_ptr<SortSession>(session_.shared());
+      buffer_ = part::Encode(
+          header, coded->data, bytes,
+          [](void* arg) { delete static_cast<std::shared_ptr<SortSession>*>(arg); }, hold);
+    } else {
+      // Uninitialised (make_unique would zero it: a wasted pass per part).
+      auto encoded = std::make_unique<EncodedPart>(EncodedPart{
+          session_.shared(),
+          std::unique_ptr<uint8_t[]>(new uint8_t[v1::blocks::MaxEncodedBytes(count, coding_.width)])});
+      bytes = v1::blocks::EncodeBlocks(range_.data + next_ * range_.width, count, coding_,
+                                       encoded->body.get());
+      if (bytes >= count * range_.width) return false;
+      EncodedPart* body = encoded.release();
+      buffer_ = part::Encode(header, body->body.get(), bytes,
+                             [](void* arg) { delete static_cast<EncodedPart*>(arg); }, body);
+    }
+    session_.get()->AddBytesSent(bytes);
+    next_ += count;
+    wrote_any_ = true;
+    StartWrite(&buffer_);
+    return true;
   }
 
   ServiceContext* const context_;

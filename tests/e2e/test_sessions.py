@@ -156,6 +156,23 @@ class SessionTest(unittest.TestCase):
                                                              "sortd_inflight"))}))
         return seen["s"]
 
+    def assert_session_keys_sent(self, server, sort, keys, coded, what=""):
+        """Runs sort() (one session sorting `keys`, checked against numpy) and
+        checks what the server sent for it: under 0.7 of the raw keys when
+        `coded`, else exactly the raw keys."""
+        before = scrape(server.metrics_url)
+        np.testing.assert_array_equal(sort(), np.sort(keys))
+        after = self.wait_metrics(server, lambda s: total(
+            s, "sortd_requests_total", code="OK", method="SortSession") == total(
+                before, "sortd_requests_total", code="OK", method="SortSession") + 1,
+            "the session counted")
+        sent = (total(after, "sortd_bytes_sent_total", method="SortSession")
+                - total(before, "sortd_bytes_sent_total", method="SortSession"))
+        if coded:
+            self.assertLess(sent, keys.nbytes * 0.7, what)
+        else:
+            self.assertEqual(sent, keys.nbytes, what)
+
     def wait_idle(self, server):
         """Nothing in flight, no session open."""
         return self.wait_metrics(server, lambda s: (
@@ -289,26 +306,14 @@ class Sessions(SessionTest):
         # loopback client of the CPU engine.
         coding = SortdProcess(SORTD, "--key_encoding=always").start()
         self.addCleanup(coding.__exit__, None, None, None)
-        url = coding.metrics_url
         with Client(coding.target, compress=None) as default:
             # The default asks from 1 MiB of keys: a 4 MiB array comes down
             # coded, a 512 KiB one (a session too here) raw.
             for n, coded in ((1 << 20, True), (1 << 17, False)):
                 keys = rng.integers(0, 1 << 32, n, dtype=np.uint32)
-                before = scrape(url)
                 if not coded:
                     default.session_min_bytes = 1
-                np.testing.assert_array_equal(default.sort(keys), np.sort(keys))
-                after = self.wait_metrics(coding, lambda s: total(
-                    s, "sortd_requests_total", code="OK", method="SortSession") == total(
-                        before, "sortd_requests_total", code="OK", method="SortSession") + 1,
-                    "the session counted")
-                sent = (total(after, "sortd_bytes_sent_total", method="SortSession")
-                        - total(before, "sortd_bytes_sent_total", method="SortSession"))
-                if coded:
-                    self.assertLess(sent, keys.nbytes * 0.7, n)
-                else:
-                    self.assertEqual(sent, keys.nbytes, n)
+                self.assert_session_keys_sent(coding, lambda: default.sort(keys), keys, coded, n)
         with Client(coding.target, session_min_bytes=1, connections=3, part_bytes=4096,
                     timeout=120, compress=True) as client, \
                 Client(coding.target, session_min_bytes=1, connections=3,
@@ -330,18 +335,7 @@ class Sessions(SessionTest):
             # What crossed the wire: coded keys, smaller than raw ones.
             keys = rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint32)
             for c, coded in ((client, True), (raw, False)):
-                before = scrape(url)
-                np.testing.assert_array_equal(c.sort(keys), np.sort(keys))
-                after = self.wait_metrics(coding, lambda s: total(
-                    s, "sortd_requests_total", code="OK", method="SortSession") == total(
-                        before, "sortd_requests_total", code="OK", method="SortSession") + 1,
-                    "the session counted")
-                sent = (total(after, "sortd_bytes_sent_total", method="SortSession")
-                        - total(before, "sortd_bytes_sent_total", method="SortSession"))
-                if coded:
-                    self.assertLess(sent, keys.nbytes * 0.7)
-                else:
-                    self.assertEqual(sent, keys.nbytes)
+                self.assert_session_keys_sent(coding, lambda: c.sort(keys), keys, coded)
 
     # --- 3. protocol failures over raw grpcio --------------------------------
     def test_parts_out_of_order_on_two_connections_make_one_sort(self):
