@@ -62,7 +62,14 @@ grpc::ChannelArguments MakeChannelArguments(const ClientOptions& options) {
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
   if (!options.service_config_json.empty()) {
-    args.SetServiceConfigJSON(options.service_config_json);
+    std::string config = options.service_config_json;
+    if (!options.retry_busy) {
+      const std::string busy = kBusyRetryCodes;
+      for (size_t at = config.find(busy); at != std::string::npos; at = config.find(busy)) {
+        config.replace(at, busy.size(), R"json("UNAVAILABLE")json");
+      }
+    }
+    args.SetServiceConfigJSON(config);
   }
   // A call is retried only while everything it has sent is still buffered;
   // gRPC buffers 256 KiB per call by default, so any larger request would

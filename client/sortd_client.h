@@ -26,14 +26,22 @@ namespace sortd::client {
 // resolves to (a Kubernetes headless Service `dns:///sortd-headless:50051`,
 // or `ipv4:127.0.0.1:5001,127.0.0.1:5002`), client-side health checking of
 // "sortd.v1.SortService" (a draining replica, NOT_SERVING, gets no new calls),
-// and SortService calls retried on UNAVAILABLE up to 5 attempts in all, with
-// exponential backoff from 50 ms to 1 s.
+// and SortService calls retried up to 5 attempts in all, within the call's
+// deadline: on UNAVAILABLE with exponential backoff from 50 ms to 1 s
+// (jittered by gRPC), and on RESOURCE_EXHAUSTED when the server sent a retry
+// hint (its admission queue full, or waited out: grpc-retry-pushback-ms,
+// waited as said); a refusal that can never succeed carries -1, which gRPC
+// does not retry. Only refused calls are retried: nothing the server
+// accepted is sent again (docs/operations.md, "Admission").
 inline constexpr char kDefaultServiceConfig[] =
     R"json({"loadBalancingConfig":[{"round_robin":{}}],)json"
     R"json("healthCheckConfig":{"serviceName":"sortd.v1.SortService"},)json"
     R"json("methodConfig":[{"name":[{"service":"sortd.v1.SortService"}],)json"
     R"json("retryPolicy":{"maxAttempts":5,"initialBackoff":"0.05s","maxBackoff":"1s",)json"
-    R"json("backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]})json";
+    R"json("backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE","RESOURCE_EXHAUSTED"]}}]})json";
+
+// What ClientOptions::retry_busy = false removes from a service config.
+inline constexpr char kBusyRetryCodes[] = R"json("UNAVAILABLE","RESOURCE_EXHAUSTED")json";
 
 // Where a large sort stands, for ClientOptions::progress.
 struct TransferProgress {
@@ -89,6 +97,10 @@ struct ClientOptions {
   // gRPC service config (JSON) of the channel: load balancing, health
   // checking, retries. Empty = gRPC's defaults (pick_first, no retries).
   std::string service_config_json = kDefaultServiceConfig;
+  // Retry calls the server refused as busy (RESOURCE_EXHAUSTED with a retry
+  // hint), as the service config says; false: such refusals come back at
+  // once (the config's RESOURCE_EXHAUSTED entry is dropped).
+  bool retry_busy = true;
 };
 
 // The channel arguments SortClient::Connect uses: message size limits, the

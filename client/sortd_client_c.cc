@@ -48,6 +48,7 @@ SORTD_EXPORT sortd_client* sortd_client_open(const sortd_client_options* options
     if (options->tls_root_certs_file != nullptr) o.tls_root_certs_file = options->tls_root_certs_file;
     if (options->tls_client_cert_file != nullptr) o.tls_client_cert_file = options->tls_client_cert_file;
     if (options->tls_client_key_file != nullptr) o.tls_client_key_file = options->tls_client_key_file;
+    o.retry_busy = options->no_busy_retry == 0;
     auto client = sortd::client::SortClient::Connect(options->target, o);
     if (!client.ok()) {
       SetError(error, error_len, client.status().ToString());

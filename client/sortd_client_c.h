@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to the structs or signatures below. */
-#define SORTD_CLIENT_C_ABI_VERSION 2
+#define SORTD_CLIENT_C_ABI_VERSION 3
 
 typedef struct sortd_client sortd_client;
 
@@ -29,6 +29,8 @@ typedef struct {
   const char* tls_root_certs_file;
   const char* tls_client_cert_file;
   const char* tls_client_key_file;
+  /* 1: calls the server refused as busy come back at once (no retry). */
+  int no_busy_retry;
 } sortd_client_options;
 
 /* phase: 0 upload, 1 sort, 2 download (bytes of that phase). */

@@ -118,7 +118,21 @@ ABSL_FLAG(uint64_t, max_inflight_bytes, 0,
           "payload bytes admitted at once; 0 = half of usable memory (physical, or the "
           "container's memory limit where lower)");
 ABSL_FLAG(uint64_t, max_queued_requests, 4096,
-          "requests queued or running before RESOURCE_EXHAUSTED");
+          "requests admitted at once (running, or writing their response); more wait in the "
+          "admission queue");
+ABSL_FLAG(uint64_t, max_queued_waits, 256,
+          "requests that may wait in the admission queue for room under --max_inflight_bytes "
+          "and --max_queued_requests; more are refused (RESOURCE_EXHAUSTED with a retry hint); "
+          "0 = no queue, refuse at once");
+ABSL_FLAG(uint64_t, max_waiting_bytes, uint64_t{256} << 20,
+          "received payload (unary messages) that waiting requests may hold; sort sessions wait "
+          "holding nothing");
+ABSL_FLAG(absl::Duration, max_queue_wait, absl::Seconds(60),
+          "the longest a request waits for admission before RESOURCE_EXHAUSTED (its own "
+          "deadline ends the wait earlier: DEADLINE_EXCEEDED)");
+ABSL_FLAG(uint64_t, queue_bypass_bytes, uint64_t{1} << 20,
+          "requests of at most this many in-flight bytes are admitted whenever they fit, ahead "
+          "of larger waiters (small requests are not starved by a burst of large ones)");
 ABSL_FLAG(uint64_t, max_chunked_bytes, uint64_t{8} << 30,
           "largest total payload of one SortChunked upload (bytes)");
 ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(60),
@@ -242,6 +256,7 @@ std::string InvalidFlagValue() {
            BelowMinimum(FLAGS_max_sessions, 1),
            BelowMinimum(FLAGS_session_idle_timeout, absl::Milliseconds(1)),
            BelowMinimum(FLAGS_max_queued_requests, uint64_t{1}),
+           BelowMinimum(FLAGS_max_queue_wait, absl::Milliseconds(1)),
            BelowMinimum(FLAGS_max_chunked_bytes, uint64_t{1}),
            BelowMinimum(FLAGS_gpu_streams, 1),
            BelowMinimum(FLAGS_gpu_errors_to_bench, 0),
@@ -354,6 +369,10 @@ absl::StatusOr<SortdFlags> ParseSortdFlags() {
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
   options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
   options.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);
+  options.admission_queue.max_waiting_requests = absl::GetFlag(FLAGS_max_queued_waits);
+  options.admission_queue.max_waiting_bytes = absl::GetFlag(FLAGS_max_waiting_bytes);
+  options.admission_queue.max_wait = absl::GetFlag(FLAGS_max_queue_wait);
+  options.admission_queue.bypass_bytes = absl::GetFlag(FLAGS_queue_bypass_bytes);
   options.limits.max_chunked_bytes = absl::GetFlag(FLAGS_max_chunked_bytes);
   options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
   options.sessions.idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);

@@ -155,7 +155,8 @@ void SortdServer::StartRuntime() {
 
   uint64_t max_bytes = options_.max_inflight_bytes;
   if (max_bytes == 0) max_bytes = std::max<uint64_t>(UsableMemoryBytes() / 2, uint64_t{1} << 30);
-  admission_ = std::make_unique<AdmissionControl>(max_bytes, options_.max_queued_requests);
+  admission_ = std::make_unique<AdmissionControl>(max_bytes, options_.max_queued_requests,
+                                                  options_.admission_queue);
   if (options_.idle_memory_trim_interval > absl::ZeroDuration()) {
     memory_trimmer_ =
         std::make_unique<MemoryTrimmer>(admission_.get(), options_.idle_memory_trim_interval);
@@ -174,8 +175,18 @@ absl::Status SortdServer::StartEngine() {
   metrics_ = std::make_unique<ServiceMetrics>(registry_, metrics_options);
   AdmissionControl* admission = admission_.get();
   metrics_->WatchAdmission([admission] {
-    return AdmissionGauges{admission->inflight_requests(), admission->inflight_bytes(),
+    AdmissionGauges gauges{admission->inflight_requests(), admission->inflight_bytes(),
                            admission->max_requests(), admission->max_bytes()};
+    const AdmissionControl::QueueState queue = admission->queue_state();
+    gauges.waiting_requests = queue.waiting_requests;
+    gauges.waiting_bytes = queue.waiting_bytes;
+    gauges.waiting_held_bytes = queue.held_bytes;
+    gauges.max_waiting_requests = admission->queue_options().max_waiting_requests;
+    const auto refusals = admission->refusals();
+    for (int i = 0; i < kRefusalReasons; ++i) {
+      gauges.refusals.emplace_back(RefusalReasonName(static_cast<RefusalReason>(i)), refusals[i]);
+    }
+    return gauges;
   });
   gpu_observer_ = std::make_unique<GpuMetricsObserver>(metrics_.get());
   DispatcherOptions dispatcher_options = options_.dispatcher;
@@ -274,6 +285,7 @@ void SortdServer::StartSessions() {
         record.method = RpcMethod::kSortSession;
         record.key_type = session.key_type();
         record.seconds = SecondsSince(session.started());
+        record.queue_seconds = session.spec().admission_wait_seconds;
         record.bytes_received = session.bytes_received();
         record.bytes_sent = session.bytes_sent();
         if (status.ok()) {

@@ -20,6 +20,7 @@
 #include "server/grpc/diagnostics_service.h"
 #include "server/grpc/service_context.h"
 #include "server/regions/regions.h"
+#include "server/runtime/admission.h"
 #include "server/runtime/batcher.h"
 #include "server/runtime/calls_in_flight.h"
 #include "server/runtime/memory_trimmer.h"
@@ -58,8 +59,12 @@ struct ServerOptions {
   // Payload bytes admitted at once (requests plus responses); 0 means half
   // of physical memory.
   uint64_t max_inflight_bytes = 0;
-  // Requests admitted at once (queued or running) before RESOURCE_EXHAUSTED.
+  // Requests admitted at once (running, or holding a response being
+  // written); more wait in the admission queue.
   uint64_t max_queued_requests = 4096;
+  // The admission queue: where requests that fit the limits but not the
+  // moment wait their turn (docs/operations.md, "Admission").
+  AdmissionQueueOptions admission_queue;
   // Per-RPC limits (SortStream flow control, SortChunked sizes).
   ServiceLimits limits;
   // PEM files; both set enables TLS, neither means plaintext.

@@ -42,6 +42,9 @@ ABSL_FLAG(bool, shm, false,
 ABSL_FLAG(std::string, service, "", "health: service name (empty = whole server)");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "largest message; bigger arrays use SortChunked");
 ABSL_FLAG(absl::Duration, timeout, absl::InfiniteDuration(), "per-call deadline");
+ABSL_FLAG(bool, retry_busy, true,
+          "retry calls the server refused as busy (RESOURCE_EXHAUSTED with a retry hint) after "
+          "the hinted delay, within --timeout; false: report them at once");
 ABSL_FLAG(std::string, tls_root_certs, "", "PEM root certificates; enables TLS");
 ABSL_FLAG(std::string, tls_client_cert, "",
           "PEM certificate chain of this client (mutual TLS, with --tls_client_key)");
@@ -130,6 +133,7 @@ absl::StatusOr<std::unique_ptr<client::SortClient>> MakeClient(ProgressBar* prog
   }
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.timeout = absl::GetFlag(FLAGS_timeout);
+  options.retry_busy = absl::GetFlag(FLAGS_retry_busy);
   options.tls_root_certs_file = absl::GetFlag(FLAGS_tls_root_certs);
   options.tls_client_cert_file = absl::GetFlag(FLAGS_tls_client_cert);
   options.tls_client_key_file = absl::GetFlag(FLAGS_tls_client_key);

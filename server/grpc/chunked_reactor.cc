@@ -37,6 +37,7 @@ void SortChunkedReactor::Fail(const absl::Status& status) { Done(status); }
 void SortChunkedReactor::Done(const absl::Status& status) {
   final_status_ = status;
   record_.seconds = SecondsSince(arrival_);
+  AddRetryHint(ctx_, status);
   Finish(ToGrpcStatus(status));
 }
 
@@ -103,6 +104,21 @@ void SortChunkedReactor::OnReadDone(bool ok) {
       return ctx_->IsCancelled() ? absl::CancelledError("SortChunked cancelled") : parsed;
     }
     context_->AtTestSite(upload_.has_header() ? "chunked.chunk" : "chunked.header");
+    return absl::OkStatus();
+  });
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  if (upload_.needs_admission()) {
+    AdmitFirstChunk();
+    return;
+  }
+  AcceptRead();
+}
+
+void SortChunkedReactor::AcceptRead() {
+  absl::Status status = Guarded("SortChunked: upload", [this] {
     absl::Status accepted = upload_.Accept(read_buffer_);
     record_.bytes_received = upload_.payload_bytes();
     return accepted;
@@ -112,6 +128,34 @@ void SortChunkedReactor::OnReadDone(bool ok) {
     return;
   }
   StartRead(&read_bytes_);
+}
+
+// The first chunk is here: the upload waits for admission (of all it
+// announced) holding that chunk alone, and reads nothing more until then.
+void SortChunkedReactor::AdmitFirstChunk() {
+  const uint64_t bytes = upload_.FirstAdmissionBytes(read_buffer_);
+  AdmissionControl::Wait wait;
+  wait.bytes = bytes;
+  wait.held_bytes = read_buffer_.ByteSizeLong();
+  wait.lane = ctx_->peer();
+  wait.deadline = ctx_->deadline();
+  wait.cancelled = [this] { return cancelled_.load() || ctx_->IsCancelled(); };
+  wait.done = [this, bytes](absl::Status admitted, double) {
+    if (!admitted.ok()) {
+      Fail(admitted);
+      return;
+    }
+    upload_.Admit(Admitted(context_->admission, bytes));
+    AcceptRead();
+  };
+  std::optional<absl::Status> decided = context_->admission->AcquireOrWait(std::move(wait));
+  if (!decided) return;  // queued: `done` goes on
+  if (!decided->ok()) {
+    Fail(*decided);
+    return;
+  }
+  upload_.Admit(Admitted(context_->admission, bytes));
+  AcceptRead();
 }
 
 absl::Status SortChunkedReactor::SortAll() {

@@ -30,6 +30,10 @@ class SortChunkedReactor final
   void OnDone() override;
 
  private:
+  // Takes the message just read into the upload, then reads the next.
+  void AcceptRead();
+  // Admits the upload at its first chunk, waiting in the queue if it must.
+  void AdmitFirstChunk();
   absl::Status SortAll();
   void WriteNext();
   // Builds the next response message in write_buffer_ (may throw bad_alloc).

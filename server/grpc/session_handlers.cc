@@ -331,38 +331,81 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
                                                  const grpc::ByteBuffer* raw_request,
                                                  grpc::ByteBuffer* raw_response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  v1::StartSortSessionRequest request;
-  v1::StartSortSessionResponse response;
-  absl::Status status = ParseUnary(raw_request, &request);
+  const SteadyClock::time_point arrival = SteadyClock::now();
+  auto request = std::make_shared<v1::StartSortSessionRequest>();
+  absl::Status status = ParseUnary(raw_request, request.get());
   if (status.ok()) status = context->CheckNotDraining();
+  auto spec = std::make_shared<SessionSpec>();
+  uint64_t memory = 0;
   if (status.ok()) {
     status = Guarded("StartSortSession", [&]() -> absl::Status {
-          absl::StatusOr<SessionSpec> spec = SessionSpecFromProto(request);
-          if (!spec.ok()) return spec.status();
-          if (spec->delta_keys) {
-            // Asked for; granted where it pays (the response says which).
-            spec->delta_keys = GrantCodedKeys(
-                context->sessions->limits().key_encoding, IsSameHostPeer(ctx->peer()),
-                ElementSize(spec->key_type),
-                context->dispatcher->RoutesToGpu(spec->key_type, spec->total_keys),
-                spec->transfer_only);
-          }
-          absl::StatusOr<std::shared_ptr<SortSession>> started = context->sessions->Start(*spec);
-          if (started.ok()) {
-            (*started)->StartArriving(*context->dispatcher);
-            const SessionLimits& limits = context->sessions->limits();
-            response.set_session_id((*started)->id());
-            response.set_max_part_bytes(limits.max_part_bytes);
-            response.set_suggested_connections(
-                SuggestedConnections(request.total_keys() * SessionRowBytes(*spec)));
-            response.set_idle_timeout_ms(absl::ToInt64Milliseconds(limits.idle_timeout));
-            response.set_direct_target(limits.direct_target);
-            if (spec->delta_keys) response.set_key_encoding(v1::PART_ENCODING_DELTA_BLOCKS);
-          }
-          return started.status();
-        });
+      absl::StatusOr<SessionSpec> parsed = SessionSpecFromProto(*request);
+      if (!parsed.ok()) return parsed.status();
+      *spec = *std::move(parsed);
+      const bool on_gpu = !spec->is_table() &&
+                          context->dispatcher->RoutesToGpu(spec->key_type, spec->total_keys);
+      spec->sorted_on_host = !on_gpu;
+      if (spec->delta_keys) {
+        // Asked for; granted where it pays (the response says which).
+        spec->delta_keys = GrantCodedKeys(context->sessions->limits().key_encoding,
+                                          IsSameHostPeer(ctx->peer()), ElementSize(spec->key_type),
+                                          on_gpu, spec->transfer_only);
+      }
+      absl::StatusOr<uint64_t> bytes = context->sessions->Check(*spec);
+      if (!bytes.ok()) return bytes.status();
+      memory = *bytes;
+      return absl::OkStatus();
+    });
   }
-  FinishUnary(reactor, status, response, raw_response);
+  auto finish = [=](absl::Status result, const v1::StartSortSessionResponse& response) {
+    AddRetryHint(ctx, result);
+    FinishUnary(reactor, std::move(result), response, raw_response);
+  };
+  // Opens the session on the memory admitted for it (before any upload:
+  // a session waits for admission holding nothing).
+  auto open = [=](Admitted admitted) {
+    v1::StartSortSessionResponse response;
+    absl::Status result = Guarded("StartSortSession", [&]() -> absl::Status {
+      spec->admission_wait_seconds = SecondsSince(arrival);
+      absl::StatusOr<std::shared_ptr<SortSession>> started =
+          context->sessions->Start(*spec, std::move(admitted));
+      if (!started.ok()) return started.status();
+      (*started)->StartArriving(*context->dispatcher);
+      const SessionLimits& limits = context->sessions->limits();
+      response.set_session_id((*started)->id());
+      response.set_max_part_bytes(limits.max_part_bytes);
+      response.set_suggested_connections(
+          SuggestedConnections(request->total_keys() * SessionRowBytes(*spec)));
+      response.set_idle_timeout_ms(absl::ToInt64Milliseconds(limits.idle_timeout));
+      response.set_direct_target(limits.direct_target);
+      if (spec->delta_keys) response.set_key_encoding(v1::PART_ENCODING_DELTA_BLOCKS);
+      return absl::OkStatus();
+    });
+    finish(std::move(result), response);
+  };
+  if (!status.ok()) {
+    finish(std::move(status), v1::StartSortSessionResponse());
+    return reactor;
+  }
+  AdmissionControl::Wait wait;
+  wait.bytes = memory;
+  wait.lane = ctx->peer();
+  wait.deadline = ctx->deadline();
+  wait.cancelled = [ctx] { return ctx->IsCancelled(); };
+  wait.done = [=](absl::Status admitted, double) {
+    if (admitted.ok()) {
+      open(Admitted(context->admission, memory));
+    } else {
+      finish(std::move(admitted), v1::StartSortSessionResponse());
+    }
+  };
+  std::optional<absl::Status> decided = context->admission->AcquireOrWait(std::move(wait));
+  if (!decided) return reactor;  // queued: `done` goes on
+  if (!decided->ok()) {
+    finish(*std::move(decided), v1::StartSortSessionResponse());
+    return reactor;
+  }
+  open(Admitted(context->admission, memory));
   return reactor;
 }
 

@@ -76,13 +76,14 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   // Mutable: Sort and SortPairs move the request's arrays into the response.
   Request* request = &call->request;
   Response* response = &call->response;
-  auto finish = [reactor, raw_response, call, method](absl::Status result) {
+  auto finish = [reactor, raw_response, call, method, ctx](absl::Status result) {
     if (result.ok()) {
       result = Guarded(RpcMethodName(method), [&] {
         SerializeRawMessage(call->response, raw_response);
         return absl::OkStatus();
       });
     }
+    AddRetryHint(ctx, result);
     reactor->Finish(ToGrpcStatus(result));
   };
   RequestRecord record;
@@ -117,11 +118,13 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   }
   if (status.ok()) status = CheckResponseFits(*request, context->limits.max_response_bytes);
   const uint64_t bytes = status.ok() ? InflightBytes(*request) : 0;
-  if (status.ok()) status = context->admission->Acquire(bytes);
-  if (!status.ok()) {
+  auto refuse = [=](absl::Status refusal) mutable {
     record.seconds = SecondsSince(arrival);
-    context->Report(record, request->request_id(), status);
-    finish(status);
+    context->Report(record, request->request_id(), refusal);
+    finish(std::move(refusal));
+  };
+  if (!status.ok()) {
+    refuse(status);
     return reactor;
   }
   // Sorts on the calling thread and finishes the call: a pool worker's
@@ -129,6 +132,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
   // `on_grpc_thread`: device memory must not be sorted here (a region
   // re-registered as a CUDA region since routing is refused, not sorted).
   auto sort_now = [=](Admitted& admitted, bool on_grpc_thread) mutable {
+    // From arrival: the time in the admission queue counts too.
     record.queue_seconds = SecondsSince(arrival);
     absl::Status result = CheckCallAlive(ctx);
     if (result.ok()) {
@@ -150,43 +154,67 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
     context->Report(record, request->request_id(), result);
     finish(result);
   };
-  if (!on_device && context->SortsInline(record.key_type, KeysOf(*request))) {
-    Admitted admitted(context->admission, bytes);
-    sort_now(admitted, /*on_grpc_thread=*/true);
+  // Runs an admitted request: inline, batched or on a pool. `queued`: it
+  // waited and this is the admission thread, which must not sort.
+  auto dispatch = [=](bool queued) mutable {
+    if (!queued && !on_device && context->SortsInline(record.key_type, KeysOf(*request))) {
+      Admitted admitted(context->admission, bytes);
+      sort_now(admitted, /*on_grpc_thread=*/true);
+      return;
+    }
+    auto admitted = std::make_shared<Admitted>(context->admission, bytes);
+    // Table sorts are never batched (a batch sorts one column of a core type).
+    if constexpr (!std::is_same_v<Request, v1::SortTableRequest>) {
+      if (!regions && context->Batches(record.key_type, KeysOf(*request)) && Batchable(*request)) {
+        absl::Status batched = Guarded(RpcMethodName(method), [&] {
+          return EnqueueBatched(
+              *context, request, response, [ctx] { return ctx->IsCancelled(); },
+              [=](absl::Status result, double queue_seconds) mutable {
+                if (result.ok()) result = CheckCallAlive(ctx, "while it was sorted");
+                record.queue_seconds = queue_seconds;
+                admitted->Reset();
+                if (result.ok()) DescribeSuccess(*request, *response, &record);
+                record.seconds = SecondsSince(arrival);
+                context->Report(record, request->request_id(), result);
+                finish(result);
+              });
+        });
+        if (!batched.ok()) {
+          admitted->Reset();
+          refuse(batched);
+        }
+        return;
+      }
+    }
+    WorkPool& pool = on_device && context->gpu_pool != nullptr
+                         ? *context->gpu_pool
+                         : context->PoolFor(record.key_type, KeysOf(*request));
+    pool.Submit([sort_now, admitted]() mutable {
+      sort_now(*admitted, /*on_grpc_thread=*/false);
+    });
+  };
+  // The payload has arrived: a request that must wait holds it, against
+  // the queue's bound on received bytes (--max_waiting_bytes).
+  AdmissionControl::Wait wait;
+  wait.bytes = bytes;
+  wait.held_bytes = record.bytes_received;
+  wait.lane = ctx->peer();
+  wait.deadline = ctx->deadline();
+  wait.cancelled = [ctx] { return ctx->IsCancelled(); };
+  wait.done = [=](absl::Status admitted, double) mutable {
+    if (admitted.ok()) {
+      dispatch(/*queued=*/true);
+    } else {
+      refuse(std::move(admitted));
+    }
+  };
+  std::optional<absl::Status> decided = context->admission->AcquireOrWait(std::move(wait));
+  if (!decided) return reactor;  // queued: `done` goes on
+  if (!decided->ok()) {
+    refuse(*std::move(decided));
     return reactor;
   }
-  auto admitted = std::make_shared<Admitted>(context->admission, bytes);
-  // Table sorts are never batched (a batch sorts one column of a core type).
-  if constexpr (!std::is_same_v<Request, v1::SortTableRequest>) {
-    if (!regions && context->Batches(record.key_type, KeysOf(*request)) && Batchable(*request)) {
-      absl::Status queued = Guarded(RpcMethodName(method), [&] {
-        return EnqueueBatched(
-            *context, request, response, [ctx] { return ctx->IsCancelled(); },
-            [=](absl::Status result, double queue_seconds) mutable {
-              if (result.ok()) result = CheckCallAlive(ctx, "while it was sorted");
-              record.queue_seconds = queue_seconds;
-              admitted->Reset();
-              if (result.ok()) DescribeSuccess(*request, *response, &record);
-              record.seconds = SecondsSince(arrival);
-              context->Report(record, request->request_id(), result);
-              finish(result);
-            });
-      });
-      if (!queued.ok()) {
-        admitted->Reset();
-        record.seconds = SecondsSince(arrival);
-        context->Report(record, request->request_id(), queued);
-        finish(queued);
-      }
-      return reactor;
-    }
-  }
-  WorkPool& pool = on_device && context->gpu_pool != nullptr
-                      ? *context->gpu_pool
-                      : context->PoolFor(record.key_type, KeysOf(*request));
-  pool.Submit([sort_now, admitted]() mutable {
-    sort_now(*admitted, /*on_grpc_thread=*/false);
-  });
+  dispatch(/*queued=*/false);
   return reactor;
 }
 

@@ -4,12 +4,26 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "server/runtime/admission.h"
+
 namespace sortd {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()));
+}
+
+void AddRetryHint(grpc::ServerContextBase* ctx, const absl::Status& status) {
+  if (status.ok()) return;
+  if (std::optional<int64_t> ms = RetryPushbackMs(status)) {
+    ctx->AddTrailingMetadata(kRetryPushbackMetadata, absl::StrCat(*ms));
+  } else if (status.code() == absl::StatusCode::kResourceExhausted) {
+    // Other limits (sizes, --max_chunked_bytes) fail the same way again:
+    // clients whose retry policy covers the code must not retry them.
+    ctx->AddTrailingMetadata(kRetryPushbackMetadata, "-1");
+  }
 }
 
 }  // namespace sortd

@@ -173,6 +173,31 @@ class ServiceMetrics::InflightCollector : public prometheus::Collectable {
                                static_cast<double>(a.max_requests)));
     out->push_back(GaugeFamily("sortd_inflight_bytes_limit", "--max_inflight_bytes (resolved).",
                                static_cast<double>(a.max_bytes)));
+    out->push_back(GaugeFamily("sortd_admission_waiting_requests",
+                               "Requests waiting in the admission queue for room to run.",
+                               static_cast<double>(a.waiting_requests)));
+    out->push_back(GaugeFamily("sortd_admission_waiting_bytes",
+                               "In-flight bytes the waiting requests ask for.",
+                               static_cast<double>(a.waiting_bytes)));
+    out->push_back(GaugeFamily("sortd_admission_waiting_held_bytes",
+                               "Received payload held by waiting requests (bounded by "
+                               "--max_waiting_bytes).",
+                               static_cast<double>(a.waiting_held_bytes)));
+    out->push_back(GaugeFamily("sortd_admission_waiting_requests_limit", "--max_queued_waits.",
+                               static_cast<double>(a.max_waiting_requests)));
+    prometheus::MetricFamily refusals{
+        "sortd_admission_refusals_total",
+        "Requests refused by admission control, by reason (too_large: over "
+        "--max_inflight_bytes; queue_full; max_wait: waited --max_queue_wait; deadline; "
+        "cancelled; shutdown).",
+        prometheus::MetricType::Counter, {}};
+    for (const auto& [reason, count] : a.refusals) {
+      prometheus::ClientMetric m;
+      m.label = {{"reason", reason}};
+      m.counter.value = static_cast<double>(count);
+      refusals.metric.push_back(m);
+    }
+    out->push_back(std::move(refusals));
   }
 
   std::function<AdmissionGauges()> admission_;
@@ -196,7 +221,7 @@ ServiceMetrics::ServiceMetrics(std::shared_ptr<prometheus::Registry> registry,
                     .Register(*registry_)),
       queue_(prometheus::BuildHistogram()
                  .Name("sortd_queue_duration_seconds")
-                 .Help("Time from admission until a worker starts the request.")
+                 .Help("Time from arrival until a worker starts the request (the admission queue included; SortSession: until its memory was admitted).")
                  .Register(*registry_)),
       kernel_(prometheus::BuildHistogram()
                   .Name("sortd_gpu_kernel_duration_seconds")

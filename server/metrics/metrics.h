@@ -62,6 +62,14 @@ struct AdmissionGauges {
   uint64_t inflight_bytes = 0;
   uint64_t max_requests = 0;
   uint64_t max_bytes = 0;
+  // The admission queue: requests waiting, the bytes they wait for, the
+  // received payload they hold, its bound; refusals since start by reason
+  // (names and counts in the same order).
+  uint64_t waiting_requests = 0;
+  uint64_t waiting_bytes = 0;
+  uint64_t waiting_held_bytes = 0;
+  uint64_t max_waiting_requests = 0;
+  std::vector<std::pair<std::string, uint64_t>> refusals;
 };
 
 // One kind of same-host region, as /metrics shows it (label "kind").

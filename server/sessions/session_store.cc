@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/random/random.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
@@ -47,7 +48,7 @@ SessionStore::~SessionStore() {
   reaper_.join();
 }
 
-absl::StatusOr<std::shared_ptr<SortSession>> SessionStore::Start(const SessionSpec& spec) {
+absl::StatusOr<uint64_t> SessionStore::Check(const SessionSpec& spec) const {
   if (spec.transfer_only && !limits_.allow_transfer_only) {
     return absl::InvalidArgumentError(
         "transfer_only: only on a server started with --diagnostics");
@@ -60,13 +61,27 @@ absl::StatusOr<std::shared_ptr<SortSession>> SessionStore::Start(const SessionSp
         "total_keys: ", n, spec.is_table() ? " rows of " : " elements of ", row_bytes,
         " bytes exceed --max_chunked_bytes (", limits_.max_payload_bytes, " bytes)"));
   }
-  const uint64_t memory = SessionMemoryBytes(spec);
+  return SessionMemoryBytes(spec);
+}
+
+absl::StatusOr<std::shared_ptr<SortSession>> SessionStore::Start(const SessionSpec& spec) {
+  absl::StatusOr<uint64_t> memory = Check(spec);
+  if (!memory.ok()) return memory.status();
+  absl::Status admitted = admission_->Acquire(*memory);
+  if (!admitted.ok()) return admitted;
+  return Start(spec, Admitted(admission_, *memory));
+}
+
+absl::StatusOr<std::shared_ptr<SortSession>> SessionStore::Start(const SessionSpec& spec,
+                                                                 Admitted admitted) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int open = static_cast<int>(sessions_.size()) + starting_;
     if (open >= limits_.max_sessions) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      absl::Status busy = absl::ResourceExhaustedError(absl::StrCat(
           "sort sessions: ", open, " open (--max_sessions); end or let expire one first"));
+      busy.SetPayload(kRetryPushbackPayload, absl::Cord("1000"));  // sessions end or expire
+      return busy;
     }
     ++starting_;
   }
@@ -82,10 +97,8 @@ absl::StatusOr<std::shared_ptr<SortSession>> SessionStore::Start(const SessionSp
     }
   };
   Reservation reservation{this, nullptr};
-  absl::Status admitted = admission_->Acquire(memory);
-  if (!admitted.ok()) return admitted;
-  Admitted held(admission_, memory);
-  auto session = std::make_shared<SortSession>(NewSessionId(), spec, std::move(held), memory_);
+  auto session =
+      std::make_shared<SortSession>(NewSessionId(), spec, std::move(admitted), memory_);
   reservation.session = session;
   return session;
 }

@@ -32,8 +32,14 @@ class SessionStore {
 
   const SessionLimits& limits() const { return limits_; }
 
-  // Checks the spec against the limits (size, transfer_only), admits its
-  // memory and opens a session.
+  // Checks the spec against the limits (size, transfer_only): the bytes
+  // its session holds (SessionMemoryBytes), to be admitted before Start.
+  absl::StatusOr<uint64_t> Check(const SessionSpec& spec) const;
+  // Opens a session holding `admitted` (Check's bytes, admitted; the
+  // handler waits for them in the admission queue). RESOURCE_EXHAUSTED
+  // when --max_sessions are open.
+  absl::StatusOr<std::shared_ptr<SortSession>> Start(const SessionSpec& spec, Admitted admitted);
+  // Check, admit at once (or refuse), Start.
   absl::StatusOr<std::shared_ptr<SortSession>> Start(const SessionSpec& spec);
   // NOT_FOUND (naming the id, cut) for a session that ended or never was.
   absl::StatusOr<std::shared_ptr<SortSession>> Find(const std::string& id) const;

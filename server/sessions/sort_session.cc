@@ -82,7 +82,9 @@ uint64_t SessionMemoryBytes(const SessionSpec& spec) {
     const uint64_t value_width = spec.value_type ? ElementSize(*spec.value_type) : 0;
     // Keys, values and the gather's second values array, the permutation.
     const bool indices = spec.return_indices || value_width > 0;
-    return n * (key_width + 2 * value_width + (indices ? 8 : 0));
+    // The CPU radix sort ping-pongs the keys (and their row numbers).
+    const uint64_t scratch = spec.sorted_on_host && !spec.transfer_only ? key_width + (indices ? 8 : 0) : 0;
+    return n * (key_width + 2 * value_width + (indices ? 8 : 0) + scratch);
   }
   uint64_t bitmaps = 0;
   uint64_t widest = 0;
@@ -229,10 +231,12 @@ void SortSession::StartArriving(Dispatcher& dispatcher) {
   if (spec_.transfer_only || n == 0 || spec_.is_table()) return;
   if (!dispatcher.RoutesToGpu(key_type_, n)) {
     // The CPU engine takes keys only, and holds a pool about the keys' size
-    // for the whole upload: reserved like the buffers (released with them),
-    // else the sort waits for the upload, as it does without room.
+    // for the whole upload: admitted with the session when it was to be
+    // sorted on the host (SessionMemoryBytes counts that scratch), else
+    // reserved now (released with the buffers), or the sort waits for the
+    // upload.
     if (value_type_.has_value() || spec_.return_indices) return;
-    if (!admitted_.AcquireMoreBytes(keys_.bytes()).ok()) return;
+    if (!spec_.sorted_on_host && !admitted_.AcquireMoreBytes(keys_.bytes()).ok()) return;
   }
   ArrivingSort sort;
   sort.keys = NumericSpan(key_type_, keys_.data(), n);

@@ -68,6 +68,12 @@ struct SessionSpec {
   // (PART_ENCODING_DELTA_BLOCKS; proto/sortd/v1/sorted_blocks.h).
   bool delta_keys = false;
   uint64_t total_keys = 0;
+  // Sorted by the CPU engine (not routed to a GPU): its radix scratch is
+  // on the host and counts against admission (SessionMemoryBytes).
+  bool sorted_on_host = true;
+  // Set by the handler: the time from StartSortSession's arrival to its
+  // admission (sortd_queue_duration_seconds{method="SortSession"}).
+  double admission_wait_seconds = 0;
   // A table session (docs/api.md, "Table sessions"): rows of `columns`
   // sorted by `by`; key_type and value_type are unused, the permutation is
   // kept when return_indices (unless the client said without_permutation),
@@ -84,7 +90,8 @@ struct SessionSpec {
 
 // Bytes a session holds from its start to its end: every array, and the
 // sort's scratch on the host (the gather's second array, the permutation;
-// for a table, its packed words and row numbers).
+// for a table, its packed words and row numbers; sorted on the host, the
+// radix sort's ping-pong copy).
 uint64_t SessionMemoryBytes(const SessionSpec& spec);
 // Payload bytes a row (a key and its value; a table row's columns).
 uint64_t SessionRowBytes(const SessionSpec& spec);

@@ -44,9 +44,6 @@ absl::Status ChunkedUpload::AcceptHeader(const v1::SortChunkedRequest& message) 
         "header.total_keys: ", header_.total_keys(), " keys announced, more than an upload of ",
         max_bytes_, " bytes (--max_chunked_bytes) can hold (", max_keys, " keys of 4 bytes)"));
   }
-  status = admission_->Acquire(0);
-  if (!status.ok()) return status;
-  admitted_ = Admitted(admission_, 0);
   have_header_ = true;
   return absl::OkStatus();
 }
@@ -92,21 +89,20 @@ absl::Status ChunkedUpload::AcceptChunk(const v1::SortChunkedRequest& message) {
                                                      max_bytes_, " bytes (--max_chunked_bytes)"));
   }
   if (absl::Status returnable = CheckReturnable(chunk); !returnable.ok()) return returnable;
+  if (!admitted_any_) {
+    // Nobody admitted the upload ahead: its request slot now, or refused.
+    absl::Status status = admission_->Acquire(0);
+    if (!status.ok()) return status;
+    admitted_ = Admitted(admission_, 0);
+    admitted_any_ = true;
+  }
   if (keys_.empty_type()) {
     absl::Status status = ReserveAnnounced(chunk);
     if (!status.ok()) return status;
   }
   if (!announced_admitted_) {
-    // The column, its permuted copy and the permutation are held at once;
-    // a byte string also costs its std::string.
-    uint64_t reserve = 2 * bytes + 8 * n;
-    if (*TypeOf(chunk.keys()) == DataType::kBytes) reserve += kStringBytes * n;
-    if (header_.with_values() && *TypeOf(chunk.values()) == DataType::kBytes) {
-      reserve += kStringBytes * n;
-    }
-    absl::Status status = admission_->AcquireMoreBytes(reserve);
+    absl::Status status = Reserve(ChunkReserve(chunk));
     if (!status.ok()) return status;
-    admitted_.AddBytes(reserve);
   }
   payload_bytes_ += bytes;
 
@@ -148,30 +144,71 @@ absl::Status ChunkedUpload::CheckReturnable(const v1::ArrayChunk& chunk) const {
   return absl::OkStatus();
 }
 
-absl::Status ChunkedUpload::ReserveAnnounced(const v1::ArrayChunk& first) {
+uint64_t ChunkedUpload::ChunkReserve(const v1::ArrayChunk& chunk) const {
+  const size_t n = LengthOf(chunk.keys());
+  const uint64_t bytes =
+      PayloadBytes(chunk.keys()) + (header_.with_values() ? PayloadBytes(chunk.values()) : 0);
+  // The column, its permuted copy and the permutation are held at once;
+  // a byte string also costs its std::string.
+  uint64_t reserve = 2 * bytes + 8 * n;
+  if (TypeOf(chunk.keys()) == DataType::kBytes) reserve += kStringBytes * n;
+  if (header_.with_values() && TypeOf(chunk.values()) == DataType::kBytes) {
+    reserve += kStringBytes * n;
+  }
+  return reserve;
+}
+
+absl::StatusOr<std::optional<uint64_t>> ChunkedUpload::AnnouncedReserve(
+    const v1::ArrayChunk& first) const {
   const uint64_t total = header_.total_keys();
-  const DataType key_type = *TypeOf(first.keys());
+  const std::optional<DataType> key_type = TypeOf(first.keys());
   const std::optional<DataType> value_type =
       header_.with_values() ? TypeOf(first.values()) : std::nullopt;
   // Byte strings have no size per key to announce: their columns grow
   // chunk by chunk, admitted as they arrive.
-  if (total == 0 || key_type == DataType::kBytes ||
-      (value_type && *value_type == DataType::kBytes)) {
-    return absl::OkStatus();
+  if (total == 0 || !key_type || *key_type == DataType::kBytes ||
+      (header_.with_values() && (!value_type || *value_type == DataType::kBytes))) {
+    return std::nullopt;
   }
   const uint64_t payload =
-      total * (ElementSize(key_type) + (value_type ? ElementSize(*value_type) : 0));
+      total * (ElementSize(*key_type) + (value_type ? ElementSize(*value_type) : 0));
   if (payload > max_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "header.total_keys: ", total, " keys announced (", payload,
         " bytes of these types), over the upload limit of ", max_bytes_,
         " bytes (--max_chunked_bytes)"));
   }
+  return 2 * payload + 8 * total;
+}
+
+uint64_t ChunkedUpload::FirstAdmissionBytes(const v1::SortChunkedRequest& message) const {
+  if (!message.has_chunk() || !TypeOf(message.chunk().keys())) return 0;
+  absl::StatusOr<std::optional<uint64_t>> announced = AnnouncedReserve(message.chunk());
+  if (!announced.ok()) return 0;  // Accept refuses it
+  return announced->has_value() ? **announced : ChunkReserve(message.chunk());
+}
+
+absl::Status ChunkedUpload::Reserve(uint64_t bytes) {
+  if (prepaid_ >= bytes) {
+    prepaid_ -= bytes;
+    return absl::OkStatus();
+  }
+  const uint64_t more = bytes - prepaid_;
+  prepaid_ = 0;
+  return admitted_.AcquireMoreBytes(more);
+}
+
+absl::Status ChunkedUpload::ReserveAnnounced(const v1::ArrayChunk& first) {
+  absl::StatusOr<std::optional<uint64_t>> announced = AnnouncedReserve(first);
+  if (!announced.ok()) return announced.status();
+  if (!announced->has_value()) return absl::OkStatus();
+  const uint64_t total = header_.total_keys();
+  const DataType key_type = *TypeOf(first.keys());
+  const std::optional<DataType> value_type =
+      header_.with_values() ? TypeOf(first.values()) : std::nullopt;
   // Admit the whole announced upload before sizing anything from it.
-  const uint64_t reserve = 2 * payload + 8 * total;
-  absl::Status status = admission_->AcquireMoreBytes(reserve);
+  absl::Status status = Reserve(**announced);
   if (!status.ok()) return status;
-  admitted_.AddBytes(reserve);
   announced_admitted_ = true;
   // The keys are what a GPU engine copies to the device: from the pool.
   // The values are only gathered here on the host.

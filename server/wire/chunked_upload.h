@@ -6,8 +6,11 @@
 #define SORTD_SERVER_WIRE_CHUNKED_UPLOAD_H_
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/runtime/admission.h"
 #include "server/wire/typed_array.h"
 
@@ -52,6 +55,18 @@ class ChunkedUpload {
   // Gives the admission back early (the RPC's end releases it anyway).
   void Release() { admitted_.Reset(); }
 
+  // The upload is admitted at its first chunk, before that chunk is taken
+  // in: the reactor asks what it needs (the whole announced upload, else
+  // the chunk's share), waits for it in the admission queue and hands the
+  // admission over. Accept admits at once (or refuses) when nobody did.
+  bool needs_admission() const { return have_header_ && !admitted_any_; }
+  uint64_t FirstAdmissionBytes(const v1::SortChunkedRequest& message) const;
+  void Admit(Admitted admitted) {
+    prepaid_ = admitted.bytes();
+    admitted_ = std::move(admitted);
+    admitted_any_ = true;
+  }
+
  private:
   absl::Status AcceptHeader(const v1::SortChunkedRequest& message);
   absl::Status AcceptChunk(const v1::SortChunkedRequest& message);
@@ -62,6 +77,14 @@ class ChunkedUpload {
 
   // Refuses a byte-string element too large to return in one response.
   absl::Status CheckReturnable(const v1::ArrayChunk& chunk) const;
+  // What a chunk's columns hold once appended, without an announcement.
+  uint64_t ChunkReserve(const v1::ArrayChunk& chunk) const;
+  // What the whole announced upload holds (numeric types and total_keys
+  // set), checked against the limit; nullopt: not announced.
+  absl::StatusOr<std::optional<uint64_t>> AnnouncedReserve(const v1::ArrayChunk& first) const;
+  // Holds `bytes` more with the admission: first from what was admitted
+  // ahead (Admit), then from admission control, now or not at all.
+  absl::Status Reserve(uint64_t bytes);
 
   const uint64_t max_bytes_;
   const uint64_t max_response_bytes_;
@@ -70,6 +93,8 @@ class ChunkedUpload {
   bool have_header_ = false;
   v1::ChunkedSortHeader header_;
   Admitted admitted_;
+  bool admitted_any_ = false;  // admitted_ holds the upload's request slot
+  uint64_t prepaid_ = 0;       // admitted ahead (Admit) and not yet used
   uint64_t payload_bytes_ = 0;
   bool announced_admitted_ = false;  // ReserveAnnounced admitted everything
   HostColumn keys_;

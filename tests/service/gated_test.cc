@@ -177,10 +177,13 @@ TEST(GatedDeadlineTest, ACallWhoseDeadlinePassesInTheQueueIsNotSorted) {
   EXPECT_EQ(Sample(text, R"(sortd_requests_total{code="OK",key_type="uint32",method="Sort"})"), 1);
 }
 
-TEST(GatedLimitsTest, MaxQueuedRequestsRefusesTheNextCallWhileOneIsRunning) {
+// With the admission queue off (--max_queued_waits=0), the old contract:
+// refused at once.
+TEST(GatedLimitsTest, MaxQueuedRequestsRefusesTheNextCallWhileOneIsRunningWithoutAQueue) {
   Gate gate("unary.run");
   ServerOptions options;
   options.max_queued_requests = 1;
+  options.admission_queue.max_waiting_requests = 0;
   auto server = StartGated(gate, options);
   auto client = Connect(*server);
   auto first = std::async(std::launch::async,

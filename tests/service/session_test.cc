@@ -12,6 +12,8 @@
 #include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "sortd/v1/session_part_codec.h"
 #include "tests/service/test_server.h"
 
@@ -139,11 +141,12 @@ TEST(SessionTest, TheCpuSortsKeysOnlySessionsWhileTheirPartsArrive) {
   EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), arriving);
 }
 
-// The CPU's arriving sort holds a pool about the keys' size during the
-// upload; a server without room for it as well as the session's buffer
-// sorts after the upload instead (same results, not counted), and the
-// reservation goes back with the session.
-TEST(SessionTest, ACpuSessionWithoutRoomForItsPoolSortsAfterTheUpload) {
+// A session sorted on the host is admitted with its sort's scratch (the
+// arriving sort's pool, about the keys' size): a server whose limit holds
+// the buffer but not both refuses it at once as never fitting (no wait),
+// one with room for both sorts it while it arrives, and the reservation
+// goes back with the session.
+TEST(SessionTest, ACpuSessionIsAdmittedWithItsSortScratch) {
   ServerOptions options;
   options.dispatcher.cpu.parallel_threshold = 1 << 14;
   const size_t n = 300007;
@@ -152,24 +155,28 @@ TEST(SessionTest, ACpuSessionWithoutRoomForItsPoolSortsAfterTheUpload) {
   client::ClientOptions session = SessionOptions();
   session.part_bytes = 64 << 10;
   auto c = Connect(*server, session);
-  // Each session's memory is given back a moment after it ends (once gRPC
-  // lets go of its last part): the next one starts on an empty server.
-  auto drained = [&] {
-    return Sample(ScrapeUntil(*server, [](const std::string& t) {
-                    return Sample(t, "sortd_inflight_bytes") == 0;
-                  }),
-                  "sortd_inflight_bytes") == 0;
-  };
-  ExpectSortedArriving<uint32_t>(*c, n, v1::SORT_ORDER_ASCENDING);
-  ASSERT_TRUE(drained());
-  ExpectSortedArriving<float>(*c, n, v1::SORT_ORDER_DESCENDING);
-  ASSERT_TRUE(drained());
-  EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), 0);
+  const std::vector<uint32_t> keys = RandomKeys<uint32_t>(n, 7, n / 3);
+  std::vector<uint32_t> out(n);
+  absl::StatusOr<v1::Engine> refused =
+      c->SortInto<uint32_t>(keys, absl::MakeSpan(out), v1::SORT_ORDER_ASCENDING);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find(absl::StrCat("request of ", n * 8, " bytes")),
+            std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("--max_inflight_bytes"), std::string::npos);
+  std::string text = Scrape(*server);
+  EXPECT_EQ(Sample(text, R"(sortd_admission_refusals_total{reason="too_large"})"), 1);
+  EXPECT_EQ(Sample(text, "sortd_admission_waiting_requests"), 0);
   // Half the keys leave room for both: sorted while arriving.
   ExpectSortedArriving<uint32_t>(*c, n / 2, v1::SORT_ORDER_ASCENDING);
-  EXPECT_EQ(Sample(Scrape(*server), "sortd_sort_sessions_sorted_arriving_total"), 1);
-  // The pool's reservation went back with the session.
-  EXPECT_TRUE(drained());
+  ExpectSortedArriving<float>(*c, n / 2, v1::SORT_ORDER_DESCENDING);
+  text = ScrapeUntil(*server, [](const std::string& t) {
+    return Sample(t, "sortd_inflight_bytes") == 0;
+  });
+  EXPECT_EQ(Sample(text, "sortd_sort_sessions_sorted_arriving_total"), 2);
+  // The reservation went back with the sessions.
+  EXPECT_EQ(Sample(text, "sortd_inflight_bytes"), 0);
 }
 
 TEST(SessionTest, PairsCarryEachValueWithItsKeyStably) {

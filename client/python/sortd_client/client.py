@@ -42,14 +42,19 @@ _DEFAULT = object()  # "use the client's timeout"
 # (sortd::client::kDefaultServiceConfig; docs/deploy.md): round-robin over
 # every address the target resolves to (a `dns:///` name of a headless
 # Service, or `ipv4:a:p,b:p`), backends reporting NOT_SERVING on
-# grpc.health.v1 (draining) skipped, and calls refused with UNAVAILABLE
-# retried on another backend (sorting is idempotent).
+# grpc.health.v1 (draining) skipped, calls refused with UNAVAILABLE retried
+# on another backend (sorting is idempotent), and calls refused as busy
+# (RESOURCE_EXHAUSTED with the server's grpc-retry-pushback-ms hint) retried
+# after the hinted delay, within the call's deadline (docs/operations.md,
+# "Admission"); a refusal that can never succeed carries -1: not retried.
 DEFAULT_SERVICE_CONFIG = (
     '{"loadBalancingConfig":[{"round_robin":{}}],'
     '"healthCheckConfig":{"serviceName":"sortd.v1.SortService"},'
     '"methodConfig":[{"name":[{"service":"sortd.v1.SortService"}],'
     '"retryPolicy":{"maxAttempts":5,"initialBackoff":"0.05s","maxBackoff":"1s",'
-    '"backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}')
+    '"backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE","RESOURCE_EXHAUSTED"]}}]}')
+# What retry_busy=False takes out of a service config.
+_BUSY_RETRY_CODES = '"UNAVAILABLE","RESOURCE_EXHAUSTED"'
 
 SortResult = collections.namedtuple(
     "SortResult", ["keys", "values", "indices", "request_id", "engine"])
@@ -104,7 +109,10 @@ class Client:
     False never (grpcio sessions never).
     `service_config` is the channel's gRPC service config (JSON):
     DEFAULT_SERVICE_CONFIG load-balances and retries; None leaves gRPC's
-    defaults (pick_first, no retries).
+    defaults (pick_first, no retries). `retry_busy`: calls the server
+    refused as busy (RESOURCE_EXHAUSTED with a retry hint: its admission
+    queue full or waited out) are retried after the hinted delay; False
+    returns them at once (both paths, grpcio and the C++ library).
     Same-host regions (shared_array, register_cuda_array; the server needs
     --shared_memory): arrays inside them are sorted in place by reference,
     and the target must reach one server on this host (unix:/path or
@@ -116,7 +124,8 @@ class Client:
                  chunk_bytes=DEFAULT_CHUNK_BYTES, credentials=None, options=(),
                  service_config=DEFAULT_SERVICE_CONFIG,
                  session_min_bytes=DEFAULT_SESSION_MIN_BYTES, connections=None,
-                 part_bytes=DEFAULT_PART_BYTES, native=None, compress=None):
+                 part_bytes=DEFAULT_PART_BYTES, native=None, compress=None,
+                 retry_busy=True):
         if max_message_bytes < 4 * HEADROOM:
             raise ValueError("max_message_bytes must be at least %d" % (4 * HEADROOM))
         # gRPC and protobuf cap one message at 2 GiB.
@@ -125,6 +134,9 @@ class Client:
         self.chunk_bytes = int(min(chunk_bytes, self.max_message_bytes - HEADROOM))
         opts = [("grpc.max_send_message_length", self.max_message_bytes),
                 ("grpc.max_receive_message_length", self.max_message_bytes)]
+        self.retry_busy = bool(retry_busy)
+        if service_config and not self.retry_busy:
+            service_config = service_config.replace(_BUSY_RETRY_CODES, '"UNAVAILABLE"')
         if service_config:
             # gRPC retries only calls whose request fits its retry buffer
             # (256 KiB by default): let every single-message request qualify.
@@ -176,7 +188,8 @@ class Client:
             lib = native_sessions.load()
             if lib is not None:
                 self._native = native_sessions.NativeSessions(
-                    lib, target, self.max_message_bytes, int(part_bytes), connections)
+                    lib, target, self.max_message_bytes, int(part_bytes), connections,
+                    retry_busy=self.retry_busy)
         if native is True and self._native is None:
             raise ValueError("native=True: " + (native_sessions.load_error() or
                                                 "the C++ path takes plaintext targets only"))

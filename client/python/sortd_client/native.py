@@ -21,7 +21,7 @@ from sortd.v1 import sort_pb2
 from .errors import SortdError, status_from_int
 from .session import ELEMENT_TYPES
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 _INDEX_DTYPE = np.dtype("<u8")
 
 
@@ -32,7 +32,8 @@ class _Options(ctypes.Structure):
                 ("max_message_bytes", ctypes.c_int),
                 ("tls_root_certs_file", ctypes.c_char_p),
                 ("tls_client_cert_file", ctypes.c_char_p),
-                ("tls_client_key_file", ctypes.c_char_p)]
+                ("tls_client_key_file", ctypes.c_char_p),
+                ("no_busy_retry", ctypes.c_int)]
 
 
 _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64,
@@ -128,10 +129,12 @@ def _pointer(array):
 class NativeSessions:
     """Sort sessions over one C++ client (its connections are reused)."""
 
-    def __init__(self, lib, target, max_message_bytes, part_bytes, connections):
+    def __init__(self, lib, target, max_message_bytes, part_bytes, connections,
+                 retry_busy=True):
         self._lib = lib
         options = _Options(target=target.encode(), connections=int(connections or 0),
-                           part_bytes=int(part_bytes), max_message_bytes=int(max_message_bytes))
+                           part_bytes=int(part_bytes), max_message_bytes=int(max_message_bytes),
+                           no_busy_retry=0 if retry_busy else 1)
         error = ctypes.create_string_buffer(1024)
         self._handle = lib.sortd_client_open(ctypes.byref(options), error, len(error))
         if not self._handle:
