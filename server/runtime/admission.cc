@@ -147,10 +147,12 @@ absl::Status AdmissionControl::Acquire(uint64_t bytes) {
 absl::Status AdmissionControl::AcquireMoreBytes(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (bytes_.load() + bytes > max_bytes_) {
+    // Part-way through an upload the server has accepted: a retry would
+    // send it all again, so the hint says not to (the caller decides).
     return RefuseLocked(RefusalReason::kQueueFull,
                         absl::StrCat("server busy: in-flight payload would exceed ", max_bytes_,
-                                     " bytes (--max_inflight_bytes)"),
-                        BusyPushbackMsLocked());
+                                     " bytes (--max_inflight_bytes) part-way through the upload"),
+                        -1);
   }
   bytes_.fetch_add(bytes);
   return absl::OkStatus();

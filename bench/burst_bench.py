@@ -1,0 +1,188 @@
+"""Load burst against a real sortd: N Python clients (processes) each sort
+their own array of --keys uint32 at the same moment against a server whose
+--max_inflight_bytes admits fewer at once; optionally a light client sorting
+1024-key arrays all along, its latency compared with its idle latency.
+Prints, per client, the outcome and time, the server's peak RSS against the
+limit, the admission counters, and (--by_hand) the time of running the same
+arrays G at a time by hand (docs/benchmarks.md, "Load bursts").
+
+  /usr/bin/python3 bench/burst_bench.py --sortd=build/server/sortd \
+      --clients=4 --keys=268435456 --limit=2147483648 [--by_hand=2] \
+      [--small] [-- sortd flags]
+
+Each answer is checked on the client: sorted, same length, and the same sums
+of the keys and of their squares (mod 2^64) as its input: a multiset check
+that costs a pass, not a second sort.
+"""
+import argparse
+import multiprocessing as mp
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
+
+
+def peak_rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def fingerprint(a):
+    w = a.astype(np.uint64)
+    return len(a), int(np.sum(w, dtype=np.uint64)), int(np.sum(w * w, dtype=np.uint64))
+
+
+def sort_one(target, keys_n, seed, start_at, queue):
+    from sortd_client import Client
+    keys = np.random.default_rng(seed).integers(0, 2**32, keys_n, dtype=np.uint64).astype(np.uint32)
+    want = fingerprint(keys)
+    with Client(target) as client:
+        while time.time() < start_at:
+            time.sleep(0.001)
+        t0 = time.perf_counter()
+        try:
+            out = client.sort(keys)
+            seconds = time.perf_counter() - t0
+            exact = (fingerprint(out) == want and bool(np.all(out[1:] >= out[:-1])))
+            queue.put((seed, "ok" if exact else "WRONG", seconds))
+        except Exception as e:  # a refusal is a result here
+            queue.put((seed, "error: %s" % str(e).splitlines()[0][:160], time.perf_counter() - t0))
+
+
+def small_loop(target, stop_at, queue):
+    from sortd_client import Client
+    rng = np.random.default_rng(7)
+    lat = []
+    with Client(target) as client:
+        while time.time() < stop_at:
+            keys = rng.integers(0, 2**32, 1024, dtype=np.uint64).astype(np.uint32)
+            t0 = time.perf_counter()
+            out = client.sort(keys)
+            lat.append(time.perf_counter() - t0)
+            assert np.array_equal(out, np.sort(keys))
+    queue.put(lat)
+
+
+def p99_ms(lat):
+    return 1000 * float(np.percentile(lat, 99)) if lat else float("nan")
+
+
+def scrape(url):
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'^(sortd_admission_\w+(?:\{[^}]*\})?) (\S+)$', line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def run_clients(target, seeds, keys_n, at):
+    queue = mp.Queue()
+    procs = [mp.Process(target=sort_one, args=(target, keys_n, s, at, queue)) for s in seeds]
+    for p in procs:
+        p.start()
+    results = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return sorted(results)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sortd", required=True)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--keys", type=int, default=1 << 28)
+    parser.add_argument("--limit", type=int, default=2 << 30)
+    parser.add_argument("--by_hand", type=int, default=0,
+                        help="also run the arrays this many at a time, one group after another")
+    parser.add_argument("--small", action="store_true",
+                        help="a client sorting 1024 keys throughout, against its idle p99")
+    args, server_flags = parser.parse_known_args()
+    server_flags = [f for f in server_flags if f != "--"]
+    tmp = tempfile.mkdtemp(prefix="sortd-burst-")
+    port_file, metrics_file = os.path.join(tmp, "port"), os.path.join(tmp, "metrics_port")
+    server = subprocess.Popen(
+        [args.sortd, "--listen=127.0.0.1:0", "--port_file=" + port_file,
+         "--metrics_listen=127.0.0.1:0", "--metrics_port_file=" + metrics_file,
+         "--max_inflight_bytes=%d" % args.limit] + server_flags,
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "sortd.log"), "w"))
+    try:
+        deadline = time.time() + 60
+        while not (os.path.exists(port_file) and os.path.exists(metrics_file)):
+            if time.time() > deadline or server.poll() is not None:
+                raise SystemExit("sortd did not start")
+            time.sleep(0.05)
+        time.sleep(0.1)
+        target = "127.0.0.1:" + open(port_file).read().strip()
+        metrics_url = "http://127.0.0.1:%s/metrics" % open(metrics_file).read().strip()
+
+        idle = []
+        small_queue = mp.Queue()
+        if args.small:
+            p = mp.Process(target=small_loop, args=(target, time.time() + 3, small_queue))
+            p.start()
+            idle = small_queue.get()
+            p.join()
+
+        at = time.time() + 3  # every client connected and its array made
+        seeds = list(range(1, args.clients + 1))
+        results = run_clients(target, seeds, args.keys, at)
+        burst_s = time.time() - at
+        counters = scrape(metrics_url)
+        peak = peak_rss_mib(server.pid)
+
+        by_hand_s = None
+        if args.by_hand:
+            t1 = time.time()
+            for i in range(0, len(seeds), args.by_hand):
+                run_clients(target, seeds[i:i + args.by_hand], args.keys, time.time() + 2)
+            by_hand_s = time.time() - t1 - 2 * ((len(seeds) + args.by_hand - 1) // args.by_hand)
+
+        busy = []
+        if args.small:
+            # The burst again, with the small client running through it.
+            small = mp.Process(target=small_loop, args=(target, time.time() + 4, small_queue))
+            small.start()
+            run_clients(target, seeds, args.keys, time.time() + 1)
+            busy = small_queue.get()
+            small.join()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+    print("| client | outcome | seconds |")
+    print("|---|---|---|")
+    for seed, outcome, seconds in results:
+        print("| %d | %s | %.2f |" % (seed, outcome, seconds))
+    ok = sum(1 for r in results if r[1] == "ok")
+    print()
+    print("clients exact: %d/%d; burst wall time %.2f s" % (ok, len(results), burst_s))
+    print("server peak RSS %.0f MiB = %.2fx the limit (%d MiB)"
+          % (peak, peak / (args.limit / 2**20), args.limit >> 20))
+    for name in sorted(counters):
+        if "refusals" in name and counters[name] > 0:
+            print("  %s %g" % (name, counters[name]))
+    if by_hand_s is not None:
+        print("by hand, %d at a time: %.2f s; burst / by hand = %.2f"
+              % (args.by_hand, by_hand_s, burst_s / by_hand_s))
+    if args.small:
+        print("1024-key sorts: idle p99 %.2f ms (%d calls), during the burst p99 %.2f ms (%d calls),"
+              " ratio %.2f" % (p99_ms(idle), len(idle), p99_ms(busy), len(busy),
+                                p99_ms(busy) / p99_ms(idle)))
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    main()
