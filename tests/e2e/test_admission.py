@@ -1,0 +1,120 @@
+"""Load bursts, end to end, on the real sortd binary and the Python client
+(its C++ library where it loads, and grpcio): more large sorts at once than
+--max_inflight_bytes admits all wait their turn and come back exact; one
+that can never fit fails at once and is not retried; a deadline that passes
+in the admission queue frees everything. Waits are on observed state
+(/metrics), never on a sleep alone.
+
+Environment: SORTD_BIN, PYTHONPATH with client/python and tests/e2e;
+SORTD_CLIENT_LIB optionally (the native path).
+"""
+import os
+import threading
+import time
+import unittest
+
+import grpc
+import numpy as np
+
+from sortd_client import Client, SortdError
+from sortd_process import SortdProcess, metric, wait_until
+
+SORTD = os.environ["SORTD_BIN"]
+MIB = 1 << 20
+
+
+def refusals(url, reason):
+    return metric(url, 'sortd_admission_refusals_total{reason="%s"}' % reason) or 0
+
+
+def random_keys(n, seed):
+    return np.random.default_rng(seed).integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+
+
+class AdmissionE2ETest(unittest.TestCase):
+    def test_a_burst_over_the_limit_waits_and_every_answer_is_exact(self):
+        # 6M uint32 keys: a CPU-sorted session admits 8 bytes a key (keys and
+        # the sort's scratch), 48 MiB: one at a time under 64 MiB.
+        n = 6 << 20
+        with SortdProcess(SORTD, "--engine=cpu", "--max_inflight_bytes=%d" % (64 * MIB)) as s:
+            inputs = [random_keys(n, seed) for seed in range(4)]
+            results, errors = [None] * 4, []
+            most_waiting = [0]
+            stop = threading.Event()
+
+            def watch():
+                while not stop.is_set():
+                    waiting = metric(s.metrics_url, "sortd_admission_waiting_requests") or 0
+                    most_waiting[0] = max(most_waiting[0], waiting)
+                    time.sleep(0.005)
+
+            def run(i):
+                try:
+                    # Half through the C++ library (if it loads), half grpcio.
+                    with Client(s.target, native=None if i % 2 == 0 else False) as c:
+                        results[i] = c.sort(inputs[i])
+                except Exception as e:  # reported below
+                    errors.append(e)
+
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            stop.set()
+            watcher.join()
+            self.assertEqual(errors, [])
+            for i in range(4):
+                np.testing.assert_array_equal(results[i], np.sort(inputs[i]), err_msg="caller %d" % i)
+            self.assertGreaterEqual(most_waiting[0], 1, "no request ever waited: not a burst")
+            self.assertEqual(refusals(s.metrics_url, "queue_full"), 0)
+            self.assertTrue(wait_until(
+                lambda: metric(s.metrics_url, "sortd_inflight_bytes") == 0, timeout=10))
+            self.assertEqual(metric(s.metrics_url, "sortd_admission_waiting_requests"), 0)
+
+    def test_a_sort_that_can_never_fit_fails_at_once_and_is_not_retried(self):
+        with SortdProcess(SORTD, "--engine=cpu", "--max_inflight_bytes=%d" % (64 * MIB)) as s:
+            with Client(s.target) as c:
+                t0 = time.monotonic()
+                with self.assertRaises(SortdError) as caught:
+                    c.sort(random_keys(10 << 20, 1))  # 80 MiB admitted
+                self.assertEqual(caught.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+                self.assertIn("can never run", str(caught.exception))
+                self.assertLess(time.monotonic() - t0, 10)
+            self.assertEqual(refusals(s.metrics_url, "too_large"), 1)  # one attempt
+
+    def test_a_deadline_that_passes_in_the_queue_frees_everything(self):
+        n = 12 << 20  # 96 MiB admitted: one at a time under 128 MiB
+        with SortdProcess(SORTD, "--engine=cpu", "--max_inflight_bytes=%d" % (128 * MIB)) as s:
+            first_keys = random_keys(n, 1)
+            out = {}
+
+            def first():
+                with Client(s.target) as c:
+                    out["first"] = c.sort(first_keys)
+
+            t = threading.Thread(target=first)
+            t.start()
+            self.assertTrue(wait_until(
+                lambda: (metric(s.metrics_url, "sortd_inflight_bytes") or 0) > 0, timeout=30))
+            with Client(s.target, timeout=0.3) as late:
+                with self.assertRaises(SortdError) as caught:
+                    late.sort(random_keys(n, 2))
+            self.assertEqual(caught.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+            t.join()
+            np.testing.assert_array_equal(out["first"], np.sort(first_keys))
+            # The late one waited and left (its deadline, or the client's
+            # cancellation at it, whichever reached the server first).
+            self.assertTrue(wait_until(
+                lambda: refusals(s.metrics_url, "deadline") + refusals(s.metrics_url, "cancelled")
+                == 1, timeout=10))
+            self.assertTrue(wait_until(
+                lambda: metric(s.metrics_url, "sortd_inflight_bytes") == 0, timeout=10))
+            self.assertEqual(metric(s.metrics_url, "sortd_admission_waiting_requests"), 0)
+            self.assertEqual(metric(s.metrics_url, 'sortd_keys_sorted_total{engine="cpu"}'), n)
+
+
+if __name__ == "__main__":
+    unittest.main()
