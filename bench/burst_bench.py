@@ -41,24 +41,33 @@ def peak_rss_mib(pid):
     return float("nan")
 
 
-def fingerprint(a):
-    w = a.astype(np.uint64)
-    return len(a), int(np.sum(w, dtype=np.uint64)), int(np.sum(w * w, dtype=np.uint64))
+def fingerprint(a, step=1 << 24):
+    # In pieces: no temporary of the whole array's size (16 clients of 1 GiB).
+    total = squares = 0
+    for i in range(0, len(a), step):
+        w = a[i:i + step].astype(np.uint64)
+        total += int(np.sum(w, dtype=np.uint64))
+        squares += int(np.sum(w * w, dtype=np.uint64))
+    return len(a), total % (1 << 64), squares % (1 << 64)
 
 
-def sort_one(target, keys_n, seed, start_at, queue):
+def is_sorted(a, step=1 << 24):
+    return all(bool(np.all(a[i + 1:i + step + 1] >= a[i:i + step][:len(a[i + 1:i + step + 1])]))
+               for i in range(0, max(len(a) - 1, 0), step))
+
+
+def sort_one(target, keys_n, seed, ready, queue):
     from sortd_client import Client
-    keys = np.random.default_rng(seed).integers(0, 2**32, keys_n, dtype=np.uint64).astype(np.uint32)
+    keys = np.random.default_rng(seed).integers(0, 2**32, keys_n, dtype=np.uint32)
     want = fingerprint(keys)
     with Client(target) as client:
-        while time.time() < start_at:
-            time.sleep(0.001)
+        ready.wait()  # every client has its array: go together
         t0 = time.perf_counter()
         try:
             out = client.sort(keys)
             seconds = time.perf_counter() - t0
             end = time.time()
-            exact = (fingerprint(out) == want and bool(np.all(out[1:] >= out[:-1])))
+            exact = fingerprint(out) == want and is_sorted(out)
             queue.put((seed, "ok" if exact else "WRONG", seconds, end))
         except Exception as e:  # a refusal is a result here
             queue.put((seed, "error: %s" % str(e).splitlines()[0][:160],
@@ -93,15 +102,20 @@ def scrape(url):
     return out
 
 
-def run_clients(target, seeds, keys_n, at):
+def run_clients(target, seeds, keys_n):
+    """Runs the clients together; their results and the wall time from
+    their common start to the last answer."""
     queue = mp.Queue()
-    procs = [mp.Process(target=sort_one, args=(target, keys_n, s, at, queue)) for s in seeds]
+    ready = mp.Barrier(len(seeds) + 1)
+    procs = [mp.Process(target=sort_one, args=(target, keys_n, s, ready, queue)) for s in seeds]
     for p in procs:
         p.start()
+    ready.wait()
+    at = time.time()
     results = [queue.get() for _ in procs]
     for p in procs:
         p.join()
-    return sorted(results)
+    return sorted(results), max(r[3] for r in results) - at
 
 
 def main():
@@ -141,12 +155,8 @@ def main():
             idle = small_queue.get()
             p.join()
 
-        at = time.time() + 3  # every client connected and its array made
         seeds = list(range(1, args.clients + 1))
-        results = run_clients(target, seeds, args.keys, at)
-        # From the common start to the last answer (array making before it
-        # and checking after it are not counted).
-        burst_s = max(r[3] for r in results) - at
+        results, burst_s = run_clients(target, seeds, args.keys)
         counters = scrape(metrics_url)
         peak = peak_rss_mib(server.pid)
 
@@ -154,16 +164,14 @@ def main():
         if args.by_hand:
             by_hand_s = 0
             for i in range(0, len(seeds), args.by_hand):
-                group_at = time.time() + 3
-                group = run_clients(target, seeds[i:i + args.by_hand], args.keys, group_at)
-                by_hand_s += max(r[3] for r in group) - group_at
+                by_hand_s += run_clients(target, seeds[i:i + args.by_hand], args.keys)[1]
 
         busy = []
         if args.small:
             # The burst again, with the small client running through it.
             small = mp.Process(target=small_loop, args=(target, time.time() + 4, small_queue))
             small.start()
-            run_clients(target, seeds, args.keys, time.time() + 1)
+            run_clients(target, seeds, args.keys)
             busy = small_queue.get()
             small.join()
     finally:
