@@ -17,6 +17,7 @@ import grpc
 import numpy as np
 
 from sortd_client import Client, SortdError
+from slow_proxy import SlowProxy
 from sortd_process import SortdProcess, metric, wait_until
 
 SORTD = os.environ["SORTD_BIN"]
@@ -86,33 +87,41 @@ class AdmissionE2ETest(unittest.TestCase):
             self.assertEqual(refusals(s.metrics_url, "too_large"), 1)  # one attempt
 
     def test_a_deadline_that_passes_in_the_queue_frees_everything(self):
-        n = 12 << 20  # 96 MiB admitted: one at a time under 128 MiB
-        with SortdProcess(SORTD, "--engine=cpu", "--max_inflight_bytes=%d" % (128 * MIB)) as s:
+        # The first session's answer comes back through a slow proxy (16
+        # MB/s for 24 MB): it holds its 48 MiB while the late one waits.
+        n = 6 << 20
+        with SortdProcess(SORTD, "--engine=cpu", "--max_inflight_bytes=%d" % (64 * MIB)) as s:
+            proxy = SlowProxy(s.port, 16 << 20)
             first_keys = random_keys(n, 1)
             out = {}
 
             def first():
-                with Client(s.target) as c:
+                with Client("127.0.0.1:%d" % proxy.port) as c:
                     out["first"] = c.sort(first_keys)
 
             t = threading.Thread(target=first)
             t.start()
             self.assertTrue(wait_until(
                 lambda: (metric(s.metrics_url, "sortd_inflight_bytes") or 0) > 0, timeout=30))
+            late_keys = random_keys(n, 2)
             with Client(s.target, timeout=0.3) as late:
+                late.health()  # connected: the deadline is spent waiting, not dialling
                 with self.assertRaises(SortdError) as caught:
-                    late.sort(random_keys(n, 2))
+                    late.sort(late_keys)
             self.assertEqual(caught.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
-            t.join()
-            np.testing.assert_array_equal(out["first"], np.sort(first_keys))
             # The late one waited and left (its deadline, or the client's
-            # cancellation at it, whichever reached the server first).
+            # cancellation at it, whichever reached the server first)...
             self.assertTrue(wait_until(
                 lambda: refusals(s.metrics_url, "deadline") + refusals(s.metrics_url, "cancelled")
                 == 1, timeout=10))
+            self.assertEqual(metric(s.metrics_url, "sortd_admission_waiting_requests"), 0)
+            # ...while the first still held its memory, and was answered.
+            self.assertGreater(metric(s.metrics_url, "sortd_inflight_bytes"), 0)
+            t.join()
+            proxy.close()
+            np.testing.assert_array_equal(out["first"], np.sort(first_keys))
             self.assertTrue(wait_until(
                 lambda: metric(s.metrics_url, "sortd_inflight_bytes") == 0, timeout=10))
-            self.assertEqual(metric(s.metrics_url, "sortd_admission_waiting_requests"), 0)
             self.assertEqual(metric(s.metrics_url, 'sortd_keys_sorted_total{engine="cpu"}'), n)
 
 
