@@ -124,6 +124,46 @@ class AdmissionE2ETest(unittest.TestCase):
                 lambda: metric(s.metrics_url, "sortd_inflight_bytes") == 0, timeout=10))
             self.assertEqual(metric(s.metrics_url, 'sortd_keys_sorted_total{engine="cpu"}'), n)
 
+    def test_busy_refusals_are_retried_unless_the_client_says_not_to(self):
+        # No queue: a second large sort is refused at once while the first
+        # holds the limit (its answer comes back through a slow proxy).
+        n = 6 << 20
+        with SortdProcess(SORTD, "--engine=cpu", "--max_inflight_bytes=%d" % (64 * MIB),
+                          "--max_queued_waits=0") as s:
+            proxy = SlowProxy(s.port, 8 << 20)
+            first_keys = random_keys(n, 1)
+            out = {}
+
+            def first():
+                with Client("127.0.0.1:%d" % proxy.port) as c:
+                    out["first"] = c.sort(first_keys)
+
+            t = threading.Thread(target=first)
+            t.start()
+            self.assertTrue(wait_until(
+                lambda: (metric(s.metrics_url, "sortd_inflight_bytes") or 0) > 0, timeout=30))
+            keys = random_keys(n, 2)
+            for native in (None, False):  # the C++ library's path (if it loads), grpcio
+                before = refusals(s.metrics_url, "queue_full")
+                with Client(s.target, retry_busy=False, native=native) as c:
+                    with self.assertRaises(SortdError) as caught:
+                        c.sort(keys)
+                self.assertEqual(caught.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+                self.assertIn("server busy", str(caught.exception))
+                self.assertEqual(refusals(s.metrics_url, "queue_full"), before + 1)
+            # The default client comes back after the server's hint: more
+            # than one attempt (and exact if the first finished meanwhile).
+            before = refusals(s.metrics_url, "queue_full")
+            with Client(s.target) as c:
+                try:
+                    np.testing.assert_array_equal(c.sort(keys), np.sort(keys))
+                except SortdError as e:
+                    self.assertEqual(e.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertGreaterEqual(refusals(s.metrics_url, "queue_full"), before + 2)
+            t.join()
+            proxy.close()
+            np.testing.assert_array_equal(out["first"], np.sort(first_keys))
+
 
 if __name__ == "__main__":
     unittest.main()
