@@ -48,7 +48,13 @@ What it does
      raw, which the client reads the same). The RSS is sampled every 0.5 s.
   3. Waits for in-flight 0 again and watches the RSS for up to --idle_wait
      seconds, until it is within 10% of the baseline or stops falling.
-  4. Reconciles sortd_requests_total with the calls made, prints a summary,
+  4. Burst (--burst_clients, 0: none): that many clients each sort one
+     uint32 array of up to --burst_keys (at most a 24th of the server's
+     --max_inflight_bytes) at once, more than it admits at once: all must
+     come back exact and none refused (the soak's own sortd runs with
+     --max_inflight_bytes=--inflight_bytes, 256 MiB, and at least one must
+     have waited for admission).
+  5. Reconciles sortd_requests_total with the calls made, prints a summary,
      and (when it started sortd) stops it with SIGTERM: exit 0 expected.
 
 Outcomes of a call (client's view)
@@ -892,6 +898,73 @@ class Soaker:
 LABELS = re.compile(r'(\w+)="([^"]*)"')
 
 
+def burst_phase(target, metrics_url, args, own_server):
+    """Burst (docs/operations.md, "Admission"): --burst_clients clients each
+    sort their own uint32 array at once, more than the server admits at
+    once; every answer must be exact (sorted, and the same multiset: length,
+    sums of keys and squares) and nothing refused. Returns failures."""
+    limit = scrape_value(metrics_url, "sortd_inflight_bytes_limit") if metrics_url else None
+    n = args.burst_keys if not limit else int(min(args.burst_keys, limit // 24))
+    arrays = [np.random.default_rng(args.seed + 100 + i).integers(0, 2**32, n, dtype=np.uint32)
+              for i in range(args.burst_clients)]
+    results, errors = [None] * len(arrays), []
+    most_waiting = [0.0]
+    stop = threading.Event()
+
+    def watch():
+        while metrics_url and not stop.is_set():
+            most_waiting[0] = max(most_waiting[0],
+                                  scrape_value(metrics_url, "sortd_admission_waiting_requests") or 0)
+            time.sleep(0.01)
+
+    def run(i):
+        try:
+            with Client(target, timeout=args.call_timeout) as c:
+                results[i] = c.sort(arrays[i])
+        except Exception as e:  # reported as a failure
+            errors.append("burst client %d: %s" % (i, str(e).splitlines()[0][:200]))
+
+    t0 = time.time()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(arrays))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    watcher.join()
+    seconds = time.time() - t0
+
+    def fingerprint(a):
+        w = a.astype(np.uint64)
+        return len(a), int(np.sum(w, dtype=np.uint64)), int(np.sum(w * w, dtype=np.uint64))
+
+    failures = list(errors)
+    exact = 0
+    for i, got in enumerate(results):
+        if got is None:
+            continue
+        if fingerprint(got) == fingerprint(arrays[i]) and bool(np.all(got[1:] >= got[:-1])):
+            exact += 1
+        else:
+            failures.append("burst client %d: wrong answer" % i)
+    print("burst: %d clients x %d uint32 keys against a %s-byte limit: %d exact in %.1f s; "
+          "at most %d waiting for admission" % (len(arrays), n, "%d" % limit if limit else "?",
+                                                exact, seconds, most_waiting[0]), flush=True)
+    if own_server and metrics_url and most_waiting[0] < 1:
+        failures.append("burst: no request waited for admission (the phase tested no queue)")
+    return failures
+
+
+def scrape_value(url, name):
+    """One unlabelled sample of a /metrics page, or None."""
+    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
 def scrape(url):
     return urllib.request.urlopen(url, timeout=10).read().decode()
 
@@ -1143,6 +1216,15 @@ def main():
                    help="send a quarter of the fixed-width tables from shared arrays (system "
                         "regions; default: on for the soak's own sortd, which it starts with "
                         "--shared_memory=system, off with --target)")
+    p.add_argument("--burst_clients", type=int, default=6,
+                   help="after the load: this many clients each sort one large array at once "
+                        "(0: no burst phase)")
+    p.add_argument("--burst_keys", type=int, default=8 << 20,
+                   help="uint32 keys per burst array, at most a 24th of the server's "
+                        "--max_inflight_bytes (so that a few run at once and the rest queue)")
+    p.add_argument("--inflight_bytes", type=int, default=256 << 20,
+                   help="--max_inflight_bytes of the soak's own sortd (its load and burst "
+                        "phases wait in the admission queue)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--min_ok", type=int, default=1,
                    help="calls answered and checked that each RPC and each key type must have "
@@ -1164,6 +1246,8 @@ def main():
     else:
         if not any(f.startswith("--key_encoding") for f in extra):
             extra.append("--key_encoding=always")  # the coded sessions coded on loopback
+        if not any(f.startswith("--max_inflight_bytes") for f in extra):
+            extra.append("--max_inflight_bytes=%d" % args.inflight_bytes)
         if not any(f.startswith("--shared_memory") for f in extra):
             extra.append("--shared_memory=system")
             if args.table_regions is None:
@@ -1220,6 +1304,8 @@ def main():
         after = server.watch_rss(args.idle_wait, target_rss)
         rss["after"] = after[-1][1] if after else None
         after_counts = server.counts() if metrics_url else None
+        if args.burst_clients > 0:
+            failures += burst_phase(target, metrics_url, args, own_server=server_proc is not None)
     finally:
         canceller.stop()
         for c in clients + [session_client]:
