@@ -87,11 +87,11 @@ class AdmissionE2ETest(unittest.TestCase):
             self.assertEqual(refusals(s.metrics_url, "too_large"), 1)  # one attempt
 
     def test_a_deadline_that_passes_in_the_queue_frees_everything(self):
-        # The first session's answer comes back through a slow proxy (16
+        # The first session's answer comes back through a slow proxy (8
         # MB/s for 24 MB): it holds its 48 MiB while the late one waits.
         n = 6 << 20
         with SortdProcess(SORTD, "--engine=cpu", "--max_inflight_bytes=%d" % (64 * MIB)) as s:
-            proxy = SlowProxy(s.port, 16 << 20)
+            proxy = SlowProxy(s.port, 8 << 20)
             first_keys = random_keys(n, 1)
             out = {}
 
@@ -130,7 +130,7 @@ class AdmissionE2ETest(unittest.TestCase):
         n = 6 << 20
         with SortdProcess(SORTD, "--engine=cpu", "--max_inflight_bytes=%d" % (64 * MIB),
                           "--max_queued_waits=0") as s:
-            proxy = SlowProxy(s.port, 8 << 20)
+            proxy = SlowProxy(s.port, 4 << 20)  # 24 MB back in about 6 s
             first_keys = random_keys(n, 1)
             out = {}
 
