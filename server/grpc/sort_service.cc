@@ -193,8 +193,20 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
       sort_now(*admitted, /*on_grpc_thread=*/false);
     });
   };
-  // The payload has arrived: a request that must wait holds it, against
-  // the queue's bound on received bytes (--max_waiting_bytes).
+  // Most requests are decided at once: the Wait (its callbacks, the
+  // peer's name) is built only for one that queues. The payload has
+  // arrived: a request that waits holds it, against the queue's bound on
+  // received bytes (--max_waiting_bytes).
+  std::optional<absl::Status> decided =
+      context->admission->TryAcquire(bytes, record.bytes_received);
+  if (decided && decided->ok()) {
+    dispatch(/*queued=*/false);
+    return reactor;
+  }
+  if (decided) {
+    refuse(*std::move(decided));
+    return reactor;
+  }
   AdmissionControl::Wait wait;
   wait.bytes = bytes;
   wait.held_bytes = record.bytes_received;
@@ -208,7 +220,7 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
       refuse(std::move(admitted));
     }
   };
-  std::optional<absl::Status> decided = context->admission->AcquireOrWait(std::move(wait));
+  decided = context->admission->AcquireOrWait(std::move(wait));
   if (!decided) return reactor;  // queued: `done` goes on
   if (!decided->ok()) {
     refuse(*std::move(decided));

@@ -158,8 +158,7 @@ absl::Status AdmissionControl::AcquireMoreBytes(uint64_t bytes) {
   return absl::OkStatus();
 }
 
-std::optional<absl::Status> AdmissionControl::AcquireOrWait(Wait wait) {
-  std::lock_guard<std::mutex> lock(mu_);
+std::optional<absl::Status> AdmissionControl::DecideLocked(const Wait& wait) {
   absl::Status status;
   {
     if (wait.bytes > max_bytes_) {
@@ -192,18 +191,32 @@ std::optional<absl::Status> AdmissionControl::AcquireOrWait(Wait wait) {
                        ", --max_waiting_bytes=", queue_.max_waiting_bytes, ")"),
           BusyPushbackMsLocked());
     } else {
-      waiting_.waiting_requests += 1;
-      waiting_.waiting_bytes += wait.bytes;
-      waiting_.held_bytes += wait.held_bytes;
-      auto [lane, added] = lanes_.try_emplace(wait.lane);
-      if (added) turns_.push_back(wait.lane);
-      lane->second.push_back(Waiter{std::move(wait), SteadyClock::now()});
-      released_ = true;  // it may fit already, behind nobody of its lane
-      wake_.notify_all();
-      return std::nullopt;
+      return std::nullopt;  // it waits
     }
   }
   return status;
+}
+
+std::optional<absl::Status> AdmissionControl::TryAcquire(uint64_t bytes, uint64_t held_bytes) {
+  Wait wait;
+  wait.bytes = bytes;
+  wait.held_bytes = held_bytes;
+  std::lock_guard<std::mutex> lock(mu_);
+  return DecideLocked(wait);
+}
+
+std::optional<absl::Status> AdmissionControl::AcquireOrWait(Wait wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::optional<absl::Status> decided = DecideLocked(wait)) return decided;
+  waiting_.waiting_requests += 1;
+  waiting_.waiting_bytes += wait.bytes;
+  waiting_.held_bytes += wait.held_bytes;
+  auto [lane, added] = lanes_.try_emplace(wait.lane);
+  if (added) turns_.push_back(wait.lane);
+  lane->second.push_back(Waiter{std::move(wait), SteadyClock::now()});
+  released_ = true;  // it may fit already, behind nobody of its lane
+  wake_.notify_all();
+  return std::nullopt;
 }
 
 void AdmissionControl::Release(uint64_t bytes, uint64_t requests) {

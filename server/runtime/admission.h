@@ -100,6 +100,10 @@ class AdmissionControl {
   // Admits or refuses now (returns the decision; `done` is not called), or
   // queues `wait` until it is decided (returns nullopt; `done` will be).
   std::optional<absl::Status> AcquireOrWait(Wait wait);
+  // AcquireOrWait's decision when it is immediate (a request slot and
+  // `bytes`), nullopt when the request would wait: lets a caller build its
+  // Wait (callbacks, the peer's name) only for requests that queue.
+  std::optional<absl::Status> TryAcquire(uint64_t bytes, uint64_t held_bytes);
 
   void ReleaseBytes(uint64_t bytes) { Release(bytes, 0); }
   void ReleaseRequest() { Release(0, 1); }
@@ -135,6 +139,8 @@ class AdmissionControl {
 
   void Release(uint64_t bytes, uint64_t requests);
   bool FitsLocked(const Wait& wait) const;
+  // Admits (OK), refuses, or nullopt: the request must wait.
+  std::optional<absl::Status> DecideLocked(const Wait& wait);
   void TakeLocked(uint64_t bytes, bool request_slot);
   absl::Status RefuseLocked(RefusalReason reason, std::string message, int64_t pushback_ms);
   int64_t BusyPushbackMsLocked() const;
