@@ -30,6 +30,9 @@ if [ "$BUILD_ONLY" = 0 ]; then
              # sortd_client.pandas and its tests (e2e.tables); tqdm for the
              # client's progress=True bars (their tests)
              python3-pandas python3-tqdm
+             # sortd_client.dask and its tests (e2e.dask): a dask.distributed
+             # LocalCluster against sortd replicas
+             python3-dask python3-distributed
              # make fuzz / fuzz-smoke / sanitize-smoke: clang with libFuzzer and
              # the sanitizer runtimes
              clang libclang-rt-14-dev)

@@ -100,6 +100,14 @@ def sort_values(df, by, ascending=True, na_position="last", client=None, target=
     (a gRPC target, for a client made and closed here). dictionary=False
     sends string columns as strings (one SortTable message) instead of
     their ranks."""
+    return _take(df, sort_permutation(df, by, ascending, na_position, client, target, timeout,
+                                      dictionary))
+
+
+def sort_permutation(df, by, ascending=True, na_position="last", client=None, target=None,
+                     timeout=None, dictionary=True):
+    """The permutation (int64 positions) that sort_values applies: row i of
+    the sorted frame is df's row perm[i]. The same arguments."""
     from .client import Client
 
     if na_position not in ("last", "first"):
@@ -112,6 +120,8 @@ def sort_values(df, by, ascending=True, na_position="last", client=None, target=
     for key in keys:
         if key not in df.columns:
             raise KeyError(key)
+    if len(df) == 0:
+        return np.zeros(0, np.int64)
     own = client is None
     if own:
         if target is None:
@@ -132,7 +142,7 @@ def sort_values(df, by, ascending=True, na_position="last", client=None, target=
     finally:
         if own:
             client.close()
-    return _take(df, perm)
+    return np.asarray(perm, dtype=np.int64)
 
 
 # Below this many rows, one df.take.
