@@ -60,18 +60,43 @@ def sort_one(target, keys_n, seed, ready, queue):
     from sortd_client import Client
     keys = np.random.default_rng(seed).integers(0, 2**32, keys_n, dtype=np.uint32)
     want = fingerprint(keys)
+    phases = {}  # phase -> (first, last report), seconds from t0
+
+    def progress(phase, done, total):
+        now = time.perf_counter() - t0
+        phases[phase] = (phases.get(phase, (now, now))[0], now)
+
     with Client(target) as client:
         ready.wait()  # every client has its array: go together
         t0 = time.perf_counter()
         try:
-            out = client.sort(keys)
+            out = client.sort(keys, progress=progress)
             seconds = time.perf_counter() - t0
             end = time.time()
             exact = fingerprint(out) == want and is_sorted(out)
-            queue.put((seed, "ok" if exact else "WRONG", seconds, end))
+            queue.put((seed, "ok" if exact else "WRONG", seconds, end, phases))
         except Exception as e:  # a refusal is a result here
             queue.put((seed, "error: %s" % str(e).splitlines()[0][:160],
-                       time.perf_counter() - t0, time.time()))
+                       time.perf_counter() - t0, time.time(), phases))
+
+
+def phase_summary(label, results):
+    """Medians over the clients of where their time went (progress
+    reports): waiting before the first upload report (admission), the
+    upload, upload end to sorted, and the download."""
+    rows = []
+    for _, _, seconds, _, ph in results:
+        if "upload" not in ph or "download" not in ph:
+            continue
+        up, down = ph["upload"], ph["download"]
+        sort_end = ph.get("sort", (up[1], up[1]))[1]
+        rows.append((up[0], up[1] - up[0], sort_end - up[1], down[1] - down[0], seconds))
+    if not rows:
+        print("%s: no progress reports" % label)
+        return
+    med = np.median(np.array(rows), axis=0)
+    print("%s (medians of %d): wait %.2f s, upload %.2f s, to sorted %.2f s, download %.2f s,"
+          " call %.2f s" % ((label, len(rows)) + tuple(med)))
 
 
 def small_loop(target, stop_at, queue):
@@ -167,10 +192,13 @@ def main():
         peak = peak_rss_mib(server.pid)
 
         by_hand_s = None
+        by_hand_results = []
         if args.by_hand:
             by_hand_s = 0
             for i in range(0, len(seeds), args.by_hand):
-                by_hand_s += run_clients(target, seeds[i:i + args.by_hand], args.keys)[1]
+                group, seconds = run_clients(target, seeds[i:i + args.by_hand], args.keys)
+                by_hand_s += seconds
+                by_hand_results += group
 
         busy = []
         if args.small:
@@ -186,7 +214,7 @@ def main():
 
     print("| client | outcome | seconds |")
     print("|---|---|---|")
-    for seed, outcome, seconds, _ in results:
+    for seed, outcome, seconds, _, _ in results:
         print("| %d | %s | %.2f |" % (seed, outcome, seconds))
     ok = sum(1 for r in results if r[1] == "ok")
     print()
@@ -196,7 +224,9 @@ def main():
     for name in sorted(counters):
         if "refusals" in name and counters[name] > 0:
             print("  %s %g" % (name, counters[name]))
+    phase_summary("burst", results)
     if by_hand_s is not None:
+        phase_summary("by hand", by_hand_results)
         print("by hand, %d at a time: %.2f s; burst / by hand = %.2f"
               % (args.by_hand, by_hand_s, burst_s / by_hand_s))
     if args.small:
