@@ -56,7 +56,11 @@ def is_sorted(a, step=1 << 24):
                for i in range(0, max(len(a) - 1, 0), step))
 
 
-def sort_one(target, keys_n, seed, ready, queue):
+def sort_one(target, keys_n, seed, ready, answered, queue):
+    """One client: its array made, then (with the others, `ready`) one sort;
+    its time goes on the queue at once; the check of its answer waits until
+    every client has its answer (`answered`), so that no client's check
+    competes with another's transfer."""
     from sortd_client import Client
     keys = np.random.default_rng(seed).integers(0, 2**32, keys_n, dtype=np.uint32)
     want = fingerprint(keys)
@@ -66,45 +70,31 @@ def sort_one(target, keys_n, seed, ready, queue):
         now = time.perf_counter() - t0
         phases[phase] = (phases.get(phase, (now, now))[0], now)
 
+    out = None
     with Client(target) as client:
         ready.wait()  # every client has its array: go together
         t0 = time.perf_counter()
         try:
             out = client.sort(keys, progress=progress)
-            seconds = time.perf_counter() - t0
-            end = time.time()
-            exact = fingerprint(out) == want and is_sorted(out)
-            queue.put((seed, "ok" if exact else "WRONG", seconds, end, phases))
+            outcome = None
         except Exception as e:  # a refusal is a result here
-            queue.put((seed, "error: %s" % str(e).splitlines()[0][:160],
-                       time.perf_counter() - t0, time.time(), phases))
+            outcome = "error: %s" % str(e).splitlines()[0][:160]
+        queue.put((seed, time.perf_counter() - t0, time.time(), phases))
+    answered.wait()
+    if outcome is None:
+        outcome = "ok" if fingerprint(out) == want and is_sorted(out) else "WRONG"
+    queue.put((seed, outcome))
 
 
-def phase_summary(label, results):
-    """Medians over the clients of where their time went (progress
-    reports): waiting before the first upload report (admission), the
-    upload, upload end to sorted, and the download."""
-    rows = []
-    for _, _, seconds, _, ph in results:
-        if "upload" not in ph or "download" not in ph:
-            continue
-        up, down = ph["upload"], ph["download"]
-        sort_end = ph.get("sort", (up[1], up[1]))[1]
-        rows.append((up[0], up[1] - up[0], sort_end - up[1], down[1] - down[0], seconds))
-    if not rows:
-        print("%s: no progress reports" % label)
-        return
-    med = np.median(np.array(rows), axis=0)
-    print("%s (medians of %d): wait %.2f s, upload %.2f s, to sorted %.2f s, download %.2f s,"
-          " call %.2f s" % ((label, len(rows)) + tuple(med)))
-
-
-def small_loop(target, stop_at, queue):
+def small_loop(target, go, stop, queue):
+    """1024-key sorts from `go` until `stop` (events); their latencies."""
     from sortd_client import Client
     rng = np.random.default_rng(7)
     lat = []
     with Client(target) as client:
-        while time.time() < stop_at:
+        client.sort(np.arange(1024, dtype=np.uint32))  # connected before the window
+        go.wait()
+        while not stop.is_set():
             keys = rng.integers(0, 2**32, 1024, dtype=np.uint64).astype(np.uint32)
             t0 = time.perf_counter()
             out = client.sort(keys)
@@ -127,20 +117,68 @@ def scrape(url):
     return out
 
 
-def run_clients(target, seeds, keys_n):
-    """Runs the clients together; their results and the wall time from
-    their common start to the last answer."""
+def run_clients(target, seeds, keys_n, window=None):
+    """Runs the clients together; their results (seed, outcome, seconds,
+    end, phases) and the wall time from their common start to the last
+    answer. window: (go, stop) events set at that start and at the last
+    answer."""
     queue = mp.Queue()
     ready = mp.Barrier(len(seeds) + 1)
-    procs = [mp.Process(target=sort_one, args=(target, keys_n, s, ready, queue)) for s in seeds]
+    answered = mp.Event()
+    procs = [mp.Process(target=sort_one, args=(target, keys_n, s, ready, answered, queue))
+             for s in seeds]
     for p in procs:
         p.start()
     ready.wait()
     at = time.time()
-    results = [queue.get() for _ in procs]
+    if window:
+        window[0].set()
+    timed = [queue.get() for _ in procs]
+    if window:
+        window[1].set()
+    answered.set()
+    outcomes = dict(queue.get() for _ in procs)
     for p in procs:
         p.join()
-    return sorted(results), max(r[3] for r in results) - at
+    results = sorted((seed, outcomes[seed], seconds, end, phases)
+                     for seed, seconds, end, phases in timed)
+    return results, max(r[3] for r in results) - at
+
+
+def small_window(target, seeds, keys_n, small_queue):
+    """The small client's latencies while the clients of `seeds` run
+    (None: idle, for 3 s)."""
+    go, stop = mp.Event(), mp.Event()
+    p = mp.Process(target=small_loop, args=(target, go, stop, small_queue))
+    p.start()
+    if seeds is None:
+        go.set()
+        time.sleep(3)
+        stop.set()
+    else:
+        run_clients(target, seeds, keys_n, window=(go, stop))
+    lat = small_queue.get()
+    p.join()
+    return lat
+
+
+def phase_summary(label, results):
+    """Medians over the clients of where their time went (progress
+    reports): waiting before the first upload report (admission), the
+    upload, upload end to sorted, and the download."""
+    rows = []
+    for _, _, seconds, _, ph in results:
+        if "upload" not in ph or "download" not in ph:
+            continue
+        up, down = ph["upload"], ph["download"]
+        sort_end = ph.get("sort", (up[1], up[1]))[1]
+        rows.append((up[0], up[1] - up[0], sort_end - up[1], down[1] - down[0], seconds))
+    if not rows:
+        print("%s: no progress reports" % label)
+        return
+    med = np.median(np.array(rows), axis=0)
+    print("%s (medians of %d): wait %.2f s, upload %.2f s, to sorted %.2f s, download %.2f s,"
+          " call %.2f s" % ((label, len(rows)) + tuple(med)))
 
 
 def main():
@@ -177,10 +215,7 @@ def main():
         idle = []
         small_queue = mp.Queue()
         if args.small:
-            p = mp.Process(target=small_loop, args=(target, time.time() + 3, small_queue))
-            p.start()
-            idle = small_queue.get()
-            p.join()
+            idle = small_window(target, None, args.keys, small_queue)
 
         seeds = list(range(1, args.clients + 1))
         if args.warmup:
@@ -202,12 +237,9 @@ def main():
 
         busy = []
         if args.small:
-            # The burst again, with the small client running through it.
-            small = mp.Process(target=small_loop, args=(target, time.time() + 4, small_queue))
-            small.start()
-            run_clients(target, seeds, args.keys)
-            busy = small_queue.get()
-            small.join()
+            # The burst again, with the small client sorting from its start
+            # to its last answer.
+            busy = small_window(target, seeds, args.keys, small_queue)
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -133,6 +133,10 @@ ABSL_FLAG(absl::Duration, max_queue_wait, absl::Seconds(60),
 ABSL_FLAG(uint64_t, queue_bypass_bytes, uint64_t{1} << 20,
           "requests of at most this many in-flight bytes are admitted whenever they fit, ahead "
           "of larger waiters (small requests are not starved by a burst of large ones)");
+ABSL_FLAG(uint64_t, small_reserve_bytes, uint64_t{64} << 20,
+          "in-flight bytes beyond --max_inflight_bytes (at most a sixteenth of it) that only "
+          "requests of at most --queue_bypass_bytes may use: where large requests fill the "
+          "limit, small ones still run at once");
 ABSL_FLAG(uint64_t, max_chunked_bytes, uint64_t{8} << 30,
           "largest total payload of one SortChunked upload (bytes)");
 ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(60),
@@ -373,6 +377,7 @@ absl::StatusOr<SortdFlags> ParseSortdFlags() {
   options.admission_queue.max_waiting_bytes = absl::GetFlag(FLAGS_max_waiting_bytes);
   options.admission_queue.max_wait = absl::GetFlag(FLAGS_max_queue_wait);
   options.admission_queue.bypass_bytes = absl::GetFlag(FLAGS_queue_bypass_bytes);
+  options.admission_queue.small_reserve_bytes = absl::GetFlag(FLAGS_small_reserve_bytes);
   options.limits.max_chunked_bytes = absl::GetFlag(FLAGS_max_chunked_bytes);
   options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
   options.sessions.idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);

@@ -54,7 +54,10 @@ std::optional<int64_t> RetryPushbackMs(const absl::Status& status) {
 
 AdmissionControl::AdmissionControl(uint64_t max_bytes, uint64_t max_requests,
                                    AdmissionQueueOptions queue)
-    : max_bytes_(max_bytes), max_requests_(max_requests), queue_(queue) {
+    : max_bytes_(max_bytes),
+      max_requests_(max_requests),
+      queue_(queue),
+      small_reserve_(std::min(queue.small_reserve_bytes, max_bytes / 16)) {
   if (queue_.max_waiting_requests > 0) thread_ = std::thread([this] { Run(); });
 }
 
@@ -67,9 +70,13 @@ AdmissionControl::~AdmissionControl() {
   if (thread_.joinable()) thread_.join();
 }
 
+uint64_t AdmissionControl::RoomFor(uint64_t bytes) const {
+  return max_bytes_ + (bytes <= queue_.bypass_bytes ? small_reserve_ : 0);
+}
+
 bool AdmissionControl::FitsLocked(const Wait& wait) const {
   if (wait.request_slot && requests_.load() + 1 > max_requests_) return false;
-  return bytes_.load() + wait.bytes <= max_bytes_;
+  return bytes_.load() + wait.bytes <= RoomFor(wait.bytes);
 }
 
 void AdmissionControl::TakeLocked(uint64_t bytes, bool request_slot) {
@@ -134,7 +141,7 @@ absl::Status AdmissionControl::Acquire(uint64_t bytes) {
                                      " requests already queued or running (--max_queued_requests)"),
                         BusyPushbackMsLocked());
   }
-  if (bytes_.load() + bytes > max_bytes_) {
+  if (bytes_.load() + bytes > RoomFor(bytes)) {
     return RefuseLocked(RefusalReason::kQueueFull,
                         absl::StrCat("server busy: in-flight payload would exceed ", max_bytes_,
                                      " bytes (--max_inflight_bytes)"),
@@ -238,21 +245,38 @@ void AdmissionControl::GrantLocked(std::deque<Decision>* out) {
     // The waiter whose turn it is blocks the others: no overtaking, so a
     // large request is not passed over forever by smaller ones behind it.
     if (!FitsLocked(head.wait)) break;
-    TakeLocked(head.wait.bytes, head.wait.request_slot);
-    const double waited = SecondsBetween(head.since, now);
-    recent_wait_seconds_ = 0.8 * recent_wait_seconds_ + 0.2 * waited;
-    waiting_.waiting_requests -= 1;
-    waiting_.waiting_bytes -= head.wait.bytes;
-    waiting_.held_bytes -= head.wait.held_bytes;
-    out->push_back(Decision{std::move(head.wait.done), absl::OkStatus(), waited});
-    lane->second.pop_front();
     turns_.pop_front();
-    if (lane->second.empty()) {
-      lanes_.erase(lane);
+    if (!GrantHeadLocked(lane, now, out)) turns_.push_back(lane_name);
+  }
+  // Small requests (at most bypass_bytes) at the head of their lane go
+  // when they fit, whoever's turn it is: their reserve is theirs alone, and
+  // they end soon.
+  for (auto turn = turns_.begin(); turn != turns_.end();) {
+    auto lane = lanes_.find(*turn);
+    const Wait& head = lane->second.front().wait;
+    if (head.bytes <= queue_.bypass_bytes && FitsLocked(head) &&
+        GrantHeadLocked(lane, now, out)) {
+      turn = turns_.erase(turn);
     } else {
-      turns_.push_back(lane_name);
+      ++turn;
     }
   }
+}
+
+bool AdmissionControl::GrantHeadLocked(std::map<std::string, std::deque<Waiter>>::iterator lane,
+                                       SteadyClock::time_point now, std::deque<Decision>* out) {
+  Waiter& head = lane->second.front();
+  TakeLocked(head.wait.bytes, head.wait.request_slot);
+  const double waited = SecondsBetween(head.since, now);
+  recent_wait_seconds_ = 0.8 * recent_wait_seconds_ + 0.2 * waited;
+  waiting_.waiting_requests -= 1;
+  waiting_.waiting_bytes -= head.wait.bytes;
+  waiting_.held_bytes -= head.wait.held_bytes;
+  out->push_back(Decision{std::move(head.wait.done), absl::OkStatus(), waited});
+  lane->second.pop_front();
+  if (!lane->second.empty()) return false;
+  lanes_.erase(lane);
+  return true;
 }
 
 void AdmissionControl::ExpireLocked(std::deque<Decision>* out) {

@@ -41,6 +41,11 @@ struct AdmissionQueueOptions {
   // starved by queued large ones. The large are bounded (max_bytes), so
   // they still get their turn as the small ones come and go.
   uint64_t bypass_bytes = uint64_t{1} << 20;
+  // Such small requests may also use this much beyond max_bytes (at most a
+  // sixteenth of it): where large requests fill the limit, the small still
+  // run at once instead of waiting for a large one to end. The bound on
+  // memory is then max_bytes plus this.
+  uint64_t small_reserve_bytes = uint64_t{64} << 20;
   // How often waiters are checked for cancellation and deadlines.
   absl::Duration poll = absl::Milliseconds(10);
 };
@@ -89,6 +94,7 @@ class AdmissionControl {
   static AdmissionQueueOptions QueueOff() {
     AdmissionQueueOptions off;
     off.max_waiting_requests = 0;
+    off.small_reserve_bytes = 0;
     return off;
   }
 
@@ -138,6 +144,9 @@ class AdmissionControl {
   };
 
   void Release(uint64_t bytes, uint64_t requests);
+  // What a request of `bytes` may fill: the limit, plus the small reserve
+  // for small requests.
+  uint64_t RoomFor(uint64_t bytes) const;
   bool FitsLocked(const Wait& wait) const;
   // Admits (OK), refuses, or nullopt: the request must wait.
   std::optional<absl::Status> DecideLocked(const Wait& wait);
@@ -145,14 +154,20 @@ class AdmissionControl {
   absl::Status RefuseLocked(RefusalReason reason, std::string message, int64_t pushback_ms);
   int64_t BusyPushbackMsLocked() const;
   std::string StateLocked() const;
-  // Grants waiters in turn while the next one fits; expires the rest.
+  // Grants waiters in turn while the next one fits, then small waiters
+  // that fit whoever's turn it is; expires the rest.
   void GrantLocked(std::deque<Decision>* out);
+  // Admits the first waiter of `lane` (it fits) and returns true when the
+  // lane is now empty (and gone).
+  bool GrantHeadLocked(std::map<std::string, std::deque<Waiter>>::iterator lane,
+                       std::chrono::steady_clock::time_point now, std::deque<Decision>* out);
   void ExpireLocked(std::deque<Decision>* out);
   void Run();  // the admission thread
 
   const uint64_t max_bytes_;
   const uint64_t max_requests_;
   const AdmissionQueueOptions queue_;
+  const uint64_t small_reserve_;
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -36,6 +36,7 @@ AdmissionQueueOptions Queue() {
   queue.max_waiting_requests = 8;
   queue.max_waiting_bytes = 1000;
   queue.bypass_bytes = 10;
+  queue.small_reserve_bytes = 0;
   queue.poll = absl::Milliseconds(2);
   return queue;
 }
@@ -128,6 +129,47 @@ TEST(AdmissionQueueTest, SmallRequestsPassQueuedLargeOnesButMidSizedOnesWaitThei
   admission.Release(80);
   ASSERT_TRUE(mid.Get().ok());
   admission.Release(30);
+  EXPECT_EQ(admission.inflight_bytes(), 0u);
+}
+
+TEST(AdmissionQueueTest, SmallRequestsRunInTheirReserveWhileLargeOnesFillTheLimit) {
+  AdmissionQueueOptions queue = Queue();
+  queue.small_reserve_bytes = 1000;  // capped at a sixteenth of the limit: 10
+  AdmissionControl admission(160, 10, queue);
+  Outcome held, large, small, second_small;
+  ASSERT_TRUE(admission.AcquireOrWait(WaitFor(160, "x", &held))->ok());
+  EXPECT_FALSE(admission.AcquireOrWait(WaitFor(100, "a", &large)));
+  // The limit is full and a large request waits: a small one still runs.
+  std::optional<absl::Status> at_once = admission.AcquireOrWait(WaitFor(10, "b", &small));
+  ASSERT_TRUE(at_once.has_value());
+  EXPECT_TRUE(at_once->ok());
+  EXPECT_EQ(admission.inflight_bytes(), 170u);
+  // The reserve is full: the next small one waits, and goes as soon as the
+  // first ends, although the large waiter's turn comes first.
+  EXPECT_FALSE(admission.AcquireOrWait(WaitFor(10, "c", &second_small)));
+  admission.Release(10);
+  ASSERT_TRUE(second_small.Get().ok());
+  EXPECT_FALSE(large.Decided());
+  admission.Release(10);
+  admission.Release(160);
+  ASSERT_TRUE(large.Get().ok());
+  admission.Release(100);
+  EXPECT_EQ(admission.inflight_bytes(), 0u);
+}
+
+TEST(AdmissionQueueTest, TheSmallReserveIsForSmallRequestsOnly) {
+  AdmissionQueueOptions queue = Queue();
+  queue.small_reserve_bytes = 10;
+  AdmissionControl admission(160, 10, queue);
+  ASSERT_TRUE(admission.Acquire(160).ok());
+  // 11 bytes are over the bypass: the limit alone applies, and it is full.
+  EXPECT_FALSE(admission.TryAcquire(11, 0).has_value());
+  absl::Status immediate = admission.Acquire(11);
+  EXPECT_EQ(immediate.code(), absl::StatusCode::kResourceExhausted) << immediate;
+  ASSERT_TRUE(admission.Acquire(10).ok());
+  EXPECT_EQ(admission.Acquire(1).code(), absl::StatusCode::kResourceExhausted);
+  admission.Release(10);
+  admission.Release(160);
   EXPECT_EQ(admission.inflight_bytes(), 0u);
 }
 
