@@ -59,10 +59,11 @@ async function schemaErrors(object) {
 // nothing: a Deployment with a string replica count and a probe without a
 // port must both be refused.
 async function selfTest(objects) {
-  const deployment = structuredClone(objects.find((o) => o.kind === "Deployment"));
+  const sortd = (o) => o.kind === "Deployment" && o.metadata.name === "sortd";
+  const deployment = structuredClone(objects.find(sortd));
   deployment.spec.replicas = "two";
   check((await schemaErrors(deployment)) !== null, "schema check refuses replicas: \"two\"");
-  const probe = structuredClone(objects.find((o) => o.kind === "Deployment"));
+  const probe = structuredClone(objects.find(sortd));
   delete probe.spec.template.spec.containers[0].readinessProbe.grpc.port;
   check((await schemaErrors(probe)) !== null, "schema check refuses a gRPC probe without a port");
   const monitor = { apiVersion: "monitoring.coreos.com/v1", kind: "ServiceMonitor",
@@ -364,13 +365,55 @@ async function checkKustomization({ dir, gpu, autoscaled }) {
         `${where}: sortd with the rendered flags serves and drains (exit ${run.code})\n${run.log}`);
 }
 
+// The dask example (docs/distributed.md): the workers' target names the
+// replicas' headless Service in their namespace on its grpc port, their
+// scheduler address names the scheduler's Service, which selects the
+// scheduler's pods, and the workers spill to a volume of their own.
+function checkDask(dir) {
+  const where = dir.replace(/^deploy\/k8s\//, "");
+  const objects = render(dir);
+  const worker = only(objects, "Deployment", "dask-worker");
+  const scheduler = only(objects, "Deployment", "dask-scheduler");
+  const schedulerService = only(objects, "Service", "dask-scheduler");
+  const headless = only(objects, "Service", "sortd-headless");
+  const ns = headless.metadata.namespace;
+  check(ns && worker.metadata.namespace === ns && scheduler.metadata.namespace === ns,
+        `${where}: the workers, the scheduler and the replicas share one namespace (${ns})`);
+  check(headless.spec.clusterIP === "None", `${where}: sortd-headless is headless (one address a replica)`);
+  const grpcPort = headless.spec.ports.find((p) => p.name === "grpc").port;
+  const container = worker.spec.template.spec.containers[0];
+  const target = container.env.find((e) => e.name === "SORTD_TARGET")?.value;
+  check(target === `dns:///sortd-headless.${ns}.svc.cluster.local:${grpcPort}`,
+        `${where}: the workers' SORTD_TARGET names the headless Service (got ${target})`);
+  const address = container.args.find((a) => a.startsWith("tcp://"));
+  const [host, port] = address.slice("tcp://".length).split(":");
+  check(host === schedulerService.metadata.name &&
+        schedulerService.spec.ports.some((p) => String(p.port) === port),
+        `${where}: the workers' scheduler address ${address} is the scheduler Service's`);
+  check(matches(schedulerService.spec.selector, scheduler.spec.template.metadata.labels) &&
+        !matches(schedulerService.spec.selector, worker.spec.template.metadata.labels),
+        `${where}: the scheduler Service selects the scheduler's pods alone`);
+  const local = container.args[container.args.indexOf("--local-directory") + 1];
+  const mount = (container.volumeMounts ?? []).find((m) => m.mountPath === local);
+  const volume = worker.spec.template.spec.volumes.find((v) => v.name === mount?.name);
+  check(volume?.emptyDir?.sizeLimit !== undefined,
+        `${where}: the workers spill to an emptyDir (--local-directory ${local}) with a sizeLimit`);
+  const sortd = only(objects, "Deployment", "sortd").spec.template.spec.containers
+    .find((c) => c.name === "sortd");
+  check(sortd.args.some((a) => a.startsWith("--advertise_address=")),
+        `${where}: the replicas advertise their own address (sessions behind a headless name)`);
+}
+
 for (const kustomization of [
   { dir: "deploy/k8s/overlays/gpu", gpu: true, autoscaled: true },
   { dir: "deploy/k8s/overlays/cpu", gpu: false, autoscaled: true },
   // sortd beside an application in one pod, over shared memory.
   { dir: "deploy/k8s/examples/shm-sidecar", gpu: true, autoscaled: false },
+  // dask workers beside the replicas.
+  { dir: "deploy/k8s/examples/dask", gpu: true, autoscaled: true },
 ]) {
   await checkKustomization(kustomization);
 }
+checkDask("deploy/k8s/examples/dask");
 console.log(`${checks - failures} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);
