@@ -95,7 +95,7 @@ def print_profile(name, tasks):
         for ss in task.get("startstops", ()):
             k = (key_split(task["key"]), ss["action"])
             totals[k] = totals.get(k, 0.0) + ss["stop"] - ss["start"]
-    for (prefix, action), seconds in sorted(totals.items(), key=lambda kv: -kv[1])[:12]:
+    for (prefix, action), seconds in sorted(totals.items(), key=lambda kv: -kv[1])[:6]:
         print("  %-8s %-40s %-12s %7.2f worker-s" % (name, prefix[:40], action, seconds))
 
 
