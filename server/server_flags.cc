@@ -149,6 +149,9 @@ ABSL_FLAG(std::string, advertise_address, "",
           "gRPC target that reaches this very server (e.g. $(POD_IP):50051 behind a Kubernetes "
           "Service): sort-session clients open their parallel connections there; empty: the "
           "address that answered");
+ABSL_FLAG(uint32_t, transfer_streams, 0,
+          "connections suggested to all open sort sessions together, shared among them (0: half "
+          "the host's cores, at least 8): a burst of large sessions keeps cores for other calls");
 ABSL_FLAG(int, max_sessions, 64, "sort sessions open at once before RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, pinned_cache_bytes, uint64_t{8} << 30,
           "GPU servers: pinned host memory of ended sort sessions kept for reuse (at most an "
@@ -382,6 +385,7 @@ absl::StatusOr<SortdFlags> ParseSortdFlags() {
   options.limits.chunk_response_bytes = absl::GetFlag(FLAGS_chunk_response_bytes);
   options.sessions.idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
   options.sessions.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  options.sessions.transfer_streams = absl::GetFlag(FLAGS_transfer_streams);
   options.sessions.direct_target = absl::GetFlag(FLAGS_advertise_address);
   absl::StatusOr<KeyEncodingPolicy> key_encoding =
       ParseKeyEncodingPolicy(absl::GetFlag(FLAGS_key_encoding));

@@ -7,6 +7,7 @@
 
 
 #include <algorithm>
+#include <thread>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -31,12 +32,24 @@ namespace part = v1::session_part;
 // docs/benchmarks.md, "Mid-size arrays"): 1 MiB best over 4 (3.1 ms, 3.5 over
 // 1), 4 MiB over 4-8 (4.2 ms, 6.4 over 1), 16 MiB over 8 (7.3 ms, 8.9 over 4,
 // 20.2 over 1); 16 is slower than 8 at every size.
-uint32_t SuggestedConnections(uint64_t bytes) {
+// Sessions open at once share a budget of streams (`streams`, 0: half the
+// host's cores, at least 8): a burst of large sessions at 8 each would run
+// more transfer threads than there are cores, which moves no more bytes
+// (memory bandwidth bounds them together) but makes every other call wait
+// for a core (docs/operations.md, "Admission").
+uint32_t SuggestedConnections(uint64_t bytes, size_t open_sessions, uint32_t streams) {
   constexpr uint64_t kKiB = 1024;
-  if (bytes < 512 * kKiB) return 1;
-  if (bytes < 1024 * kKiB) return 2;
-  if (bytes < 4096 * kKiB) return 4;
-  return 8;
+  uint32_t by_size = 8;
+  if (bytes < 512 * kKiB) {
+    by_size = 1;
+  } else if (bytes < 1024 * kKiB) {
+    by_size = 2;
+  } else if (bytes < 4096 * kKiB) {
+    by_size = 4;
+  }
+  if (streams == 0) streams = std::max(8u, std::thread::hardware_concurrency() / 2);
+  const uint64_t share = streams / std::max<size_t>(open_sessions, 1);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(share, 1, by_size));
 }
 
 // A use of a session for the length of one call (idle expiry skips it).
@@ -375,7 +388,8 @@ grpc::ServerUnaryReactor* HandleStartSortSession(ServiceContext* context,
       response.set_session_id((*started)->id());
       response.set_max_part_bytes(limits.max_part_bytes);
       response.set_suggested_connections(
-          SuggestedConnections(request->total_keys() * SessionRowBytes(*spec)));
+          SuggestedConnections(request->total_keys() * SessionRowBytes(*spec),
+                               context->sessions->open_sessions(), limits.transfer_streams));
       response.set_idle_timeout_ms(absl::ToInt64Milliseconds(limits.idle_timeout));
       response.set_direct_target(limits.direct_target);
       if (spec->delta_keys) response.set_key_encoding(v1::PART_ENCODING_DELTA_BLOCKS);

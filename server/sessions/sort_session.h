@@ -137,6 +137,9 @@ struct SessionLimits {
   std::string direct_target;
   // --key_encoding: which requests for coded keys are granted.
   KeyEncodingPolicy key_encoding = KeyEncodingPolicy::kAuto;
+  // --transfer_streams: connections suggested to all open sessions
+  // together (0: half the host's cores, at least 8).
+  uint32_t transfer_streams = 0;
 };
 
 // A contiguous host array of one element width, uninitialized on creation

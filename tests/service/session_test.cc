@@ -321,7 +321,8 @@ class SessionProtocolTest : public ::testing::Test {
   }
 
   std::string StartSession(uint64_t n, v1::ElementType values = v1::ELEMENT_TYPE_UNSPECIFIED,
-                           grpc::Status* failed = nullptr, bool transfer_only = false) {
+                           grpc::Status* failed = nullptr, bool transfer_only = false,
+                           v1::StartSortSessionResponse* answer = nullptr) {
     v1::StartSortSessionRequest request;
     request.set_key_type(v1::ELEMENT_TYPE_UINT32);
     request.set_total_keys(n);
@@ -333,6 +334,7 @@ class SessionProtocolTest : public ::testing::Test {
     grpc::Status status = client_->stub().StartSortSession(&ctx, request, &response);
     if (failed != nullptr) *failed = status;
     else EXPECT_TRUE(status.ok()) << status.error_message();
+    if (answer != nullptr) *answer = response;
     return response.session_id();
   }
 
@@ -549,6 +551,28 @@ TEST_F(SessionProtocolTest, SessionsBeyondTheLimitAreRefusedUntilOneEnds) {
   grpc::Status again;
   StartSession(4, v1::ELEMENT_TYPE_UNSPECIFIED, &again);
   EXPECT_TRUE(again.ok()) << again.error_message();
+}
+
+TEST_F(SessionProtocolTest, OpenSessionsShareTheSuggestedConnections) {
+  ServerOptions options;
+  options.sessions.transfer_streams = 8;
+  Start(options);
+  auto suggested = [&](uint64_t n, std::string* id) {
+    v1::StartSortSessionResponse answer;
+    *id = StartSession(n, v1::ELEMENT_TYPE_UNSPECIFIED, nullptr, false, &answer);
+    return answer.suggested_connections();
+  };
+  const uint64_t large = 4 << 20;  // 16 MiB of keys: 8 connections alone
+  std::vector<std::string> ids(4);
+  EXPECT_EQ(suggested(large, &ids[0]), 8u);
+  EXPECT_EQ(suggested(large, &ids[1]), 4u);   // 8 streams over 2 sessions
+  EXPECT_EQ(suggested(large, &ids[2]), 2u);   // over 3
+  EXPECT_EQ(suggested(100, &ids[3]), 1u);     // small: 1 whatever the share
+  for (int i = 1; i < 4; ++i) ASSERT_TRUE(End(ids[i]).ok());
+  std::string again;
+  EXPECT_EQ(suggested(large, &again), 4u);    // back to 2 open
+  ASSERT_TRUE(End(again).ok());
+  ASSERT_TRUE(End(ids[0]).ok());
 }
 
 TEST_F(SessionProtocolTest, AnAbandonedSessionIsFreedAfterTheIdleTimeout) {
