@@ -150,8 +150,9 @@ ABSL_FLAG(std::string, advertise_address, "",
           "Service): sort-session clients open their parallel connections there; empty: the "
           "address that answered");
 ABSL_FLAG(uint32_t, transfer_streams, 0,
-          "connections suggested to all open sort sessions together, shared among them (0: half "
-          "the host's cores, at least 8): a burst of large sessions keeps cores for other calls");
+          "connections suggested to all open sort sessions together, shared among them (0: one "
+          "a core, at least 8): a burst of large sessions keeps cores for other calls; lower "
+          "favours small requests' latency over the burst's throughput");
 ABSL_FLAG(int, max_sessions, 64, "sort sessions open at once before RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, pinned_cache_bytes, uint64_t{8} << 30,
           "GPU servers: pinned host memory of ended sort sessions kept for reuse (at most an "

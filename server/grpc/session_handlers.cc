@@ -32,11 +32,13 @@ namespace part = v1::session_part;
 // docs/benchmarks.md, "Mid-size arrays"): 1 MiB best over 4 (3.1 ms, 3.5 over
 // 1), 4 MiB over 4-8 (4.2 ms, 6.4 over 1), 16 MiB over 8 (7.3 ms, 8.9 over 4,
 // 20.2 over 1); 16 is slower than 8 at every size.
-// Sessions open at once share a budget of streams (`streams`, 0: half the
-// host's cores, at least 8): a burst of large sessions at 8 each would run
-// more transfer threads than there are cores, which moves no more bytes
-// (memory bandwidth bounds them together) but makes every other call wait
-// for a core (docs/operations.md, "Admission").
+// Sessions open at once share a budget of streams (`streams`, 0: one a
+// core, at least 8): a burst of large sessions at 8 each runs more transfer
+// threads than there are cores, which makes every other call wait for one.
+// H200 host, 16 cores, 16 x 1 GiB against a 4 GiB limit (docs/benchmarks.md,
+// "Load bursts"): a budget of 8 streams cut the 1024-key p99 to 3.8x idle
+// but made the burst 1.23x of by hand; 16: 7.1x and 1.01x; unbounded:
+// 9-11x and 0.8-1.0x.
 uint32_t SuggestedConnections(uint64_t bytes, size_t open_sessions, uint32_t streams) {
   constexpr uint64_t kKiB = 1024;
   uint32_t by_size = 8;
@@ -47,7 +49,7 @@ uint32_t SuggestedConnections(uint64_t bytes, size_t open_sessions, uint32_t str
   } else if (bytes < 4096 * kKiB) {
     by_size = 4;
   }
-  if (streams == 0) streams = std::max(8u, std::thread::hardware_concurrency() / 2);
+  if (streams == 0) streams = std::max(8u, std::thread::hardware_concurrency());
   const uint64_t share = streams / std::max<size_t>(open_sessions, 1);
   return static_cast<uint32_t>(std::clamp<uint64_t>(share, 1, by_size));
 }

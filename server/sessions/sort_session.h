@@ -138,7 +138,7 @@ struct SessionLimits {
   // --key_encoding: which requests for coded keys are granted.
   KeyEncodingPolicy key_encoding = KeyEncodingPolicy::kAuto;
   // --transfer_streams: connections suggested to all open sessions
-  // together (0: half the host's cores, at least 8).
+  // together (0: one a core, at least 8).
   uint32_t transfer_streams = 0;
 };
 
