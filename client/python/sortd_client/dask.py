@@ -38,7 +38,6 @@ samples), so dask's own task retries are safe too. Partitions below
 `local_rows` rows (and dask's meta calls on empty frames) are sorted here,
 by pandas or numpy, in the same order.
 """
-import bisect
 import functools
 import os
 import random
@@ -260,9 +259,20 @@ def _split_frame(frame, index, splitters, keys, directions, na_position, target,
         row = int(perm[j])
         return reader.key(row) + (index, row)
 
+    def first_not_below(splitter, lo):
+        # bisect_left over the sorted rows (bisect's key= needs Python 3.10).
+        hi = len(perm)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if key_at(mid) < splitter:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     cuts = [0]
     for splitter in splitters.keys:
-        cuts.append(bisect.bisect_left(range(len(perm)), splitter, lo=cuts[-1], key=key_at))
+        cuts.append(first_not_below(splitter, cuts[-1]))
     cuts.append(len(perm))
     ordered = _frames._take(frame, perm)
     return [ordered.iloc[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
