@@ -98,6 +98,37 @@ def remote(target, call, options=None, attempts=ATTEMPTS):
         delay = min(2 * delay, 2.0)
 
 
+def _host_threads():
+    """{host: dask threads on it} of the distributed cluster in use, or {}."""
+    try:
+        import distributed
+
+        workers = distributed.default_client().scheduler_info()["workers"].values()
+    except (ImportError, ValueError, KeyError, AttributeError):
+        return {}
+    out = {}
+    for info in workers:
+        out[info["host"]] = out.get(info["host"], 0) + int(info.get("nthreads", 1))
+    return out
+
+
+def _take_threads(threads, host_threads):
+    """Threads one partition's gather may use: `threads` if given, else this
+    host's cores over the dask threads on it (each runs its own tasks; every
+    core for each would oversubscribe the host and keep workers from
+    serving their peers' fetches), else every core (no cluster)."""
+    if threads:
+        return int(threads)
+    cores = os.cpu_count() or 1
+    try:
+        import distributed
+
+        host = distributed.get_worker().address.split("://")[-1].rsplit(":", 1)[0]
+    except (ImportError, ValueError):
+        return cores
+    return max(1, cores // max(1, host_threads.get(host, 1)))
+
+
 # ---------------------------------------------------------------- frames
 
 def _keys_and_directions(by, ascending, na_position):
@@ -249,7 +280,7 @@ class _Splitters:
 
 
 def _split_frame(frame, index, splitters, keys, directions, na_position, target, local_rows,
-                 options):
+                 options, take_threads=None, host_threads=None):
     """frame's rows sorted and cut into len(splitters) + 1 pieces: piece p
     holds the rows whose (key, index, row) lies in [splitter p-1, splitter p)."""
     perm = _sorted_permutation(frame, keys, directions, na_position, target, local_rows, options)
@@ -274,11 +305,12 @@ def _split_frame(frame, index, splitters, keys, directions, na_position, target,
     for splitter in splitters.keys:
         cuts.append(first_not_below(splitter, cuts[-1]))
     cuts.append(len(perm))
-    ordered = _frames._take(frame, perm)
+    ordered = _frames._take(frame, perm, _take_threads(take_threads, host_threads or {}))
     return [ordered.iloc[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-def _merge_frame(pieces, meta, keys, directions, na_position, target, local_rows, options):
+def _merge_frame(pieces, meta, keys, directions, na_position, target, local_rows, options,
+                 take_threads=None, host_threads=None):
     """One output partition: its pieces, in input order, sorted (stable)."""
     import pandas as pd
 
@@ -287,18 +319,20 @@ def _merge_frame(pieces, meta, keys, directions, na_position, target, local_rows
         return meta
     frame = pieces[0] if len(pieces) == 1 else pd.concat(pieces)
     perm = _sorted_permutation(frame, keys, directions, na_position, target, local_rows, options)
-    return _frames._take(frame, perm)
+    return _frames._take(frame, perm, _take_threads(take_threads, host_threads or {}))
 
 
 def sort_values(ddf, by, ascending=True, na_position="last", target=None, npartitions=None,
-                local_rows=DEFAULT_LOCAL_ROWS, client_options=None, seed=0):
+                local_rows=DEFAULT_LOCAL_ROWS, client_options=None, seed=0, take_threads=None):
     """ddf sorted by the columns `by` (a name or a list, most significant
     first; ascending one bool or one per key; na_position "last" or
     "first"), as pandas' stable sort_values of the whole frame would order
     it, in npartitions partitions (default: ddf's) of about equal rows, each
     sorted by a replica of `target`. Divisions are unknown (the index keeps
     the rows' own labels, as pandas' sort_values does). The splitters are
-    computed now (one pass over ddf); the rest is lazy."""
+    computed now (one pass over ddf); the rest is lazy. take_threads:
+    threads a partition's reorder uses (None: a host's cores over the dask
+    threads on it)."""
     import dask
     import dask.dataframe as dd
 
@@ -317,7 +351,8 @@ def sort_values(ddf, by, ascending=True, na_position="last", target=None, nparti
                              for i, part in enumerate(parts)])
     splitters = _Splitters(_splitters(samples, outputs))
     common = dict(keys=keys, directions=directions, na_position=na_position, target=target,
-                  local_rows=local_rows, options=client_options)
+                  local_rows=local_rows, options=client_options, take_threads=take_threads,
+                  host_threads=_host_threads())
     split = dask.delayed(functools.partial(_split_frame, **common), pure=True)
     pieces = [split(part, i, splitters) for i, part in enumerate(parts)]
     merge = dask.delayed(functools.partial(_merge_frame, **common), pure=True)

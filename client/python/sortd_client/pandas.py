@@ -160,21 +160,21 @@ def _gather(values, perm, pool, workers):
     return out
 
 
-def _take(df, perm):
+def _take(df, perm, threads=None):
     """df.take(perm), the same frame (dtypes, index, column labels), with the
     columns that are plain numpy arrays or pandas' masked arrays (nullable
-    integers, floats, booleans) gathered on every core; others, and small
-    frames, by pandas' own take (single-threaded)."""
+    integers, floats, booleans) gathered on `threads` threads (None: every
+    core); others, and small frames, by pandas' own take (single-threaded)."""
     import concurrent.futures
     import os
 
     import pandas as pd
 
-    if len(perm) < _PARALLEL_TAKE_ROWS or not df.columns.is_unique:
+    workers = threads or os.cpu_count() or 1
+    if len(perm) < _PARALLEL_TAKE_ROWS or not df.columns.is_unique or workers == 1:
         return df.take(perm)
     # pandas 2.1 renamed PandasArray (and warns on the old name).
     numpy_array = getattr(pd.arrays, "NumpyExtensionArray", None) or pd.arrays.PandasArray
-    workers = os.cpu_count() or 1
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         columns = {}
         for position, name in enumerate(df.columns):
