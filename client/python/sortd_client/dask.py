@@ -191,11 +191,14 @@ class _RowKeys:
     time (only sampled and binary-searched rows are read)."""
 
     def __init__(self, frame, keys, directions, na_position):
+        import pandas as pd
+
         self._null = (2,) if na_position == "last" else (0,)
         self._columns = []
         for key, ascending in zip(keys, directions):
             series = frame[key]
-            if series.dtype == object or str(series.dtype) == "string":
+            # object, "string" and pandas 3's default "str": read by row.
+            if series.dtype == object or isinstance(series.dtype, pd.StringDtype):
                 self._columns.append((series, None, ascending))
                 continue
             values, mask = _frames._key_column(series)
@@ -221,7 +224,8 @@ class _RowKeys:
                 out.append(self._null)
                 continue
             else:
-                value = values[row].item()
+                value = values[row]
+                value = value.item() if isinstance(value, np.generic) else value
             out.append((1, value if ascending else _Descending(value)))
         return tuple(out)
 

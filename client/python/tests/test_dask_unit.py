@@ -95,6 +95,15 @@ class DaskUnitTest(unittest.TestCase):
                 pd.testing.assert_frame_equal(out.compute(), want)
                 self.assertLessEqual(max(parts) / np.mean(parts), 1.5, parts)
 
+    def test_string_dtype_keys(self):
+        rng = np.random.default_rng(4)
+        words = pd.array(rng.choice(["b", "a", "ab", "é", ""], 20_000), dtype="string")
+        words[rng.random(20_000) < 0.1] = pd.NA
+        df = pd.DataFrame({"s": words, "v": np.arange(20_000)})
+        out = sortd_dask.sort_values(dd.from_pandas(df, npartitions=4), "s", False, npartitions=3)
+        pd.testing.assert_frame_equal(out.compute(),
+                                      df.sort_values("s", ascending=False, kind="stable"))
+
     def test_partition_sort_is_pandas_stable_sort(self):
         rng = np.random.default_rng(2)
         df = frame(rng, 5000)
