@@ -1,0 +1,82 @@
+#include "core/cpu/top_k.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/cpu/parallel.h"
+#include "core/key_transform.h"
+
+namespace sortd::cpu {
+namespace {
+
+template <typename T>
+using Word = typename OrderedBits<T>::Word;
+
+// (word, position): the total order whose k smallest are the answer.
+template <typename W>
+using Candidate = std::pair<W, uint64_t>;
+
+// The k smallest candidates of keys[begin, end), as a max-heap.
+template <typename T>
+std::vector<Candidate<Word<T>>> ScanPart(absl::Span<const T> keys, size_t begin, size_t end,
+                                         size_t k, bool descending) {
+  using W = Word<T>;
+  std::vector<Candidate<W>> heap;
+  heap.reserve(k);
+  const W flip = descending ? ~W{0} : W{0};
+  size_t i = begin;
+  for (; i < end && heap.size() < k; ++i) {
+    heap.emplace_back(OrderedBits<T>::Encode(keys[i]) ^ flip, i);
+  }
+  std::make_heap(heap.begin(), heap.end());
+  if (heap.empty()) return heap;
+  W worst = heap.front().first;
+  for (; i < end; ++i) {
+    const W word = OrderedBits<T>::Encode(keys[i]) ^ flip;
+    // Strictly below: an equal word comes later, so it ranks after.
+    if (word < worst) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = Candidate<W>(word, i);
+      std::push_heap(heap.begin(), heap.end());
+      worst = heap.front().first;
+    }
+  }
+  return heap;
+}
+
+}  // namespace
+
+template <typename T>
+TopKResult<T> TopK(absl::Span<const T> keys, size_t k, SortOrder order, int threads) {
+  using W = Word<T>;
+  const size_t n = keys.size();
+  k = std::min(k, n);
+  TopKResult<T> result;
+  if (k == 0) return result;
+  const bool descending = order == SortOrder::kDescending;
+  const int parts = static_cast<int>(std::clamp<size_t>(
+      n / std::max<size_t>(kTopKParallelMinKeys, 4 * k), 1, std::max(threads, 1)));
+  std::vector<std::vector<Candidate<W>>> heaps(parts);
+  RunTasks(parts, [&](int p) {
+    heaps[p] = ScanPart(keys, PartBegin(n, parts, p), PartBegin(n, parts, p + 1), k, descending);
+  });
+  std::vector<Candidate<W>> all = std::move(heaps[0]);
+  for (int p = 1; p < parts; ++p) all.insert(all.end(), heaps[p].begin(), heaps[p].end());
+  std::partial_sort(all.begin(), all.begin() + k, all.end());
+  result.keys.reserve(k);
+  result.indices.reserve(k);
+  for (size_t j = 0; j < k; ++j) {
+    result.indices.push_back(all[j].second);
+    result.keys.push_back(keys[all[j].second]);  // as given: NaN payloads kept
+  }
+  return result;
+}
+
+template TopKResult<uint32_t> TopK(absl::Span<const uint32_t>, size_t, SortOrder, int);
+template TopKResult<int32_t> TopK(absl::Span<const int32_t>, size_t, SortOrder, int);
+template TopKResult<float> TopK(absl::Span<const float>, size_t, SortOrder, int);
+template TopKResult<uint64_t> TopK(absl::Span<const uint64_t>, size_t, SortOrder, int);
+template TopKResult<int64_t> TopK(absl::Span<const int64_t>, size_t, SortOrder, int);
+template TopKResult<double> TopK(absl::Span<const double>, size_t, SortOrder, int);
+
+}  // namespace sortd::cpu
