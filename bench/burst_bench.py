@@ -162,6 +162,15 @@ def small_window(target, seeds, keys_n, small_queue):
     return lat
 
 
+def cpu_list(text):
+    """{0, 1, ...} of "0-7,12"."""
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
 def phase_summary(label, results):
     """Medians over the clients of where their time went (progress
     reports): waiting before the first upload report (admission), the
@@ -191,6 +200,10 @@ def main():
                         help="also run the arrays this many at a time, one group after another")
     parser.add_argument("--warmup", type=int, default=1,
                         help="1: one untimed group (--by_hand clients) before the burst")
+    parser.add_argument("--server_cpus", default="",
+                        help="CPUs for sortd, e.g. 0-7 (with --client_cpus: clients on other "
+                             "cores, as remote clients would be)")
+    parser.add_argument("--client_cpus", default="", help="CPUs for the clients, e.g. 8-15")
     parser.add_argument("--small", action="store_true",
                         help="a client sorting 1024 keys throughout, against its idle p99")
     args, server_flags = parser.parse_known_args()
@@ -201,7 +214,11 @@ def main():
         [args.sortd, "--listen=127.0.0.1:0", "--port_file=" + port_file,
          "--metrics_listen=127.0.0.1:0", "--metrics_port_file=" + metrics_file,
          "--max_inflight_bytes=%d" % args.limit] + server_flags,
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "sortd.log"), "w"))
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "sortd.log"), "w"),
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpu_list(args.server_cpus)))
+        if args.server_cpus else None)
+    if args.client_cpus:
+        os.sched_setaffinity(0, cpu_list(args.client_cpus))  # the clients inherit it
     try:
         deadline = time.time() + 60
         while not (os.path.exists(port_file) and os.path.exists(metrics_file)):
