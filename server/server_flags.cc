@@ -151,7 +151,7 @@ ABSL_FLAG(std::string, advertise_address, "",
           "address that answered");
 ABSL_FLAG(uint32_t, transfer_streams, 0,
           "connections suggested to all open sort sessions together, shared among them (0: one "
-          "a core, at least 8): a burst of large sessions keeps cores for other calls; lower "
+          "a usable core, at least 8): a burst of large sessions keeps cores for other calls; lower "
           "favours small requests' latency over the burst's throughput");
 ABSL_FLAG(int, max_sessions, 64, "sort sessions open at once before RESOURCE_EXHAUSTED");
 ABSL_FLAG(uint64_t, pinned_cache_bytes, uint64_t{8} << 30,

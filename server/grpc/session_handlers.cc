@@ -15,6 +15,7 @@
 #include "server/grpc/raw_message.h"
 #include "server/grpc/status_mapping.h"
 #include "server/regions/regions.h"
+#include "server/runtime/host_resources.h"
 #include "server/sessions/session_store.h"
 #include "server/wire/session_spec.h"
 #include "server/wire/typed_array.h"
@@ -33,8 +34,9 @@ namespace part = v1::session_part;
 // 1), 4 MiB over 4-8 (4.2 ms, 6.4 over 1), 16 MiB over 8 (7.3 ms, 8.9 over 4,
 // 20.2 over 1); 16 is slower than 8 at every size.
 // Sessions open at once share a budget of streams (`streams`, 0: one a
-// core, at least 8): a burst of large sessions at 8 each runs more transfer
-// threads than there are cores, which makes every other call wait for one.
+// usable core (UsableCpus: affinity and cgroup quota), at least 8): a burst
+// of large sessions at 8 each runs more transfer threads than there are
+// cores, which makes every other call wait for one.
 // H200 host, 16 cores, 16 x 1 GiB against a 4 GiB limit (docs/benchmarks.md,
 // "Load bursts"): a budget of 8 streams cut the 1024-key p99 to 3.8x idle
 // but made the burst 1.23x of by hand; 16: 7.1x and 1.01x; unbounded:
@@ -49,7 +51,7 @@ uint32_t SuggestedConnections(uint64_t bytes, size_t open_sessions, uint32_t str
   } else if (bytes < 4096 * kKiB) {
     by_size = 4;
   }
-  if (streams == 0) streams = std::max(8u, std::thread::hardware_concurrency());
+  if (streams == 0) streams = static_cast<uint32_t>(std::max(8, UsableCpus()));
   const uint64_t share = streams / std::max<size_t>(open_sessions, 1);
   return static_cast<uint32_t>(std::clamp<uint64_t>(share, 1, by_size));
 }

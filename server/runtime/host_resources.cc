@@ -2,6 +2,7 @@
 // calling process's own cgroup as mounted in a container.
 #include "server/runtime/host_resources.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -85,7 +86,12 @@ int UsableCpus() {
     if (q && p) quota = ParseCgroupV1CpuQuota(*q, *p);
   }
   if (quota) cpus = std::min(cpus, *quota);
-  return cpus;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) > 0) {
+    cpus = std::min(cpus, CPU_COUNT(&allowed));
+  }
+  return std::max(cpus, 1);
 }
 
 }  // namespace sortd

@@ -16,8 +16,9 @@ uint64_t PhysicalMemoryBytes();
 // Physical memory, or the cgroup memory limit where that is lower.
 uint64_t UsableMemoryBytes();
 
-// Online CPUs, or the cgroup CPU quota (rounded up) where that is lower;
-// at least 1.
+// Online CPUs, or the CPUs this process may run on (its affinity, e.g.
+// taskset or a cpuset) or the cgroup CPU quota (rounded up) where either is
+// lower; at least 1.
 int UsableCpus();
 
 // Parsers of the cgroup files, for tests. nullopt means "no limit" (or an

@@ -2,6 +2,8 @@
 // /sys/fs/cgroup (v2) and the v1 controllers.
 #include "server/runtime/host_resources.h"
 
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 namespace sortd {
@@ -30,6 +32,23 @@ TEST(HostResourcesTest, UsableNeverExceedsTheMachine) {
   EXPECT_GE(UsableCpus(), 1);
   EXPECT_LE(UsableMemoryBytes(), PhysicalMemoryBytes());
   EXPECT_GT(UsableMemoryBytes(), 0u);
+}
+
+// A process pinned to one CPU (taskset, a cpuset) has one usable CPU,
+// whatever the machine has.
+TEST(HostResourcesTest, UsableCpusFollowTheAffinity) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &before)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const int pinned = UsableCpus();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(before), &before), 0);
+  EXPECT_EQ(pinned, 1);
+  EXPECT_LE(UsableCpus(), CPU_COUNT(&before));
 }
 
 }  // namespace
