@@ -11,8 +11,6 @@ result (wait on every partition):
   dask      ddf.sort_values("k")                 (dask's range shuffle, pandas per partition)
   dask+ps   ddf.sort_values("k", sort_function=partition_sort)  (the same, sortd per partition)
   sortd     sortd_client.dask.sort_values(ddf, "k")  (our sample sort)
-  sortd@T   the same, each partition's reorder on T threads (default: a
-            host's cores over its dask threads)
 Each result is checked on the workers: rows and their id sum equal the
 input's, every partition in order, and consecutive partitions in order.
 
@@ -151,10 +149,7 @@ def main():
                 sort_function_kwargs={"target": target}),
             "sortd": lambda: sortd_dask.sort_values(ddf, "k", target=target),
         }
-        for name in args.runs.split(","):
-            if name.startswith("sortd@"):  # sortd@T: the reorders on T threads each
-                runs[name] = (lambda t: lambda: sortd_dask.sort_values(
-                    ddf, "k", target=target, take_threads=t))(int(name[6:]))
+
         names = args.runs.split(",")
         # Each round in another order (the first runs of a fresh cluster pay
         # its warm-up: page faults, connections); the best of the rounds counts.

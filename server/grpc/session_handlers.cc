@@ -7,7 +7,6 @@
 
 
 #include <algorithm>
-#include <thread>
 #include <memory>
 
 #include "absl/strings/str_cat.h"

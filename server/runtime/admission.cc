@@ -135,20 +135,22 @@ absl::Status AdmissionControl::Acquire(uint64_t bytes) {
                                      max_bytes_, " bytes (--max_inflight_bytes)"),
                         -1);
   }
-  if (requests_.load() + 1 > max_requests_) {
-    return RefuseLocked(RefusalReason::kQueueFull,
-                        absl::StrCat("server busy: ", max_requests_,
-                                     " requests already queued or running (--max_queued_requests)"),
-                        BusyPushbackMsLocked());
-  }
-  if (bytes_.load() + bytes > RoomFor(bytes)) {
-    return RefuseLocked(RefusalReason::kQueueFull,
-                        absl::StrCat("server busy: in-flight payload would exceed ", max_bytes_,
-                                     " bytes (--max_inflight_bytes)"),
-                        BusyPushbackMsLocked());
-  }
+  Wait wait;
+  wait.bytes = bytes;
+  if (!FitsLocked(wait)) return BusyLocked(wait);
   TakeLocked(bytes, true);
   return absl::OkStatus();
+}
+
+absl::Status AdmissionControl::BusyLocked(const Wait& wait) {
+  const bool slots = wait.request_slot && requests_.load() + 1 > max_requests_;
+  return RefuseLocked(
+      RefusalReason::kQueueFull,
+      slots ? absl::StrCat("server busy: ", max_requests_,
+                           " requests already queued or running (--max_queued_requests)")
+            : absl::StrCat("server busy: in-flight payload would exceed ", max_bytes_,
+                           " bytes (--max_inflight_bytes)"),
+      BusyPushbackMsLocked());
 }
 
 absl::Status AdmissionControl::AcquireMoreBytes(uint64_t bytes) {
@@ -180,14 +182,7 @@ std::optional<absl::Status> AdmissionControl::DecideLocked(const Wait& wait) {
                (waiting_.waiting_requests == 0 || wait.bytes <= queue_.bypass_bytes)) {
       TakeLocked(wait.bytes, wait.request_slot);
     } else if (queue_.max_waiting_requests == 0) {
-      const bool slots = wait.request_slot && requests_.load() + 1 > max_requests_;
-      status = RefuseLocked(
-          RefusalReason::kQueueFull,
-          slots ? absl::StrCat("server busy: ", max_requests_,
-                               " requests already queued or running (--max_queued_requests)")
-                : absl::StrCat("server busy: in-flight payload would exceed ", max_bytes_,
-                               " bytes (--max_inflight_bytes)"),
-          BusyPushbackMsLocked());
+      status = BusyLocked(wait);
     } else if (waiting_.waiting_requests + 1 > queue_.max_waiting_requests ||
                waiting_.held_bytes + wait.held_bytes > queue_.max_waiting_bytes) {
       status = RefuseLocked(

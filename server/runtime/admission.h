@@ -153,6 +153,9 @@ class AdmissionControl {
   void TakeLocked(uint64_t bytes, bool request_slot);
   absl::Status RefuseLocked(RefusalReason reason, std::string message, int64_t pushback_ms);
   int64_t BusyPushbackMsLocked() const;
+  // The refusal of a request that does not fit now (slots or bytes), with
+  // the busy retry hint.
+  absl::Status BusyLocked(const Wait& wait);
   std::string StateLocked() const;
   // Grants waiters in turn while the next one fits, then small waiters
   // that fit whoever's turn it is; expires the rest.

@@ -88,68 +88,20 @@ def remote(target, call, options=None, attempts=ATTEMPTS):
     for attempt in range(attempts):
         try:
             return call(client_for(target, options))
-        except SortdError as err:
-            if err.code != grpc.StatusCode.UNAVAILABLE or attempt + 1 == attempts:
-                raise
-        except grpc.RpcError as err:
-            if err.code() != grpc.StatusCode.UNAVAILABLE or attempt + 1 == attempts:
+        except (SortdError, grpc.RpcError) as err:
+            code = err.code if isinstance(err, SortdError) else err.code()
+            if code != grpc.StatusCode.UNAVAILABLE or attempt + 1 == attempts:
                 raise
         time.sleep(delay * random.uniform(0.5, 1.5))
         delay = min(2 * delay, 2.0)
 
 
-def _host_threads():
-    """{host: dask threads on it} of the distributed cluster in use, or {}."""
-    try:
-        import distributed
-
-        workers = distributed.default_client().scheduler_info()["workers"].values()
-    except (ImportError, ValueError, KeyError, AttributeError):
-        return {}
-    out = {}
-    for info in workers:
-        out[info["host"]] = out.get(info["host"], 0) + int(info.get("nthreads", 1))
-    return out
-
-
-def _take_threads(threads, host_threads):
-    """Threads one partition's gather may use: `threads` if given, else this
-    host's cores over the dask threads on it (each runs its own tasks; every
-    core for each would oversubscribe the host and keep workers from
-    serving their peers' fetches), else every core (no cluster)."""
-    if threads:
-        return int(threads)
-    cores = os.cpu_count() or 1
-    try:
-        import distributed
-
-        host = distributed.get_worker().address.split("://")[-1].rsplit(":", 1)[0]
-    except (ImportError, ValueError):
-        return cores
-    return max(1, cores // max(1, host_threads.get(host, 1)))
-
-
 # ---------------------------------------------------------------- frames
-
-def _keys_and_directions(by, ascending, na_position):
-    if na_position not in ("last", "first"):
-        raise ValueError("na_position must be 'last' or 'first', got %r" % (na_position,))
-    keys = [by] if not isinstance(by, (list, tuple)) else list(by)
-    if not keys:
-        raise ValueError("by: at least one column")
-    if isinstance(ascending, (list, tuple)):
-        if len(ascending) != len(keys):
-            raise ValueError("ascending: %d values for %d keys" % (len(ascending), len(keys)))
-        directions = [bool(a) for a in ascending]
-    else:
-        directions = [bool(ascending)] * len(keys)
-    return keys, directions
-
 
 def _sorted_permutation(frame, keys, directions, na_position, target, local_rows, options):
     """int64 positions of frame's rows in sortd's stable table order."""
     if len(frame) < max(local_rows, 1) or target is None:
-        order = frame.reset_index(drop=True).sort_values(
+        order = frame[keys].reset_index(drop=True).sort_values(
             keys, ascending=directions, na_position=na_position, kind="stable")
         return np.asarray(order.index, dtype=np.int64)
     return remote(target, lambda client: _frames.sort_permutation(
@@ -162,7 +114,7 @@ def partition_sort(df, by, ascending=True, na_position="last", target=None,
     sortd replica of `target` (below local_rows rows, and without a target,
     by pandas here). A sort_function for dask's own sort_values; other
     keywords dask passes are ignored."""
-    keys, directions = _keys_and_directions(by, ascending, na_position)
+    keys, directions = _frames.keys_and_directions(by, ascending, na_position)
     perm = _sorted_permutation(df, keys, directions, na_position, target, local_rows,
                                client_options)
     return _frames._take(df, perm)
@@ -247,8 +199,10 @@ def _sample_rows(n, count, seed, index):
 def _frame_sample(frame, index, keys, directions, na_position, count, seed):
     """(rows, [(key, index, row), ...]) of a sample of frame's rows."""
     n = len(frame)
-    reader = _RowKeys(frame, keys, directions, na_position)
-    return n, [reader.key(int(r)) + (index, int(r)) for r in _sample_rows(n, count, seed, index)]
+    rows = _sample_rows(n, count, seed, index)
+    # Only the sampled rows' keys are converted.
+    reader = _RowKeys(frame.iloc[rows], keys, directions, na_position)
+    return n, [reader.key(j) + (index, int(r)) for j, r in enumerate(rows)]
 
 
 def _splitters(samples, outputs):
@@ -284,7 +238,7 @@ class _Splitters:
 
 
 def _split_frame(frame, index, splitters, keys, directions, na_position, target, local_rows,
-                 options, take_threads=None, host_threads=None):
+                 options):
     """frame's rows sorted and cut into len(splitters) + 1 pieces: piece p
     holds the rows whose (key, index, row) lies in [splitter p-1, splitter p)."""
     perm = _sorted_permutation(frame, keys, directions, na_position, target, local_rows, options)
@@ -309,12 +263,11 @@ def _split_frame(frame, index, splitters, keys, directions, na_position, target,
     for splitter in splitters.keys:
         cuts.append(first_not_below(splitter, cuts[-1]))
     cuts.append(len(perm))
-    ordered = _frames._take(frame, perm, _take_threads(take_threads, host_threads or {}))
+    ordered = _frames._take(frame, perm)
     return [ordered.iloc[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-def _merge_frame(pieces, meta, keys, directions, na_position, target, local_rows, options,
-                 take_threads=None, host_threads=None):
+def _merge_frame(pieces, meta, keys, directions, na_position, target, local_rows, options):
     """One output partition: its pieces, in input order, sorted (stable)."""
     import pandas as pd
 
@@ -323,24 +276,22 @@ def _merge_frame(pieces, meta, keys, directions, na_position, target, local_rows
         return meta
     frame = pieces[0] if len(pieces) == 1 else pd.concat(pieces)
     perm = _sorted_permutation(frame, keys, directions, na_position, target, local_rows, options)
-    return _frames._take(frame, perm, _take_threads(take_threads, host_threads or {}))
+    return _frames._take(frame, perm)
 
 
 def sort_values(ddf, by, ascending=True, na_position="last", target=None, npartitions=None,
-                local_rows=DEFAULT_LOCAL_ROWS, client_options=None, seed=0, take_threads=None):
+                local_rows=DEFAULT_LOCAL_ROWS, client_options=None, seed=0):
     """ddf sorted by the columns `by` (a name or a list, most significant
     first; ascending one bool or one per key; na_position "last" or
     "first"), as pandas' stable sort_values of the whole frame would order
     it, in npartitions partitions (default: ddf's) of about equal rows, each
     sorted by a replica of `target`. Divisions are unknown (the index keeps
     the rows' own labels, as pandas' sort_values does). The splitters are
-    computed now (one pass over ddf); the rest is lazy. take_threads:
-    threads a partition's reorder uses (None: a host's cores over the dask
-    threads on it)."""
+    computed now (one pass over ddf); the rest is lazy."""
     import dask
     import dask.dataframe as dd
 
-    keys, directions = _keys_and_directions(by, ascending, na_position)
+    keys, directions = _frames.keys_and_directions(by, ascending, na_position)
     for key in keys:
         if key not in ddf.columns:
             raise KeyError(key)
@@ -355,8 +306,7 @@ def sort_values(ddf, by, ascending=True, na_position="last", target=None, nparti
                              for i, part in enumerate(parts)])
     splitters = _Splitters(_splitters(samples, outputs))
     common = dict(keys=keys, directions=directions, na_position=na_position, target=target,
-                  local_rows=local_rows, options=client_options, take_threads=take_threads,
-                  host_threads=_host_threads())
+                  local_rows=local_rows, options=client_options)
     split = dask.delayed(functools.partial(_split_frame, **common), pure=True)
     pieces = [split(part, i, splitters) for i, part in enumerate(parts)]
     merge = dask.delayed(functools.partial(_merge_frame, **common), pure=True)

@@ -104,19 +104,28 @@ def sort_values(df, by, ascending=True, na_position="last", client=None, target=
                                       dictionary))
 
 
+def keys_and_directions(by, ascending, na_position):
+    """(key names, one bool a key) of sort_values' by / ascending, checked
+    with na_position."""
+    if na_position not in ("last", "first"):
+        raise ValueError("na_position must be 'last' or 'first', got %r" % (na_position,))
+    keys = [by] if not isinstance(by, (list, tuple)) else list(by)
+    if not keys:
+        raise ValueError("by: at least one column")
+    if not isinstance(ascending, (list, tuple)):
+        return keys, [bool(ascending)] * len(keys)
+    if len(ascending) != len(keys):
+        raise ValueError("ascending: %d values for %d keys" % (len(ascending), len(keys)))
+    return keys, [bool(a) for a in ascending]
+
+
 def sort_permutation(df, by, ascending=True, na_position="last", client=None, target=None,
                      timeout=None, dictionary=True):
     """The permutation (int64 positions) that sort_values applies: row i of
     the sorted frame is df's row perm[i]. The same arguments."""
     from .client import Client
 
-    if na_position not in ("last", "first"):
-        raise ValueError("na_position must be 'last' or 'first', got %r" % (na_position,))
-    keys = [by] if not isinstance(by, (list, tuple)) else list(by)
-    if not keys:
-        raise ValueError("by: at least one column")
-    if isinstance(ascending, (list, tuple)) and len(ascending) != len(keys):
-        raise ValueError("ascending: %d values for %d keys" % (len(ascending), len(keys)))
+    keys, ascending = keys_and_directions(by, ascending, na_position)
     for key in keys:
         if key not in df.columns:
             raise KeyError(key)
@@ -160,21 +169,21 @@ def _gather(values, perm, pool, workers):
     return out
 
 
-def _take(df, perm, threads=None):
+def _take(df, perm):
     """df.take(perm), the same frame (dtypes, index, column labels), with the
     columns that are plain numpy arrays or pandas' masked arrays (nullable
-    integers, floats, booleans) gathered on `threads` threads (None: every
-    core); others, and small frames, by pandas' own take (single-threaded)."""
+    integers, floats, booleans) gathered on every core; others, and small
+    frames, by pandas' own take (single-threaded)."""
     import concurrent.futures
     import os
 
     import pandas as pd
 
-    workers = threads or os.cpu_count() or 1
-    if len(perm) < _PARALLEL_TAKE_ROWS or not df.columns.is_unique or workers == 1:
+    if len(perm) < _PARALLEL_TAKE_ROWS or not df.columns.is_unique:
         return df.take(perm)
     # pandas 2.1 renamed PandasArray (and warns on the old name).
     numpy_array = getattr(pd.arrays, "NumpyExtensionArray", None) or pd.arrays.PandasArray
+    workers = os.cpu_count() or 1
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         columns = {}
         for position, name in enumerate(df.columns):
