@@ -730,6 +730,10 @@ class Soaker:
         with self.stats.lock:
             self.coded_sessions += 1
         keys, n = self.random_array(rng, kind, self.args.max_keys)
+        while n == 0:
+            # An empty array is under session_min_bytes=1: the client sends
+            # it as a plain Sort, which the server counts as one.
+            keys, n = self.random_array(rng, kind, self.args.max_keys)
         want_indices = bool(rng.random() < 0.5)
         outcome, code, err = self.run(lambda: self.session_client.sort_full(
             keys, None, descending, want_indices, request_id=rid, timeout=self.args.call_timeout),
