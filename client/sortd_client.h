@@ -118,6 +118,24 @@ struct SortResult {
   v1::Engine engine = v1::ENGINE_UNSPECIFIED;
 };
 
+// TopK's answer: the kept keys of every segment in turn (each segment's
+// in sorted order), their positions within the segment when asked for, and
+// with segment lengths, how many each segment kept.
+template <typename T>
+struct TopKResult {
+  std::vector<T> keys;
+  std::vector<uint64_t> indices;
+  std::vector<uint64_t> segment_counts;
+  v1::Engine engine = v1::ENGINE_UNSPECIFIED;
+};
+
+// How TopK cuts the keys: one array (both empty), rows of row_length keys,
+// or consecutive segments of these lengths (summing to the keys' length).
+struct TopKSegments {
+  uint64_t row_length = 0;
+  std::vector<uint64_t> lengths;
+};
+
 template <typename K, typename V>
 struct PairsResult {
   std::vector<K> keys;
@@ -137,6 +155,16 @@ class SortClient {
   absl::StatusOr<SortResult<T>> Sort(absl::Span<const T> keys,
                                      v1::SortOrder order = v1::SORT_ORDER_ASCENDING,
                                      bool return_indices = false);
+
+  // The first k keys of the stable sort in `order` (ascending: the k
+  // smallest; descending: the k largest), of the array or of each segment,
+  // in one TopK message (docs/api.md, "Top-k"). k must be at least 1; a k
+  // past a segment's length keeps the whole segment, sorted.
+  template <typename T>
+  absl::StatusOr<TopKResult<T>> TopK(absl::Span<const T> keys, uint64_t k,
+                                     v1::SortOrder order = v1::SORT_ORDER_ASCENDING,
+                                     bool return_indices = false,
+                                     const TopKSegments& segments = {});
 
   // Sorts numeric keys into `out` (same length; may be `keys` itself, for an
   // in place sort) and, when `indices` is not empty (same length), writes the

@@ -70,6 +70,32 @@ absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
 }
 
 template <typename T>
+absl::StatusOr<TopKResult<T>> SortClient::TopK(absl::Span<const T> keys, uint64_t k,
+                                               v1::SortOrder order, bool return_indices,
+                                               const TopKSegments& segments) {
+  v1::TopKRequest request;
+  EncodeTo(keys, request.mutable_keys());
+  request.set_k(k);
+  request.set_order(order);
+  request.set_return_indices(return_indices);
+  request.set_row_length(segments.row_length);
+  request.mutable_segment_lengths()->Add(segments.lengths.begin(), segments.lengths.end());
+  v1::TopKResponse response;
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx);
+  grpc::Status rpc = stub_->TopK(&ctx, request, &response);
+  if (!rpc.ok()) return FromGrpcStatus(rpc);
+  TopKResult<T> result;
+  absl::Status status = AppendDecoded(response.keys(), &result.keys, "keys");
+  if (!status.ok()) return status;
+  result.indices.assign(response.indices().begin(), response.indices().end());
+  result.segment_counts.assign(response.segment_counts().begin(),
+                               response.segment_counts().end());
+  result.engine = response.engine();
+  return result;
+}
+
+template <typename T>
 absl::StatusOr<v1::Engine> SortClient::SortInto(absl::Span<const T> keys, absl::Span<T> out,
                                                 v1::SortOrder order,
                                                 absl::Span<uint64_t> indices) {

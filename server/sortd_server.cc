@@ -258,6 +258,9 @@ void SortdServer::StartServiceContext() {
   context_->limits.max_response_bytes = static_cast<uint64_t>(options_.max_message_bytes);
   context_->test_site_hook = options_.test_site_hook;
   context_->inline_max_keys = options_.inline_max_keys;
+  context_->cpu_threads = options_.dispatcher.cpu.max_threads > 0
+                              ? options_.dispatcher.cpu.max_threads
+                              : UsableCpus();
   if (options_.inline_max_keys > 0) {
     absl::StrAppend(&description_, "; CPU-routed requests of <= ", options_.inline_max_keys,
                     " keys sorted inline");

@@ -31,7 +31,8 @@ ABSL_FLAG(std::string, target, "127.0.0.1:50051",
           "address it resolves to");
 ABSL_FLAG(std::string, in, "", "sort: input file");
 ABSL_FLAG(std::string, out, "", "sort/gen: output file");
-ABSL_FLAG(std::string, indices_out, "", "sort: also write the permutation (uint64) here");
+ABSL_FLAG(std::string, indices_out, "",
+          "sort: also write the permutation (uint64) here; topk: the kept keys' positions");
 ABSL_FLAG(std::string, type, "", "element type: uint32 int32 float32 uint64 int64 float64 bytes");
 ABSL_FLAG(std::string, format, "auto", "file format: auto bin text npy");
 ABSL_FLAG(std::string, out_format, "", "output format (default: same as input)");
@@ -65,6 +66,9 @@ ABSL_FLAG(std::vector<std::string>, orders, {},
           "table: asc or desc, one for every key or one per key (default asc)");
 ABSL_FLAG(std::vector<std::string>, nulls, {},
           "table: last or first (NaT in datetime columns), one or one per key (default last)");
+ABSL_FLAG(uint64_t, k, 0, "topk: how many keys to keep (of the array, or of every row)");
+ABSL_FLAG(uint64_t, row_length, 0,
+          "topk: the input is rows of this many keys (row-major): keep k of every row");
 ABSL_FLAG(uint64_t, count, 0, "gen: number of elements");
 ABSL_FLAG(uint64_t, seed, 1, "gen: random seed");
 
@@ -255,6 +259,78 @@ int RunSort() {
   return 0;
 }
 
+template <typename T>
+absl::Status TopKTyped(client::SortClient& c, HostArray& array, uint64_t k, v1::SortOrder order,
+                       bool want_indices, const client::TopKSegments& segments,
+                       std::vector<uint64_t>* indices) {
+  absl::StatusOr<client::TopKResult<T>> result;
+  if constexpr (std::is_same_v<T, std::string>) {
+    result = c.TopK<T>(array.strings, k, order, want_indices, segments);
+    if (!result.ok()) return result.status();
+    array.strings = std::move(result->keys);
+  } else {
+    const size_t count = array.raw.size() / sizeof(T);
+    result = c.TopK<T>(absl::MakeConstSpan(reinterpret_cast<const T*>(array.raw.data()), count),
+                       k, order, want_indices, segments);
+    if (!result.ok()) return result.status();
+    array.raw.resize(result->keys.size() * sizeof(T));
+    if (!result->keys.empty()) std::memcpy(array.raw.data(), result->keys.data(), array.raw.size());
+  }
+  *indices = std::move(result->indices);
+  std::cerr << "kept " << array.size() << " keys on " << v1::Engine_Name(result->engine) << "\n";
+  return absl::OkStatus();
+}
+
+// sortctl topk: the first k keys of the file's array (or of every row) in
+// --order (asc: the smallest; desc: the largest), written sorted.
+int RunTopK() {
+  const std::string in = absl::GetFlag(FLAGS_in);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (in.empty() || out.empty()) return Fail(absl::InvalidArgumentError("topk: --in and --out are required"));
+  const uint64_t k = absl::GetFlag(FLAGS_k);
+  if (k == 0) return Fail(absl::InvalidArgumentError("topk: --k must be at least 1"));
+  auto in_format = ParseFormat(absl::GetFlag(FLAGS_format), in);
+  if (!in_format.ok()) return Fail(in_format.status());
+  const std::string out_format_name = absl::GetFlag(FLAGS_out_format);
+  auto out_format = out_format_name.empty() ? in_format : ParseFormat(out_format_name, out);
+  if (!out_format.ok()) return Fail(out_format.status());
+  const std::string order_name = absl::GetFlag(FLAGS_order);
+  if (order_name != "asc" && order_name != "desc") {
+    return Fail(absl::InvalidArgumentError("order: expected asc or desc"));
+  }
+  const v1::SortOrder order = order_name == "desc" ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING;
+  auto array = ReadArray(in, *in_format, absl::GetFlag(FLAGS_type));
+  if (!array.ok()) return Fail(array.status());
+  auto c = MakeClient();
+  if (!c.ok()) return Fail(c.status());
+  client::TopKSegments segments;
+  segments.row_length = absl::GetFlag(FLAGS_row_length);
+  const bool want_indices = !absl::GetFlag(FLAGS_indices_out).empty();
+  std::vector<uint64_t> indices;
+  absl::Status status;
+  const std::string& t = array->type;
+  if (t == "uint32") status = TopKTyped<uint32_t>(**c, *array, k, order, want_indices, segments, &indices);
+  else if (t == "int32") status = TopKTyped<int32_t>(**c, *array, k, order, want_indices, segments, &indices);
+  else if (t == "float32") status = TopKTyped<float>(**c, *array, k, order, want_indices, segments, &indices);
+  else if (t == "uint64") status = TopKTyped<uint64_t>(**c, *array, k, order, want_indices, segments, &indices);
+  else if (t == "int64") status = TopKTyped<int64_t>(**c, *array, k, order, want_indices, segments, &indices);
+  else if (t == "float64") status = TopKTyped<double>(**c, *array, k, order, want_indices, segments, &indices);
+  else status = TopKTyped<std::string>(**c, *array, k, order, want_indices, segments, &indices);
+  if (!status.ok()) return Fail(status);
+  status = WriteArray(out, *out_format, *array);
+  if (!status.ok()) return Fail(status);
+  if (want_indices) {
+    const std::string path = absl::GetFlag(FLAGS_indices_out);
+    HostArray idx{"uint64", {}, {}};
+    idx.raw.resize(indices.size() * 8);
+    if (!indices.empty()) std::memcpy(idx.raw.data(), indices.data(), idx.raw.size());
+    auto idx_format = ParseFormat("auto", path);
+    status = WriteArray(path, *idx_format, idx);
+    if (!status.ok()) return Fail(status);
+  }
+  return 0;
+}
+
 int RunHealth() {
   auto c = MakeClient();
   if (!c.ok()) return Fail(c.status());
@@ -422,15 +498,16 @@ int RunGen() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "sortctl <sort|table|health|bench|gen> [flags]: command-line client for sortd");
+      "sortctl <sort|table|topk|health|bench|gen> [flags]: command-line client for sortd");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
-    std::cerr << "usage: sortctl <sort|table|health|bench|gen> [flags]  (--help for flags)\n";
+    std::cerr << "usage: sortctl <sort|table|topk|health|bench|gen> [flags]  (--help for flags)\n";
     return 2;
   }
   const std::string command = args[1];
   if (command == "sort") return sortd::sortctl::RunSort();
   if (command == "table") return sortd::sortctl::RunTable();
+  if (command == "topk") return sortd::sortctl::RunTopK();
   if (command == "health") return sortd::sortctl::RunHealth();
   if (command == "bench") return sortd::sortctl::RunBench();
   if (command == "gen") return sortd::sortctl::RunGen();

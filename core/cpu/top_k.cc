@@ -1,6 +1,7 @@
 #include "core/cpu/top_k.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/cpu/parallel.h"
@@ -44,6 +45,14 @@ std::vector<Candidate<Word<T>>> ScanPart(absl::Span<const T> keys, size_t begin,
   return heap;
 }
 
+// Unsigned bytewise, a prefix first (the CPU engine's byte-string order).
+int CompareBytes(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
+  const int c = n == 0 ? 0 : std::memcmp(a.data(), b.data(), n);
+  if (c != 0) return c;
+  return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+}
+
 }  // namespace
 
 template <typename T>
@@ -70,6 +79,34 @@ TopKResult<T> TopK(absl::Span<const T> keys, size_t k, SortOrder order, int thre
     result.keys.push_back(keys[all[j].second]);  // as given: NaN payloads kept
   }
   return result;
+}
+
+std::vector<uint64_t> TopKStrings(absl::Span<const std::string_view> keys, size_t k,
+                                  SortOrder order) {
+  const size_t n = keys.size();
+  k = std::min(k, n);
+  std::vector<uint64_t> heap;
+  if (k == 0) return heap;
+  const bool descending = order == SortOrder::kDescending;
+  // The sort's order of positions: by key in `order`, then by position.
+  auto before = [&](uint64_t a, uint64_t b) {
+    const int c = CompareBytes(keys[a], keys[b]);
+    if (c != 0) return descending ? c > 0 : c < 0;
+    return a < b;
+  };
+  heap.reserve(k);
+  size_t i = 0;
+  for (; i < k; ++i) heap.push_back(i);
+  std::make_heap(heap.begin(), heap.end(), before);  // the worst kept on top
+  for (; i < n; ++i) {
+    if (before(i, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), before);
+      heap.back() = i;
+      std::push_heap(heap.begin(), heap.end(), before);
+    }
+  }
+  std::sort_heap(heap.begin(), heap.end(), before);
+  return heap;
 }
 
 template TopKResult<uint32_t> TopK(absl::Span<const uint32_t>, size_t, SortOrder, int);

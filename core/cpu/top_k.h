@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -37,6 +38,12 @@ inline constexpr size_t kTopKParallelMinKeys = size_t{1} << 18;
 // Defined for uint32_t, int32_t, float, uint64_t, int64_t and double.
 template <typename T>
 TopKResult<T> TopK(absl::Span<const T> keys, size_t k, SortOrder order, int threads = 1);
+
+// The same for byte strings (sortd's order: bytewise, unsigned, a prefix
+// first): the positions of the first min(k, keys.size()) in sorted order.
+// One thread (string arrays are bounded by one message).
+std::vector<uint64_t> TopKStrings(absl::Span<const std::string_view> keys, size_t k,
+                                  SortOrder order);
 
 }  // namespace sortd::cpu
 

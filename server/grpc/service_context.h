@@ -72,6 +72,9 @@ struct ServiceContext {
   // any hand-off (batcher, pool, GPU) costs more CPU than the sort
   // (docs/architecture.md, "Inline sorts"). 0: never.
   size_t inline_max_keys = 0;
+  // Threads one large CPU selection (TopK) may use: the CPU engine's
+  // (--cpu_sort_threads, else every usable core).
+  int cpu_threads = 1;
   // Set at SIGTERM: new work is refused with UNAVAILABLE.
   std::atomic<bool> draining{false};
   // Tests only: called at each named site of the handlers and reactors

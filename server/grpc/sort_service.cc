@@ -18,6 +18,7 @@
 #include "server/wire/region_ops.h"
 #include "server/wire/sort_ops.h"
 #include "server/wire/table_ops.h"
+#include "server/wire/top_k_ops.h"
 #include "server/wire/typed_array.h"
 
 namespace sortd {
@@ -163,8 +164,10 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
       return;
     }
     auto admitted = std::make_shared<Admitted>(context->admission, bytes);
-    // Table sorts are never batched (a batch sorts one column of a core type).
-    if constexpr (!std::is_same_v<Request, v1::SortTableRequest>) {
+    // Only Sort and SortPairs join batches (a batch sorts one column of a
+    // core type).
+    if constexpr (std::is_same_v<Request, v1::SortRequest> ||
+                  std::is_same_v<Request, v1::SortPairsRequest>) {
       if (!regions && context->Batches(record.key_type, KeysOf(*request)) && Batchable(*request)) {
         absl::Status batched = Guarded(RpcMethodName(method), [&] {
           return EnqueueBatched(
@@ -186,9 +189,11 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
         return;
       }
     }
-    WorkPool& pool = on_device && context->gpu_pool != nullptr
-                         ? *context->gpu_pool
-                         : context->PoolFor(record.key_type, KeysOf(*request));
+    // Selections run on the CPU at every size (server/wire/top_k_ops.h).
+    constexpr bool kCpuOnly = std::is_same_v<Request, v1::TopKRequest>;
+    WorkPool& pool = on_device && context->gpu_pool != nullptr ? *context->gpu_pool
+                     : kCpuOnly                                ? *context->pool
+                                : context->PoolFor(record.key_type, KeysOf(*request));
     pool.Submit([sort_now, admitted]() mutable {
       sort_now(*admitted, /*on_grpc_thread=*/false);
     });
@@ -265,6 +270,18 @@ grpc::ServerUnaryReactor* SortServiceImpl::SortTable(grpc::CallbackServerContext
       [regions = context_->regions](Dispatcher& dispatcher, const v1::SortTableRequest& request,
                                     v1::SortTableResponse* response, bool device_allowed) {
         return RunSortTable(dispatcher, request, response, regions, device_allowed);
+      });
+}
+
+grpc::ServerUnaryReactor* SortServiceImpl::TopK(grpc::CallbackServerContext* ctx,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+  CountCallForDrain(ctx);
+  return HandleUnary<v1::TopKRequest, v1::TopKResponse>(
+      context_, RpcMethod::kTopK, ctx, request, response, ValidateTopKRequest,
+      [threads = context_->cpu_threads, limit = context_->limits.max_response_bytes](
+          Dispatcher&, const v1::TopKRequest& request, v1::TopKResponse* response, bool) {
+        return RunTopK(request, response, threads, limit);
       });
 }
 

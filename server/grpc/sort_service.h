@@ -13,6 +13,7 @@ namespace sortd {
 // does not parse is answered INVALID_ARGUMENT instead of UNIMPLEMENTED (unary)
 // or a silent end of stream.
 using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
+    v1::SortService::WithRawCallbackMethod_TopK<
     v1::SortService::WithRawCallbackMethod_SortTable<
     v1::SortService::WithRawCallbackMethod_SortPairs<
         v1::SortService::WithRawCallbackMethod_SortStream<
@@ -22,7 +23,7 @@ using RawSortService = v1::SortService::WithRawCallbackMethod_Sort<
                         v1::SortService::WithRawCallbackMethod_FinishSortSession<
                             v1::SortService::WithRawCallbackMethod_DownloadParts<
                                 v1::SortService::WithRawCallbackMethod_EndSortSession<
-                                    v1::SortService::Service>>>>>>>>>>;
+                                    v1::SortService::Service>>>>>>>>>>>;
 
 class SortServiceImpl final : public RawSortService {
  public:
@@ -37,6 +38,9 @@ class SortServiceImpl final : public RawSortService {
   grpc::ServerUnaryReactor* SortTable(grpc::CallbackServerContext* ctx,
                                       const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* TopK(grpc::CallbackServerContext* ctx,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortStream(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SortChunked(

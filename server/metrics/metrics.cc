@@ -74,6 +74,7 @@ const char* RpcMethodName(RpcMethod method) {
     case RpcMethod::kSortChunked: return "SortChunked";
     case RpcMethod::kSortSession: return "SortSession";
     case RpcMethod::kSortTable: return "SortTable";
+    case RpcMethod::kTopK: return "TopK";
   }
   return "unknown";
 }

@@ -31,8 +31,16 @@ namespace sortd {
 class RequestLog;
 
 // kSortSession: one sort session, recorded when it ends (docs/metrics.md).
-enum class RpcMethod { kSort, kSortPairs, kSortStream, kSortChunked, kSortSession, kSortTable };
-inline constexpr int kRpcMethodCount = 6;
+enum class RpcMethod {
+  kSort,
+  kSortPairs,
+  kSortStream,
+  kSortChunked,
+  kSortSession,
+  kSortTable,
+  kTopK,
+};
+inline constexpr int kRpcMethodCount = 7;
 const char* RpcMethodName(RpcMethod method);
 
 // One finished request (or one item of a SortStream).

@@ -9,6 +9,8 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -122,6 +124,38 @@ TEST(TopKTest, NanIsLastAscendingAndFirstDescending) {
             (std::vector<uint64_t>{5, 2, 3, 0, 1, 4}));
   EXPECT_EQ(TopK<float>(keys, 3, SortOrder::kDescending).indices,
             (std::vector<uint64_t>{1, 4, 0}));
+}
+
+// Byte strings against std::stable_sort of the views (unsigned bytes, a
+// prefix first), with many duplicates, empty strings and high bytes.
+TEST(TopKStringsTest, EqualsTheFirstKOfTheStableSort) {
+  std::mt19937_64 rng(7);
+  const char alphabet[] = {'a', '\xff', '\0', 'b'};
+  std::vector<std::string> strings(3000);
+  for (std::string& s : strings) {
+    const size_t length = rng() % 4;
+    for (size_t i = 0; i < length; ++i) s.push_back(alphabet[rng() % 4]);
+  }
+  std::vector<std::string_view> keys(strings.begin(), strings.end());
+  for (SortOrder order : {SortOrder::kAscending, SortOrder::kDescending}) {
+    std::vector<uint64_t> perm(keys.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    std::stable_sort(perm.begin(), perm.end(), [&](uint64_t a, uint64_t b) {
+      const auto ua = reinterpret_cast<const unsigned char*>(keys[a].data());
+      const auto ub = reinterpret_cast<const unsigned char*>(keys[b].data());
+      const bool less = std::lexicographical_compare(ua, ua + keys[a].size(), ub,
+                                                     ub + keys[b].size());
+      const bool greater = std::lexicographical_compare(ub, ub + keys[b].size(), ua,
+                                                        ua + keys[a].size());
+      return order == SortOrder::kAscending ? less : greater;
+    });
+    for (size_t k : {size_t{1}, size_t{10}, size_t{2999}, size_t{3000}, size_t{5000}}) {
+      const std::vector<uint64_t> want(perm.begin(), perm.begin() + std::min(k, perm.size()));
+      EXPECT_EQ(TopKStrings(keys, k, order), want) << "k=" << k;
+    }
+  }
+  EXPECT_TRUE(TopKStrings(keys, 0, SortOrder::kAscending).empty());
+  EXPECT_TRUE(TopKStrings({}, 3, SortOrder::kAscending).empty());
 }
 
 }  // namespace

@@ -8,7 +8,8 @@ from .client import Client, SortResult, DEFAULT_CHUNK_BYTES, DEFAULT_SERVICE_CON
 from .cuda_ipc import CudaError
 from .errors import ProtocolError, RequestError, SortdError
 from .regions import CudaRegion, RegionInfo, SharedArray
+from .top_k import TopKResult
 
-__all__ = ["Client", "SortResult", "SortdError", "RequestError", "ProtocolError",
+__all__ = ["Client", "SortResult", "TopKResult", "SortdError", "RequestError", "ProtocolError",
            "SharedArray", "CudaRegion", "RegionInfo", "CudaError",
            "DEFAULT_CHUNK_BYTES", "DEFAULT_SERVICE_CONFIG", "HEADROOM"]

@@ -19,6 +19,7 @@ from . import progress as progress_module
 from .regions import Regions, SharedArray
 from .responses import SORT_PAIRS_RESPONSE, SORT_RESPONSE, read_response
 from .session import SessionTransport
+from .top_k import TopKInput, split_segments
 
 _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
 # Room left under max_message_bytes for what the server adds to a response
@@ -163,6 +164,7 @@ class Client:
         # The arrays' own paths read the answers' bytes (responses.py).
         self._sort_raw = self._channel.unary_unary(path + "Sort")
         self._sort_pairs_raw = self._channel.unary_unary(path + "SortPairs")
+        self._top_k = self._channel.unary_unary(path + "TopK")
         self._sort_table = self._channel.unary_unary(
             path + "SortTable", response_deserializer=sort_pb2.SortTableResponse.FromString)
         self._sort_stream = self._channel.stream_stream(
@@ -296,6 +298,43 @@ class Client:
                              chunked, timeout, progress, out=out, indices_out=indices_out,
                              nulls=nulls)
         return (res.keys, res.indices) if return_indices else res.keys
+
+    # ---- selection -----------------------------------------------------
+    def topk(self, keys, k, largest=True, return_indices=True, values=None,
+             segment_lengths=None, request_id="", timeout=_DEFAULT, nulls="last"):
+        """The k largest (largest=False: smallest) keys in sorted order, as
+        torch.topk: (keys, indices) with return_indices, else keys.
+
+        keys: any 1-D array sort() takes; a 2-D numpy array is rows, k of
+        each kept (results of shape (rows, min(k, columns))); 1-D keys with
+        segment_lengths are cut into consecutive segments of those lengths
+        (results: a list, one array per segment). Stable: among equal keys
+        the earliest positions win; indices are positions within the row or
+        segment. A k past a length keeps all of it, sorted; k < 1 is a
+        ValueError. values: as many as keys (same shape), returned for the
+        kept keys: (keys, indices, values) then (indices None without
+        return_indices). One TopK message each way (max_message_bytes).
+        """
+        res = self.topk_full(keys, k, largest, return_indices, values, segment_lengths,
+                             request_id, timeout, nulls)
+        out = [res.keys, res.indices]
+        if segment_lengths is not None:
+            out = [split_segments(x, res.counts) for x in out]
+            res = res._replace(values=split_segments(res.values, res.counts))
+        if values is not None:
+            return out[0], out[1], res.values
+        return (out[0], out[1]) if return_indices else out[0]
+
+    def topk_full(self, keys, k, largest=True, return_indices=True, values=None,
+                  segment_lengths=None, request_id="", timeout=_DEFAULT, nulls="last"):
+        """topk() returning a TopKResult (flat keys per segment, counts, engine)."""
+        call = TopKInput(keys, k, largest, values, segment_lengths, nulls)
+        try:
+            raw = self._top_k(call.request(bool(return_indices), request_id),
+                              timeout=self._deadline(timeout))
+        except grpc.RpcError as err:
+            raise SortdError.from_rpc_error(err) from None
+        return call.result(raw, bool(return_indices), _engine_name)
 
     def sort_table(self, columns, by, ascending=True, nulls="last", return_columns=False,
                    request_id="", timeout=_DEFAULT, session=None, connections=None,

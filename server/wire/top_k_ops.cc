@@ -1,0 +1,291 @@
+#include "server/wire/top_k_ops.h"
+
+#include <algorithm>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/top_k.h"
+#include "core/sortable_keys.h"
+#include "server/wire/converted_arrays.h"
+#include "server/wire/request_checks.h"
+#include "server/wire/sort_ops.h"
+#include "server/wire/typed_array.h"
+
+namespace sortd {
+namespace {
+
+constexpr absl::string_view kTopKKeysRequired =
+    "keys: required (set one of uint32, int32, float32, uint64, int64, float64, bytes, int8, "
+    "uint8, int16, uint16, float16, bfloat16, boolean, datetime64, timedelta64)";
+
+// Segment boundaries: offsets[s] .. offsets[s + 1] is segment s (one
+// segment, the whole array, without row_length or segment_lengths).
+std::vector<uint64_t> SegmentOffsets(const v1::TopKRequest& request) {
+  const uint64_t n = LengthOf(request.keys());
+  std::vector<uint64_t> offsets{0};
+  if (request.row_length() > 0) {
+    const uint64_t rows = n / request.row_length();
+    offsets.reserve(rows + 1);
+    for (uint64_t r = 1; r <= rows; ++r) offsets.push_back(r * request.row_length());
+  } else if (request.segment_lengths_size() > 0) {
+    offsets.reserve(request.segment_lengths_size() + 1);
+    for (uint64_t length : request.segment_lengths()) offsets.push_back(offsets.back() + length);
+  } else {
+    offsets.push_back(n);
+  }
+  return offsets;
+}
+
+bool Segmented(const v1::TopKRequest& request) {
+  return request.row_length() > 0 || request.segment_lengths_size() > 0;
+}
+
+// Bytes per element of a fixed-width array (0 for byte strings or unset).
+uint64_t FixedWidth(const v1::TypedArray& array) {
+  const uint64_t n = LengthOf(array);
+  const std::optional<DataType> type = TypeOf(array);
+  if (type && *type == DataType::kBytes) return 0;
+  return n == 0 ? 0 : PayloadBytes(array) / n;
+}
+
+// The positions (within the segment) of the first k keys of keys[begin,
+// end) in sorted order, for one key representation.
+using SelectFn = std::function<std::vector<uint64_t>(size_t begin, size_t end, size_t k,
+                                                     int threads)>;
+
+template <typename T>
+SelectFn SelectOver(const T* keys, SortOrder order) {
+  return [keys, order](size_t begin, size_t end, size_t k, int threads) {
+    return cpu::TopK<T>(absl::MakeConstSpan(keys + begin, end - begin), k, order, threads)
+        .indices;
+  };
+}
+
+// Builds the selector for the request's keys; `words` and `views` hold
+// what converted keys and byte strings are selected over.
+SelectFn MakeSelector(const v1::TypedArray& keys, SortOrder order, NullPlacement nulls,
+                      std::vector<uint32_t>* narrow_words, std::vector<uint64_t>* time_words,
+                      std::vector<std::string_view>* views) {
+  NarrowType narrow;
+  if (const std::string* bytes = NarrowBytes(keys, &narrow)) {
+    // Ascending word order is sortd's order of the elements.
+    narrow_words->resize(bytes->size() / NarrowWidth(narrow));
+    WidenNarrow(narrow, reinterpret_cast<const uint8_t*>(bytes->data()),
+                absl::MakeSpan(*narrow_words));
+    return SelectOver(narrow_words->data(), order);
+  }
+  if (const auto* times = TimeValuesOf(keys)) {
+    // Words whose sort in `order` places NaT where `nulls` says.
+    time_words->resize(times->size());
+    TimeToWords(absl::MakeConstSpan(times->data(), times->size()), order, nulls,
+                absl::MakeSpan(*time_words));
+    return SelectOver(time_words->data(), order);
+  }
+  const DataType type = *TypeOf(keys);
+  if (type == DataType::kBytes) {
+    views->reserve(keys.bytes().values_size());
+    for (const std::string& s : keys.bytes().values()) views->emplace_back(s);
+    const std::string_view* data = views->data();
+    return [data, order](size_t begin, size_t end, size_t k, int) {
+      return cpu::TopKStrings(absl::MakeConstSpan(data + begin, end - begin), k, order);
+    };
+  }
+  SelectFn select;
+  VisitNumeric(type, [&](auto t) {
+    using T = decltype(t);
+    select = SelectOver(NumericField<T>(keys).data(), order);
+  });
+  return select;
+}
+
+absl::Status TooLarge(uint64_t bytes, uint64_t limit) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "response: ", bytes, " bytes would exceed the message limit of ", limit,
+      " bytes (--max_message_bytes); ask for a smaller k"));
+}
+
+}  // namespace
+
+absl::Status ValidateTopKRequest(const v1::TopKRequest& request) {
+  absl::Status status = ValidateRequestId(request.request_id());
+  if (status.ok()) status = ValidateTypedArray(request.keys(), "keys", kTopKKeysRequired);
+  if (status.ok()) status = ValidateOrder(request.order());
+  if (status.ok()) status = ValidateNulls(request.nulls());
+  if (!status.ok()) return status;
+  if (request.k() == 0) {
+    return absl::InvalidArgumentError(
+        "k: must be at least 1 (0 is proto3's unset; a k past the length returns every key, "
+        "sorted)");
+  }
+  const uint64_t n = LengthOf(request.keys());
+  if (request.has_values()) {
+    status = ValidateTypedArray(request.values(), "values", "values: no array set");
+    if (!status.ok()) return status;
+    const uint64_t values = LengthOf(request.values());
+    if (values != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("values: length ", values, " does not match keys length ", n));
+    }
+  }
+  if (request.row_length() > 0 && request.segment_lengths_size() > 0) {
+    return absl::InvalidArgumentError(
+        "segment_lengths: set row_length or segment_lengths, not both");
+  }
+  if (request.row_length() > 0 && n % request.row_length() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("row_length: keys' length ", n,
+                                                   " is not a whole number of rows of ",
+                                                   request.row_length()));
+  }
+  if (request.segment_lengths_size() > 0) {
+    uint64_t sum = 0;
+    for (int s = 0; s < request.segment_lengths_size(); ++s) {
+      const uint64_t length = request.segment_lengths(s);
+      if (length > n - sum) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "segment_lengths: segments 0..", s, " hold more than the keys' length ", n));
+      }
+      sum += length;
+    }
+    if (sum != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment_lengths: sum to ", sum, " but keys has ", n));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t KeptKeys(const v1::TopKRequest& request) {
+  const uint64_t k = request.k();
+  const uint64_t n = LengthOf(request.keys());
+  if (request.row_length() > 0) {
+    return n / request.row_length() * std::min(k, request.row_length());
+  }
+  if (request.segment_lengths_size() > 0) {
+    uint64_t kept = 0;
+    for (uint64_t length : request.segment_lengths()) kept += std::min(k, length);
+    return kept;
+  }
+  return std::min(k, n);
+}
+
+absl::Status CheckResponseFits(const v1::TopKRequest& request, uint64_t max_response_bytes) {
+  if (max_response_bytes == 0) return absl::OkStatus();
+  const uint64_t kept = KeptKeys(request);
+  uint64_t bytes = FieldBytes(kept * FixedWidth(request.keys())) +
+                   FieldBytes(request.request_id().size()) + 16;
+  if (request.return_indices()) bytes += FieldBytes(8 * kept);
+  if (request.has_values()) bytes += FieldBytes(kept * FixedWidth(request.values()));
+  // Counts are varints: at most 10 bytes each.
+  bytes += FieldBytes(10 * static_cast<uint64_t>(request.segment_lengths_size()));
+  if (bytes > max_response_bytes) return TooLarge(bytes, max_response_bytes);
+  return absl::OkStatus();
+}
+
+size_t KeysOf(const v1::TopKRequest& request) { return LengthOf(request.keys()); }
+
+uint64_t PayloadIn(const v1::TopKRequest& request) {
+  return PayloadBytes(request.keys()) + PayloadBytes(request.values());
+}
+
+uint64_t PayloadOut(const v1::TopKResponse& response) {
+  return PayloadBytes(response.keys()) + PayloadBytes(response.values()) +
+         8 * static_cast<uint64_t>(response.indices_size());
+}
+
+uint64_t InflightBytes(const v1::TopKRequest& request) {
+  const uint64_t n = LengthOf(request.keys());
+  const uint64_t kept = KeptKeys(request);
+  // The words of converted keys, or the views of byte strings.
+  uint64_t scratch = 0;
+  if (IsConvertedArray(request.keys())) scratch = 8 * n;
+  if (FixedWidth(request.keys()) == 0) scratch = 16 * n;
+  // The response: kept keys and values (byte strings: at most all of
+  // them), positions twice (in the segment, in the array), the heaps.
+  const uint64_t kept_payload = FixedWidth(request.keys()) == 0 ? PayloadBytes(request.keys())
+                                                                : kept * FixedWidth(request.keys());
+  return PayloadIn(request) + scratch + kept_payload + kept * (FixedWidth(request.values()) + 40);
+}
+
+std::optional<DataType> KeyTypeOf(const v1::TopKRequest& request) {
+  if (IsConvertedArray(request.keys())) return ConvertedSortType(request.keys());
+  return TypeOf(request.keys());
+}
+
+void DescribeSuccess(const v1::TopKRequest& request, const v1::TopKResponse& response,
+                     RequestRecord* record) {
+  record->engine = FromProtoEngine(response.engine());
+  record->bytes_sent = PayloadOut(response);
+  record->keys_sorted = KeysOf(request);
+}
+
+absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response, int threads,
+                     uint64_t max_response_bytes) {
+  const SortOrder order = ToCoreOrder(request.order());
+  std::vector<uint32_t> narrow_words;
+  std::vector<uint64_t> time_words;
+  std::vector<std::string_view> views;
+  const SelectFn select = MakeSelector(request.keys(), order, ToCoreNulls(request.nulls()),
+                                       &narrow_words, &time_words, &views);
+  const std::vector<uint64_t> offsets = SegmentOffsets(request);
+  const size_t segments = offsets.size() - 1;
+  const size_t n = offsets.back();
+  const uint64_t k = request.k();
+  // Where each segment's kept keys go in the response.
+  std::vector<uint64_t> out_at(segments + 1, 0);
+  for (size_t s = 0; s < segments; ++s) {
+    out_at[s + 1] = out_at[s] + std::min<uint64_t>(k, offsets[s + 1] - offsets[s]);
+  }
+  std::vector<uint64_t> local(out_at.back());
+  threads = std::max(threads, 1);
+  if (segments == 1) {
+    // One array: the selection itself runs on the threads.
+    const std::vector<uint64_t> kept = select(0, n, k, threads);
+    std::copy(kept.begin(), kept.end(), local.begin());
+  } else {
+    // Many segments: each task takes the segments starting in its share
+    // of the keys, one thread each.
+    const int parts = static_cast<int>(std::clamp<size_t>(
+        n / cpu::kTopKParallelMinKeys, 1, std::min<size_t>(threads, std::max<size_t>(segments, 1))));
+    cpu::RunTasks(parts, [&](int p) {
+      const uint64_t from = cpu::PartBegin(n, parts, p);
+      const uint64_t to = cpu::PartBegin(n, parts, p + 1);
+      size_t s = std::lower_bound(offsets.begin(), offsets.end() - 1, from) - offsets.begin();
+      // Empty segments at the end belong to the last task.
+      for (; s < segments && (offsets[s] < to || (p == parts - 1)); ++s) {
+        const std::vector<uint64_t> kept = select(offsets[s], offsets[s + 1], k, 1);
+        std::copy(kept.begin(), kept.end(), local.begin() + out_at[s]);
+      }
+    });
+  }
+  // Positions in the whole array, to gather keys and values.
+  std::vector<uint64_t> global(local.size());
+  for (size_t s = 0; s < segments; ++s) {
+    for (uint64_t j = out_at[s]; j < out_at[s + 1]; ++j) global[j] = offsets[s] + local[j];
+  }
+  absl::Status status = GatherTypedArray(request.keys(), global, response->mutable_keys());
+  if (status.ok() && request.has_values()) {
+    status = GatherTypedArray(request.values(), global, response->mutable_values());
+  }
+  if (!status.ok()) return status;
+  if (request.return_indices()) {
+    response->mutable_indices()->Assign(local.begin(), local.end());
+  }
+  if (request.segment_lengths_size() > 0) {
+    auto* counts = response->mutable_segment_counts();
+    counts->Reserve(static_cast<int>(segments));
+    for (size_t s = 0; s < segments; ++s) counts->Add(out_at[s + 1] - out_at[s]);
+  }
+  response->set_request_id(EchoableRequestId(request.request_id()));
+  response->set_engine(ToProtoEngine(EngineKind::kCpu));
+  if (max_response_bytes > 0 && response->ByteSizeLong() > max_response_bytes) {
+    const uint64_t bytes = response->ByteSizeLong();
+    response->Clear();
+    return TooLarge(bytes, max_response_bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sortd
