@@ -148,8 +148,11 @@ from sortd_process import SortdProcess  # noqa: E402
 
 # SortSession: table sessions (the server counts one request a session,
 # at its end); the soak starts them only through SortTable calls.
-METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked", "SortTable", "SortSession")
-METHOD_WEIGHTS = (0.26, 0.17, 0.2, 0.2, 0.17)  # the first five (sessions come from SortTable)
+METHODS = ("Sort", "SortPairs", "SortStream", "SortChunked", "SortTable", "TopK", "SortSession")
+# The first six (sessions come from SortTable).
+METHOD_WEIGHTS = (0.25, 0.16, 0.19, 0.19, 0.15, 0.06)
+# TopK: one message each way, so its arrays stay well under the limit.
+TOP_K_MAX_KEYS = 1 << 22
 KEY_TYPES = ("uint32", "int32", "float32", "uint64", "int64", "float64", "bytes")
 # Numeric Sort calls that go as a coded sort session instead of one message.
 CODED_SESSION_FRACTION = 0.15
@@ -437,6 +440,7 @@ def hooked_client(target, chunk_bytes):
     client._sort = UnaryHook(client._sort, "Sort")
     client._sort_pairs = UnaryHook(client._sort_pairs, "SortPairs")
     client._sort_table = UnaryHook(client._sort_table, "SortTable")
+    client._top_k = UnaryHook(client._top_k, "TopK")
     client._sort_stream = StreamHook(client._sort_stream, "SortStream")
     client._sort_chunked = StreamHook(client._sort_chunked, "SortChunked")
     return client
@@ -691,6 +695,9 @@ class Soaker:
         if method == "SortTable":
             self.table_call(client, rng, rid, mode, timeout, control)
             return
+        if method == "TopK":
+            self.top_k_call(client, rng, rid, kind, descending, mode, timeout, control)
+            return
         if method == "Sort" and rng.random() < CONVERTED_FRACTION:
             self.converted_call(client, rng, rid, descending, mode, timeout, control)
             return
@@ -724,6 +731,59 @@ class Soaker:
         invoked = control.method or method
         self.record(invoked, outcome, code, err, n, kind, rid, mode)
         self.unary_tally(invoked, outcome)
+
+    def top_k_call(self, client, rng, rid, kind, descending, mode, timeout, control):
+        """TopK (largest when descending) of an array, of the rows of a
+        matrix or of ragged segments (empty ones too), values a third of the
+        time; every segment's kept keys, positions and values checked
+        against the first k of its reference sort."""
+        keys, n = self.random_array(rng, kind, min(self.args.max_keys, TOP_K_MAX_KEYS))
+        k = int(max(1, loguniform(rng, 1, 2 * n + 2)))
+        values = None
+        if rng.random() < 0.33:  # numeric values: rows reshape them
+            values = random_keys(rng, KEY_TYPES[rng.integers(len(KEY_TYPES) - 1)], n)
+        lengths = row_length = None
+        shape = rng.random()
+        if shape < 0.3 and n > 0:
+            cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(1, 17))))
+            lengths = np.diff(np.concatenate([[0], cuts, [n]])).astype(np.int64)
+        elif shape < 0.5 and n > 0 and kind != "bytes":
+            row_length = int(rng.integers(1, min(n, 4096) + 1))
+            n -= n % row_length
+            keys = keys[:n]
+            values = None if values is None else values[:n]
+        segments = (lengths.tolist() if lengths is not None
+                    else [row_length] * (n // row_length) if row_length else [n])
+
+        def call():
+            shaped = (lambda a: a.reshape(-1, row_length)) if row_length else (lambda a: a)
+            return client.topk_full(shaped(keys), k, largest=descending, return_indices=True,
+                                    values=None if values is None else shaped(values),
+                                    segment_lengths=lengths, request_id=rid, timeout=timeout)
+
+        def verify_top_k(res):
+            want_local, want_global, start = [], [], 0
+            for length in segments:
+                perm = reference_perm(keys[start:start + length], descending)[:k]
+                want_local.append(perm)
+                want_global.append(perm + np.uint64(start))
+                start += length
+            local = np.concatenate(want_local) if want_local else np.empty(0, np.uint64)
+            where = np.concatenate(want_global) if want_global else np.empty(0, np.uint64)
+            flat = (lambda a: a.reshape(-1)) if row_length else (lambda a: a)
+            check("TopK indices", flat(res.indices), local)
+            check("TopK keys", flat(res.keys), take(keys, where))
+            if values is not None:
+                check("TopK values", flat(res.values), take(values, where))
+            if res.request_id != rid:
+                raise Wrong("request_id %r came back as %r" % (rid, res.request_id))
+
+        if mode == "cancel":
+            self.canceller.schedule(loguniform(rng, 0.0005, 0.3), control)
+        outcome, code, err = self.run(call, verify_top_k, mode)
+        what = "%s top-%d of %d segments" % (kind, k, len(segments))
+        self.record("TopK", outcome, code, err, n, what, rid, mode, key_type=False)
+        self.unary_tally("TopK", outcome)
 
     def coded_session_call(self, rng, rid, kind, descending):
         """Sort through a plain session whose sorted keys come back coded."""

@@ -153,6 +153,43 @@ def table_seeds():
     write("request", b"\x80" + table().SerializeToString())  # no keys
 
 
+def top_k_seeds():
+    """TopK: every core type, both orders, k inside and past the length,
+    values, rows and ragged segments (empty ones too), a narrow and a time
+    type with NaT first, and the refusals (k 0, both segmentations, rows
+    that do not divide, lengths summing wrong, values of another length)."""
+    for t in TYPES:
+        for order in (0, 1):
+            for k in (1, 3, 100):
+                r = sort_pb2.TopKRequest(k=k, order=order, return_indices=True, request_id="k")
+                fill(r.keys, t, SAMPLES[t])
+                write("request", b"\x81" + r.SerializeToString())
+        r = sort_pb2.TopKRequest(k=2, row_length=2)
+        fill(r.keys, t, SAMPLES[t][:4])
+        fill(r.values, "float64", [1.0, 2.0, 3.0, 4.0])
+        write("request", b"\x81" + r.SerializeToString())
+        r = sort_pb2.TopKRequest(k=2, order=1, return_indices=True, segment_lengths=[0, 3, 0, 2, 0])
+        fill(r.keys, t, SAMPLES[t][:5])
+        write("request", b"\x81" + r.SerializeToString())
+    narrow = sort_pb2.TopKRequest(k=3, return_indices=True)
+    narrow.keys.int16.values = struct.pack("<5h", 3, -1, 3, -32768, 0)
+    write("request", b"\x81" + narrow.SerializeToString())
+    times = sort_pb2.TopKRequest(k=2, nulls=1, segment_lengths=[2, 2])
+    times.keys.datetime64.values.extend([5, -9223372036854775808, 3, 3])
+    times.keys.datetime64.unit = 10
+    write("request", b"\x81" + times.SerializeToString())
+    for bad in (dict(k=0), dict(k=1, row_length=2, segment_lengths=[5]), dict(k=1, row_length=2),
+                dict(k=1, segment_lengths=[1, 1]), dict(k=1, segment_lengths=[2, 2**64 - 1])):
+        r = sort_pb2.TopKRequest(**bad)
+        fill(r.keys, "int32", [1, 2, 3, 4, 5])
+        write("request", b"\x81" + r.SerializeToString())
+    short = sort_pb2.TopKRequest(k=1)
+    fill(short.keys, "int32", [1, 2, 3])
+    fill(short.values, "int32", [1, 2])
+    write("request", b"\x81" + short.SerializeToString())
+    write("request", b"\x81" + sort_pb2.TopKRequest(k=1).SerializeToString())  # no keys
+
+
 def table_region_seeds():
     """SortTable with columns in the fuzzer's region "fuzz" (values,
     bitmaps, the permutation; in place with return_columns) and the
@@ -398,6 +435,7 @@ if __name__ == "__main__":
     request_seeds()
     converted_seeds()
     table_seeds()
+    top_k_seeds()
     region_seeds()
     table_region_seeds()
     chunked_seeds()

@@ -1,5 +1,5 @@
-// Fuzzer of request decoding, validation and execution for Sort and
-// SortPairs: the bytes a client sends go through the server's own path
+// Fuzzer of request decoding, validation and execution for Sort,
+// SortPairs, SortTable and TopK: the bytes a client sends go through the server's own path
 // (ParseRawMessage from a grpc::ByteBuffer, Validate*, CheckResponseFits,
 // InflightBytes, RunSort/RunSortPairs on the CPU engine). Whatever the
 // bytes, a request is either refused with INVALID_ARGUMENT naming a field
@@ -7,8 +7,9 @@
 // then the answer is checked against the reference stable sort.
 //
 // Input: byte 0 picks the message (even: SortRequest, odd:
-// SortPairsRequest; 0x80 and above, even: SortTableRequest); the rest is
-// the serialized message.
+// SortPairsRequest; 0x80 and above, even: SortTableRequest, odd:
+// TopKRequest); the rest is the serialized message. A TopK answer is
+// checked against the first k of each segment's reference sort.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "server/wire/region_ops.h"
 #include "server/wire/sort_ops.h"
 #include "server/wire/table_ops.h"
+#include "server/wire/top_k_ops.h"
 #include "server/wire/typed_array.h"
 #include "tests/fuzz/fuzz_oracle.h"
 #include "tests/fuzz/table_oracle.h"
@@ -299,6 +301,72 @@ void FuzzSortTable(const uint8_t* data, size_t size) {
   }
 }
 
+void FuzzTopK(const uint8_t* data, size_t size) {
+  v1::TopKRequest request;
+  if (!Decode(data, size, &request)) return;
+  const absl::Status valid = ValidateTopKRequest(request);
+  if (!valid.ok()) {
+    CheckRefusal(valid, "ValidateTopKRequest", {absl::StatusCode::kInvalidArgument});
+    return;
+  }
+  const absl::Status fits = CheckResponseFits(request, kMaxResponseBytes);
+  if (!fits.ok()) {
+    CheckRefusal(fits, "CheckResponseFits", {absl::StatusCode::kResourceExhausted});
+    return;
+  }
+  Check(InflightBytes(request) >= PayloadIn(request), "InflightBytes below the payload");
+  if (KeysOf(request) > kMaxKeysSorted || request.segment_lengths_size() > 4096 ||
+      (request.row_length() > 0 && KeysOf(request) / request.row_length() > 4096)) {
+    return;
+  }
+  v1::TopKResponse response;
+  const absl::Status ran = RunTopK(request, &response, /*threads=*/2, kMaxResponseBytes);
+  if (!ran.ok()) {
+    // Only byte strings are checked against the limit once selected.
+    CheckRefusal(ran, "RunTopK", {absl::StatusCode::kResourceExhausted});
+    Check(request.keys().has_bytes() || request.values().has_bytes(),
+          "RunTopK refused fixed-width arrays the size check let through");
+    return;
+  }
+  Check(response.request_id() == request.request_id(), "request_id not echoed");
+  // Each segment's reference sort: its first k, as positions in the
+  // segment (the indices) and in the array (what keys and values gather).
+  const uint64_t n = KeysOf(request);
+  std::vector<uint64_t> lengths(request.segment_lengths().begin(), request.segment_lengths().end());
+  if (request.row_length() > 0) lengths.assign(n / request.row_length(), request.row_length());
+  if (request.row_length() == 0 && request.segment_lengths_size() == 0) lengths = {n};
+  std::vector<uint64_t> local, global, counts;
+  uint64_t begin = 0;
+  for (uint64_t length : lengths) {
+    std::vector<uint64_t> slice(length);
+    std::iota(slice.begin(), slice.end(), begin);
+    v1::TypedArray segment;
+    Check(GatherTypedArray(request.keys(), slice, &segment).ok(), "slicing the keys");
+    const std::vector<uint64_t> perm =
+        Permutation(segment, ToCoreOrder(request.order()), request.nulls());
+    const uint64_t kept = std::min<uint64_t>(request.k(), length);
+    counts.push_back(kept);
+    for (uint64_t j = 0; j < kept; ++j) {
+      local.push_back(perm[j]);
+      global.push_back(begin + perm[j]);
+    }
+    begin += length;
+  }
+  if (request.return_indices()) {
+    Check(std::vector<uint64_t>(response.indices().begin(), response.indices().end()) == local,
+          "TopK positions");
+  } else {
+    Check(response.indices().empty(), "TopK indices without return_indices");
+  }
+  Check(request.segment_lengths_size() > 0
+            ? std::vector<uint64_t>(response.segment_counts().begin(),
+                                    response.segment_counts().end()) == counts
+            : response.segment_counts().empty(),
+        "TopK segment_counts");
+  CheckGathered(request.keys(), global, response.keys(), "TopK keys");
+  if (request.has_values()) CheckGathered(request.values(), global, response.values(), "TopK values");
+}
+
 }  // namespace
 }  // namespace sortd::fuzz
 
@@ -310,9 +378,11 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   // Byte 0: 0x00-0x7f and even: Sort; odd: SortPairs; 0x80 and above, even:
-  // SortTable (the corpus's Sort and SortPairs seeds start 0x00 / 0x01).
+  // SortTable, odd: TopK (the corpus's seeds start 0x00, 0x01, 0x80, 0x81).
   if (data[0] >= 0x80 && data[0] % 2 == 0) {
     sortd::fuzz::FuzzSortTable(data + 1, size - 1);
+  } else if (data[0] >= 0x80) {
+    sortd::fuzz::FuzzTopK(data + 1, size - 1);
   } else if (data[0] % 2 == 0) {
     sortd::fuzz::FuzzSort(data + 1, size - 1);
   } else {
