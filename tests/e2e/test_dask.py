@@ -225,6 +225,20 @@ class DaskOnSortd(unittest.TestCase):
         desc = sortd_dask.argsort(y, descending=True, target=self.target).compute()
         np.testing.assert_array_equal(desc, np.argsort(-ints, kind="stable"))
 
+    def test_array_topk(self):
+        # Every chunk's first k by a replica's TopK, then the candidates'.
+        rng = np.random.default_rng(4)
+        values = rng.integers(0, 5000, 1_200_000).astype(np.int64)
+        x = da.from_array(values, chunks=200_000)
+        keys, idx = sortd_dask.topk(x, 100, return_indices=True, target=self.target,
+                                    local_rows=0)
+        got_keys, got_idx = dask.compute(keys, idx)
+        want = (len(values) - 1 - np.argsort(values[::-1], kind="stable"))[::-1][:100]
+        np.testing.assert_array_equal(got_idx, want)
+        np.testing.assert_array_equal(got_keys, values[want])
+        small = sortd_dask.topk(x, 10, largest=False, target=self.target, local_rows=0).compute()
+        np.testing.assert_array_equal(small, np.sort(values, kind="stable")[:10])
+
     def test_zz_replica_killed_mid_run(self):
         """Last: a fourth replica joins the target and is SIGKILLed while it
         has a request in flight; every row comes back, in order."""

@@ -13,6 +13,10 @@ sortd replicas (docs/distributed.md).
 - `sort(x, descending=False, return_indices=False, target=...)` and
   `argsort(...)` for 1-D dask arrays: a dask array in global order with
   known chunk sizes.
+- `topk(x, k, largest=True, return_indices=False, target=...)`: the first k
+  of a 1-D dask array's stable order: every chunk's own first k by a
+  replica's TopK, then the first k of those candidates (docs/api.md,
+  "Top-k"); no shuffle, k per chunk moved.
 
 The sample sort, in three steps (each a dask task per partition):
 1. every input partition draws a seeded random sample of its rows' keys,
@@ -486,3 +490,67 @@ def argsort(x, descending=False, target=None, npartitions=None, local_rows=DEFAU
     """The int64 positions that sort x (a stable argsort), as sort's."""
     return _sorted_array(x, descending, True, target, npartitions, local_rows, client_options,
                          seed, nulls)[1]
+
+
+# ---------------------------------------------------------------- top-k
+
+def _first_k(values, positions, k, largest, nulls, target, local_rows, options):
+    """The first k of values in sortd's order (stable): (keys, positions)."""
+    if len(values) < max(local_rows, 1) or target is None:
+        perm = np.argsort(_order_bits(values, largest, nulls), kind="stable")[:k]
+        return values[perm], positions[perm]
+    keys, perm = remote(target, lambda client: client.topk(
+        values, k, largest=largest, nulls=nulls), options)
+    return keys, positions[perm.astype(np.int64, copy=False)]
+
+
+def _chunk_top_k(chunk, offset, k, largest, nulls, target, local_rows, options):
+    chunk = np.asarray(chunk)
+    positions = np.arange(offset, offset + len(chunk), dtype=np.int64)
+    return _first_k(chunk, positions, k, largest, nulls, target, local_rows, options)
+
+
+def _merge_top_k(candidates, dtype, k, largest, nulls, target, local_rows, options):
+    # Candidates in chunk order, each chunk's in its sorted order: among
+    # equal keys the stable selection keeps the earliest global positions.
+    values = np.concatenate([v for v, _ in candidates] + [np.zeros(0, dtype)])
+    positions = np.concatenate([p for _, p in candidates] + [np.zeros(0, np.int64)])
+    return _first_k(values, positions, k, largest, nulls, target, local_rows, options)
+
+
+def topk(x, k, largest=True, return_indices=False, target=None, local_rows=DEFAULT_LOCAL_ROWS,
+         client_options=None, nulls="last"):
+    """The k largest (largest=False: smallest) elements of a 1-D dask array
+    in sorted order, stable (among equals the earliest positions), as a dask
+    array of min(k, len(x)) elements; with return_indices also their int64
+    positions in x. Each chunk's first k comes from a replica's TopK (chunks
+    under local_rows elements: numpy here), then the first k of the
+    candidates. The dtypes of sort(); x's chunk sizes must be known."""
+    import dask
+    import dask.array as da
+
+    if x.ndim != 1:
+        raise ValueError("sortd_client.dask.topk: a 1-D dask array, not %d-D" % x.ndim)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError("k must be an integer of at least 1, got %r" % (k,))
+    if nulls not in ("last", "first"):
+        raise ValueError("nulls must be 'last' or 'first', got %r" % (nulls,))
+    _order_bits(np.zeros(0, x.dtype), largest, nulls)  # refuses other dtypes now
+    sizes = x.chunks[0]
+    if any(np.isnan(n) for n in sizes):
+        raise ValueError("sortd_client.dask.topk: x's chunk sizes are unknown "
+                         "(x.compute_chunk_sizes() first)")
+    k = int(k)
+    offsets = np.cumsum([0] + list(sizes))
+    chunk = dask.delayed(functools.partial(
+        _chunk_top_k, k=k, largest=largest, nulls=nulls, target=target, local_rows=local_rows,
+        options=client_options), pure=True)
+    candidates = [chunk(c, int(offsets[i])) for i, c in enumerate(x.to_delayed().ravel())]
+    merged = dask.delayed(functools.partial(
+        _merge_top_k, dtype=x.dtype, k=k, largest=largest, nulls=nulls, target=target,
+        local_rows=local_rows, options=client_options), pure=True)(candidates)
+    kept = int(min(k, offsets[-1]))
+    keys = da.from_delayed(merged[0], shape=(kept,), dtype=x.dtype)
+    if not return_indices:
+        return keys
+    return keys, da.from_delayed(merged[1], shape=(kept,), dtype=np.int64)

@@ -140,6 +140,27 @@ class DaskUnitTest(unittest.TestCase):
         got = sortd_dask.argsort(da.from_array(ints, chunks=3000), descending=True).compute()
         np.testing.assert_array_equal(got, np.argsort(-ints.astype(np.int64), kind="stable"))
 
+    def test_topk_is_the_first_k_of_numpy_stable_argsort(self):
+        rng = np.random.default_rng(4)
+        values = rng.integers(0, 30, 40_000).astype(np.float32)
+        values[::53] = np.nan
+        x = da.from_array(values, chunks=6000)
+        for largest in (True, False):
+            for k in (1, 25, 40_000, 10 ** 9):
+                keys, idx = sortd_dask.topk(x, k, largest=largest, return_indices=True)
+                order = (np.argsort(values, kind="stable") if not largest
+                         else (len(values) - 1 - np.argsort(values[::-1], kind="stable"))[::-1])
+                want = order[:k]
+                self.assertEqual(keys.shape, (len(want),))
+                np.testing.assert_array_equal(idx.compute(), want)
+                np.testing.assert_array_equal(keys.compute(), values[want])
+        with self.assertRaisesRegex(ValueError, "k must be"):
+            sortd_dask.topk(x, 0)
+        with self.assertRaisesRegex(ValueError, "1-D"):
+            sortd_dask.topk(da.zeros((4, 4), chunks=2), 3)
+        with self.assertRaisesRegex(ValueError, "unknown"):
+            sortd_dask.topk(x[x > 5], 3)
+
     def test_refusals_name_the_problem(self):
         x = da.zeros((4, 4), chunks=2)
         with self.assertRaisesRegex(ValueError, "1-D"):
