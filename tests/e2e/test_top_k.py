@@ -137,6 +137,43 @@ class TopKTest(unittest.TestCase):
         np.testing.assert_array_equal(full.counts, [0, 5, 3, 0, 5, 1])
         self.assertEqual(full.engine, "ENGINE_CPU")
 
+    def test_over_one_message_goes_in_pieces(self):
+        # A client whose messages hold 1 MiB: 4-8 MB requests are split.
+        rng = np.random.default_rng(8)
+        small = Client(self.server.target, max_message_bytes=1 << 20)
+        try:
+            keys = rng.integers(0, 3000, 1_000_000).astype(np.float64)
+            ids = np.arange(len(keys), dtype=np.int32)
+            for largest in (True, False):
+                got, idx, vals = small.topk(keys, 100, largest=largest, values=ids)
+                want = stable_order(keys, largest)[:100]
+                np.testing.assert_array_equal(idx, want)
+                np.testing.assert_array_equal(got, keys[want])
+                np.testing.assert_array_equal(vals, ids[want])
+            # Candidates over a message too: merged in more than one round.
+            got = small.topk(keys, 40_000, return_indices=False)
+            np.testing.assert_array_equal(got, keys[stable_order(keys, True)[:40_000]])
+            rows = rng.integers(0, 100, (4000, 512)).astype(np.float32)
+            got, idx = small.topk(rows, 7)
+            self.assertEqual(got.shape, (4000, 7))
+            for r in (0, 1999, 3999):
+                np.testing.assert_array_equal(idx[r], stable_order(rows[r], True)[:7])
+            lengths = [0] + [99_000] * 10 + [3, 0, 9_997]  # grouped under 1 MiB
+            got, idx = small.topk(keys, 5, largest=False, segment_lengths=lengths)
+            start = 0
+            for s, length in enumerate(lengths):
+                np.testing.assert_array_equal(
+                    idx[s], stable_order(keys[start:start + length], False)[:5])
+                start += length
+            with self.assertRaisesRegex(ValueError, "more than one message"):
+                small.topk(keys, 500_000)
+            with self.assertRaisesRegex(ValueError, "a segment of 1000000 keys"):
+                small.topk(keys, 5, segment_lengths=[len(keys)])
+            with self.assertRaisesRegex(ValueError, "byte strings travels in one message"):
+                small.topk([b"x" * 100] * 20_000, 5)
+        finally:
+            small.close()
+
     def test_bad_input(self):
         with self.assertRaisesRegex(ValueError, "k must be at least 1"):
             self.client.topk(np.arange(5), 0)

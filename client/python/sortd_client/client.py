@@ -19,7 +19,7 @@ from . import progress as progress_module
 from .regions import Regions, SharedArray
 from .responses import SORT_PAIRS_RESPONSE, SORT_RESPONSE, read_response
 from .session import SessionTransport
-from .top_k import TopKInput, split_segments
+from .top_k import TopKInput, split_call, split_segments
 
 _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
 # Room left under max_message_bytes for what the server adds to a response
@@ -313,7 +313,9 @@ class Client:
         segment. A k past a length keeps all of it, sorted; k < 1 is a
         ValueError. values: as many as keys (same shape), returned for the
         kept keys: (keys, indices, values) then (indices None without
-        return_indices). One TopK message each way (max_message_bytes).
+        return_indices). A request over max_message_bytes (fixed-width
+        arrays) goes as several TopK calls: groups of rows or segments, or
+        pieces of one array whose first k are merged by one more call.
         """
         res = self.topk_full(keys, k, largest, return_indices, values, segment_lengths,
                              request_id, timeout, nulls)
@@ -329,12 +331,21 @@ class Client:
                   segment_lengths=None, request_id="", timeout=_DEFAULT, nulls="last"):
         """topk() returning a TopKResult (flat keys per segment, counts, engine)."""
         call = TopKInput(keys, k, largest, values, segment_lengths, nulls)
-        try:
-            raw = self._top_k(call.request(bool(return_indices), request_id),
-                              timeout=self._deadline(timeout))
-        except grpc.RpcError as err:
-            raise SortdError.from_rpc_error(err) from None
-        return call.result(raw, bool(return_indices), _engine_name)
+        deadline = self._deadline(timeout)
+
+        def one(piece, want_indices):
+            try:
+                raw = self._top_k(piece.request(want_indices, request_id), timeout=deadline)
+            except grpc.RpcError as err:
+                raise SortdError.from_rpc_error(err) from None
+            return piece.result(raw, want_indices, _engine_name)
+
+        budget = self.max_message_bytes - HEADROOM
+        if call.request_bytes() <= budget:
+            return one(call, bool(return_indices))
+        # Over one message: pieces of rows, of segments, or of the array.
+        res = split_call(call, budget, one)
+        return res if return_indices else res._replace(indices=None)
 
     def sort_table(self, columns, by, ascending=True, nulls="last", return_columns=False,
                    request_id="", timeout=_DEFAULT, session=None, connections=None,

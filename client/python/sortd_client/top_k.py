@@ -7,6 +7,7 @@ Sort); the answer is proportional to k, read without copying its arrays.
 """
 
 import collections
+import concurrent.futures
 
 import numpy as np
 
@@ -41,6 +42,8 @@ class TopKInput:
         if nulls not in ("last", "first"):
             raise ValueError('nulls must be "last" or "first", got %r' % (nulls,))
         self.k = int(min(k, (1 << 64) - 1))
+        self.largest = bool(largest)
+        self.nulls_name = nulls
         self.order = sort_pb2.SORT_ORDER_DESCENDING if largest else sort_pb2.SORT_ORDER_ASCENDING
         self.nulls = (sort_pb2.NULL_PLACEMENT_FIRST if nulls == "first"
                       else sort_pb2.NULL_PLACEMENT_LAST)
@@ -55,6 +58,8 @@ class TopKInput:
                 raise ValueError("keys: rows of length 0")
             keys = np.ascontiguousarray(arr).reshape(-1)
             values = self._flat_values(values, arr.shape)
+        # The 1-D arrays as given (rows flattened), for pieces of them.
+        self.flat_keys, self.flat_values = keys, values
         self.keys = TypedInput(keys, "keys")
         self.values = None if values is None else TypedInput(values, "values")
         if self.values is not None and self.values.n != self.keys.n:
@@ -87,6 +92,22 @@ class TopKInput:
         if v.shape != shape:
             raise ValueError("values: shape %s, keys %s" % (v.shape, shape))
         return np.ascontiguousarray(v).reshape(-1)
+
+    def request_bytes(self):
+        """About the serialized request's size (the arrays exactly)."""
+        segments = 0 if self.lengths is None else 10 * len(self.lengths)
+        values = 0 if self.values is None else self.values.encoded_size()
+        return self.keys.encoded_size() + values + segments + 64
+
+    def piece(self, start, stop, lengths=None):
+        """The same call over keys [start, stop): rows when 2-D (start and
+        stop on row boundaries), else one array or the given segments."""
+        keys = self.flat_keys[start:stop]
+        values = None if self.flat_values is None else self.flat_values[start:stop]
+        if self.rows is not None:
+            keys = keys.reshape(-1, self.row_length)
+            values = None if values is None else values.reshape(-1, self.row_length)
+        return TopKInput(keys, self.k, self.largest, values, lengths, self.nulls_name)
 
     def kept(self):
         return min(self.k, self.keys.n) if self.counts is None else int(self.counts.sum())
@@ -148,3 +169,78 @@ def split_segments(array, counts):
             start += c
         return out
     return np.split(array, bounds)
+
+
+# Pieces of a split call in flight at once.
+PARALLEL_PIECES = 4
+
+
+def split_call(call, budget, one):
+    """A call whose request is over `budget` bytes, as several TopK calls of
+    at most that: rows or segments grouped into pieces (each answered as
+    it stands), or one array cut into pieces whose first k are candidates,
+    the first k of which (the pieces' answers concatenated in order, so
+    equal keys keep the earliest positions) is the answer. one(piece,
+    return_indices) makes one call. Fixed-width arrays only."""
+    if call.keys.is_bytes or (call.values is not None and call.values.is_bytes):
+        raise ValueError("TopK of byte strings travels in one message: the request is about "
+                         "%d bytes, over this client's %d (max_message_bytes)"
+                         % (call.request_bytes(), budget))
+    width = call.keys.wire_dtype.itemsize
+    vwidth = 0 if call.values is None else call.values.wire_dtype.itemsize
+    if call.kept() * (width + 8 + vwidth) > budget:
+        raise ValueError("the answer, %d keys with their indices, is more than one message "
+                         "(%d bytes, max_message_bytes): ask for a smaller k, or sort()"
+                         % (call.kept(), budget))
+    per = width + vwidth
+    if call.rows is not None:
+        rows_per = budget // (call.row_length * per)
+        if rows_per == 0:
+            raise ValueError("one row of %d keys is more than one message (%d bytes)"
+                             % (call.row_length, budget))
+        bounds = [(r * call.row_length, min(r + rows_per, call.rows) * call.row_length)
+                  for r in range(0, call.rows, rows_per)]
+        parts = _map(one, [call.piece(a, b) for a, b in bounds], True)
+        return _joined(parts, call, axis_rows=True)
+    if call.lengths is not None:
+        groups, start, size, group = [], 0, 0, []
+        for length in call.lengths.tolist():
+            if length * per > budget:
+                raise ValueError("a segment of %d keys is more than one message (%d bytes)"
+                                 % (length, budget))
+            if size + length * per + 10 * (len(group) + 1) > budget and group:
+                groups.append((start, group))
+                start, size, group = start + sum(group), 0, []
+            group.append(length)
+            size += length * per
+        groups.append((start, group))
+        parts = _map(one, [call.piece(a, a + sum(g), g) for a, g in groups], True)
+        return _joined(parts, call, axis_rows=False)
+    step = budget // per
+    bounds = [(a, min(a + step, call.keys.n)) for a in range(0, call.keys.n, step)]
+    parts = _map(one, [call.piece(a, b) for a, b in bounds], True)
+    cand_keys = _concat([p.keys for p in parts])
+    cand_pos = np.concatenate([p.indices.astype(np.uint64) + np.uint64(a)
+                               for p, (a, _) in zip(parts, bounds)])
+    cand_values = None if call.values is None else _concat([p.values for p in parts])
+    final_call = TopKInput(cand_keys, call.k, call.largest, cand_values, None, call.nulls_name)
+    final = (one(final_call, True) if final_call.request_bytes() <= budget
+             else split_call(final_call, budget, one))
+    return TopKResult(final.keys, cand_pos[final.indices.astype(np.intp)], final.values, None,
+                      final.request_id, final.engine)
+
+
+def _map(one, pieces, return_indices):
+    with concurrent.futures.ThreadPoolExecutor(min(PARALLEL_PIECES, len(pieces))) as pool:
+        return list(pool.map(lambda piece: one(piece, return_indices), pieces))
+
+
+def _concat(arrays):
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _joined(parts, call, axis_rows):
+    """The answers of consecutive pieces of rows or segments as one."""
+    values = None if call.values is None else _concat([p.values for p in parts])
+    return TopKResult(_concat([p.keys for p in parts]), _concat([p.indices for p in parts]),
+                      values, call.counts, parts[0].request_id, parts[0].engine)
