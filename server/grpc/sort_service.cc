@@ -279,9 +279,10 @@ grpc::ServerUnaryReactor* SortServiceImpl::TopK(grpc::CallbackServerContext* ctx
   CountCallForDrain(ctx);
   return HandleUnary<v1::TopKRequest, v1::TopKResponse>(
       context_, RpcMethod::kTopK, ctx, request, response, ValidateTopKRequest,
-      [threads = context_->cpu_threads, limit = context_->limits.max_response_bytes](
-          Dispatcher&, const v1::TopKRequest& request, v1::TopKResponse* response, bool) {
-        return RunTopK(request, response, threads, limit);
+      [threads = context_->cpu_threads, limit = context_->limits.max_response_bytes,
+       regions = context_->regions](Dispatcher&, const v1::TopKRequest& request,
+                                    v1::TopKResponse* response, bool) {
+        return RunTopK(request, response, threads, limit, regions);
       });
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "core/cpu/top_k.h"
 #include "core/sortable_keys.h"
 #include "server/wire/converted_arrays.h"
+#include "server/wire/region_ops.h"
+#include "server/wire/region_slices.h"
 #include "server/wire/request_checks.h"
 #include "server/wire/sort_ops.h"
 #include "server/wire/typed_array.h"
@@ -24,7 +27,7 @@ constexpr absl::string_view kTopKKeysRequired =
 // Segment boundaries: offsets[s] .. offsets[s + 1] is segment s (one
 // segment, the whole array, without row_length or segment_lengths).
 std::vector<uint64_t> SegmentOffsets(const v1::TopKRequest& request) {
-  const uint64_t n = LengthOf(request.keys());
+  const uint64_t n = KeysOf(request);
   std::vector<uint64_t> offsets{0};
   if (request.row_length() > 0) {
     const uint64_t rows = n / request.row_length();
@@ -51,6 +54,21 @@ uint64_t FixedWidth(const v1::TypedArray& array) {
   return n == 0 ? 0 : PayloadBytes(array) / n;
 }
 
+// The same for an inline array or, when set, its region slice.
+uint64_t WidthOf(const v1::TypedArray& array, bool in_region, const v1::RegionSlice& slice) {
+  if (!in_region) return FixedWidth(array);
+  const std::optional<DataType> type = RegionKeyType(slice);
+  return type ? ElementSize(*type) : 8;
+}
+uint64_t KeyWidth(const v1::TopKRequest& r) {
+  return WidthOf(r.keys(), r.has_keys_region(), r.keys_region());
+}
+uint64_t ValueWidth(const v1::TopKRequest& r) {
+  return WidthOf(r.values(), r.has_values_region(), r.values_region());
+}
+bool HasValues(const v1::TopKRequest& r) { return r.has_values() || r.has_values_region(); }
+bool IsSet(const v1::TypedArray& a) { return a.array_case() != v1::TypedArray::ARRAY_NOT_SET; }
+
 // The positions (within the segment) of the first k keys of keys[begin,
 // end) in sorted order, for one key representation.
 using SelectFn = std::function<std::vector<uint64_t>(size_t begin, size_t end, size_t k,
@@ -62,6 +80,29 @@ SelectFn SelectOver(const T* keys, SortOrder order) {
     return cpu::TopK<T>(absl::MakeConstSpan(keys + begin, end - begin), k, order, threads)
         .indices;
   };
+}
+
+// The selector over numeric keys at `data` (a region slice).
+SelectFn SelectOverNumeric(DataType type, const void* data, SortOrder order) {
+  SelectFn select;
+  VisitNumeric(type, [&](auto t) {
+    using T = decltype(t);
+    select = SelectOver(static_cast<const T*>(data), order);
+  });
+  return select;
+}
+
+// dst = the slice's elements at `positions`, as an array of its type.
+absl::Status GatherSlice(const Slice& slice, absl::Span<const uint64_t> positions,
+                         v1::TypedArray* dst) {
+  absl::Status status;
+  VisitNumeric(slice.type, [&](auto t) {
+    using T = decltype(t);
+    auto* out = MutableNumericField<T>(dst);
+    out->Resize(static_cast<int>(positions.size()), T{});
+    status = GatherByIndex(slice.data, sizeof(T), positions, out->mutable_data());
+  });
+  return status;
 }
 
 // Builds the selector for the request's keys; `words` and `views` hold
@@ -109,9 +150,45 @@ absl::Status TooLarge(uint64_t bytes, uint64_t limit) {
 
 }  // namespace
 
+bool UsesRegions(const v1::TopKRequest& request) {
+  return request.has_keys_region() || request.has_values_region();
+}
+
+absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
+                                           const v1::TopKRequest& request) {
+  absl::Status enabled = CheckRegionsEnabled(regions);
+  if (!enabled.ok()) return enabled;
+  std::vector<std::pair<const v1::RegionSlice*, absl::string_view>> named;
+  if (request.has_keys_region()) named.emplace_back(&request.keys_region(), "keys_region");
+  if (request.has_values_region()) named.emplace_back(&request.values_region(), "values_region");
+  for (const auto& [ref, field] : named) {
+    absl::StatusOr<Slice> slice = Resolve(*regions, *ref, field);
+    if (!slice.ok()) return slice.status();
+    if (slice->on_device()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          field, ": TopK reads host memory (system regions); a CUDA region's arrays are "
+                 "selected by sorting them (Sort), until a GPU select exists"));
+    }
+  }
+  return false;
+}
+
 absl::Status ValidateTopKRequest(const v1::TopKRequest& request) {
   absl::Status status = ValidateRequestId(request.request_id());
-  if (status.ok()) status = ValidateTypedArray(request.keys(), "keys", kTopKKeysRequired);
+  if (status.ok() && request.has_keys_region()) {
+    if (IsSet(request.keys())) {
+      return absl::InvalidArgumentError("keys: leave unset when keys_region is set");
+    }
+    absl::StatusOr<std::optional<DataType>> type =
+        ValidateElementType(request.keys_region().type(), "keys_region.type", false);
+    status = type.status();
+  } else if (status.ok()) {
+    if (request.has_values_region()) {
+      return absl::InvalidArgumentError("values_region: needs keys_region (keys inline take "
+                                        "values inline)");
+    }
+    status = ValidateTypedArray(request.keys(), "keys", kTopKKeysRequired);
+  }
   if (status.ok()) status = ValidateOrder(request.order());
   if (status.ok()) status = ValidateNulls(request.nulls());
   if (!status.ok()) return status;
@@ -120,8 +197,23 @@ absl::Status ValidateTopKRequest(const v1::TopKRequest& request) {
         "k: must be at least 1 (0 is proto3's unset; a k past the length returns every key, "
         "sorted)");
   }
-  const uint64_t n = LengthOf(request.keys());
-  if (request.has_values()) {
+  const uint64_t n = KeysOf(request);
+  if (request.has_values_region()) {
+    if (IsSet(request.values())) {
+      return absl::InvalidArgumentError("values: leave unset when values_region is set");
+    }
+    absl::StatusOr<std::optional<DataType>> type =
+        ValidateElementType(request.values_region().type(), "values_region.type", false);
+    if (!type.ok()) return type.status();
+    if (request.values_region().count() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("values_region: count ",
+                                                     request.values_region().count(),
+                                                     " does not match keys_region's ", n));
+    }
+  } else if (request.has_values()) {
+    if (request.has_keys_region()) {
+      return absl::InvalidArgumentError("values: in values_region when keys_region is set");
+    }
     status = ValidateTypedArray(request.values(), "values", "values: no array set");
     if (!status.ok()) return status;
     const uint64_t values = LengthOf(request.values());
@@ -159,7 +251,7 @@ absl::Status ValidateTopKRequest(const v1::TopKRequest& request) {
 
 uint64_t KeptKeys(const v1::TopKRequest& request) {
   const uint64_t k = request.k();
-  const uint64_t n = LengthOf(request.keys());
+  const uint64_t n = KeysOf(request);
   if (request.row_length() > 0) {
     return n / request.row_length() * std::min(k, request.row_length());
   }
@@ -174,17 +266,20 @@ uint64_t KeptKeys(const v1::TopKRequest& request) {
 absl::Status CheckResponseFits(const v1::TopKRequest& request, uint64_t max_response_bytes) {
   if (max_response_bytes == 0) return absl::OkStatus();
   const uint64_t kept = KeptKeys(request);
-  uint64_t bytes = FieldBytes(kept * FixedWidth(request.keys())) +
+  uint64_t bytes = FieldBytes(kept * KeyWidth(request)) +
                    FieldBytes(request.request_id().size()) + 16;
   if (request.return_indices()) bytes += FieldBytes(8 * kept);
-  if (request.has_values()) bytes += FieldBytes(kept * FixedWidth(request.values()));
+  if (HasValues(request)) bytes += FieldBytes(kept * ValueWidth(request));
   // Counts are varints: at most 10 bytes each.
   bytes += FieldBytes(10 * static_cast<uint64_t>(request.segment_lengths_size()));
   if (bytes > max_response_bytes) return TooLarge(bytes, max_response_bytes);
   return absl::OkStatus();
 }
 
-size_t KeysOf(const v1::TopKRequest& request) { return LengthOf(request.keys()); }
+size_t KeysOf(const v1::TopKRequest& request) {
+  if (request.has_keys_region()) return static_cast<size_t>(request.keys_region().count());
+  return LengthOf(request.keys());
+}
 
 uint64_t PayloadIn(const v1::TopKRequest& request) {
   return PayloadBytes(request.keys()) + PayloadBytes(request.values());
@@ -196,20 +291,21 @@ uint64_t PayloadOut(const v1::TopKResponse& response) {
 }
 
 uint64_t InflightBytes(const v1::TopKRequest& request) {
-  const uint64_t n = LengthOf(request.keys());
+  const uint64_t n = KeysOf(request);
   const uint64_t kept = KeptKeys(request);
+  const uint64_t width = KeyWidth(request);
   // The words of converted keys, or the views of byte strings.
   uint64_t scratch = 0;
   if (IsConvertedArray(request.keys())) scratch = 8 * n;
-  if (FixedWidth(request.keys()) == 0) scratch = 16 * n;
+  if (width == 0 && !request.has_keys_region()) scratch = 16 * n;
   // The response: kept keys and values (byte strings: at most all of
   // them), positions twice (in the segment, in the array), the heaps.
-  const uint64_t kept_payload = FixedWidth(request.keys()) == 0 ? PayloadBytes(request.keys())
-                                                                : kept * FixedWidth(request.keys());
-  return PayloadIn(request) + scratch + kept_payload + kept * (FixedWidth(request.values()) + 40);
+  const uint64_t kept_payload = width == 0 ? PayloadBytes(request.keys()) : kept * width;
+  return PayloadIn(request) + scratch + kept_payload + kept * (ValueWidth(request) + 40);
 }
 
 std::optional<DataType> KeyTypeOf(const v1::TopKRequest& request) {
+  if (request.has_keys_region()) return RegionKeyType(request.keys_region());
   if (IsConvertedArray(request.keys())) return ConvertedSortType(request.keys());
   return TypeOf(request.keys());
 }
@@ -222,13 +318,29 @@ void DescribeSuccess(const v1::TopKRequest& request, const v1::TopKResponse& res
 }
 
 absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response, int threads,
-                     uint64_t max_response_bytes) {
+                     uint64_t max_response_bytes, RegionRegistry* regions) {
   const SortOrder order = ToCoreOrder(request.order());
+  // Region slices, held (mapped) until the answer is gathered.
+  std::optional<Slice> keys_slice, values_slice;
+  if (UsesRegions(request)) {
+    absl::StatusOr<bool> checked = CheckRegionReferences(regions, request);
+    if (!checked.ok()) return checked.status();
+    absl::StatusOr<Slice> keys = Resolve(*regions, request.keys_region(), "keys_region");
+    if (!keys.ok()) return keys.status();
+    keys_slice = *std::move(keys);
+    if (request.has_values_region()) {
+      absl::StatusOr<Slice> values = Resolve(*regions, request.values_region(), "values_region");
+      if (!values.ok()) return values.status();
+      values_slice = *std::move(values);
+    }
+  }
   std::vector<uint32_t> narrow_words;
   std::vector<uint64_t> time_words;
   std::vector<std::string_view> views;
-  const SelectFn select = MakeSelector(request.keys(), order, ToCoreNulls(request.nulls()),
-                                       &narrow_words, &time_words, &views);
+  const SelectFn select =
+      keys_slice ? SelectOverNumeric(keys_slice->type, keys_slice->data, order)
+                 : MakeSelector(request.keys(), order, ToCoreNulls(request.nulls()), &narrow_words,
+                                &time_words, &views);
   const std::vector<uint64_t> offsets = SegmentOffsets(request);
   const size_t segments = offsets.size() - 1;
   const size_t n = offsets.back();
@@ -265,9 +377,20 @@ absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response,
   for (size_t s = 0; s < segments; ++s) {
     for (uint64_t j = out_at[s]; j < out_at[s + 1]; ++j) global[j] = offsets[s] + local[j];
   }
-  absl::Status status = GatherTypedArray(request.keys(), global, response->mutable_keys());
-  if (status.ok() && request.has_values()) {
+  absl::Status status = keys_slice
+                            ? GatherSlice(*keys_slice, global, response->mutable_keys())
+                            : GatherTypedArray(request.keys(), global, response->mutable_keys());
+  if (status.ok() && values_slice) {
+    status = GatherSlice(*values_slice, global, response->mutable_values());
+  } else if (status.ok() && request.has_values()) {
     status = GatherTypedArray(request.values(), global, response->mutable_values());
+  }
+  if (status.ok() && keys_slice) {
+    // A client that shrank its shm object meanwhile gets an error, not
+    // keys read from lost pages.
+    std::vector<const Slice*> held = {&*keys_slice};
+    if (values_slice) held.push_back(&*values_slice);
+    status = CheckStillIntact(held, /*by_dma=*/false);
   }
   if (!status.ok()) return status;
   if (request.return_indices()) {

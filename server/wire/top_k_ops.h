@@ -43,12 +43,14 @@ std::optional<DataType> KeyTypeOf(const v1::TopKRequest& request);
 // How many keys the response keeps: min(k, length) summed over segments.
 uint64_t KeptKeys(const v1::TopKRequest& request);
 
-// Selections are never batched, and their keys come inline.
+// Selections are never batched.
 inline bool Batchable(const v1::TopKRequest&) { return false; }
-inline bool UsesRegions(const v1::TopKRequest&) { return false; }
-inline absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry*, const v1::TopKRequest&) {
-  return false;
-}
+// Keys (and values) in system regions, read in place. A slice in a CUDA
+// region is FAILED_PRECONDITION: the selection reads host memory (a GPU
+// select is issue #53's next step). Returns false (never on a device).
+bool UsesRegions(const v1::TopKRequest& request);
+absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
+                                           const v1::TopKRequest& request);
 
 // Fills the success fields of a metrics record (engine, bytes sent, the
 // keys looked at as keys sorted).
@@ -58,8 +60,9 @@ void DescribeSuccess(const v1::TopKRequest& request, const v1::TopKResponse& res
 // Selects for a validated request on up to `threads` threads; fills
 // `response` (request_id and engine included). RESOURCE_EXHAUSTED when
 // byte strings kept would exceed `max_response_bytes` (0: unchecked).
+// Region slices are resolved in `regions` (the caller checked the peer).
 absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response, int threads,
-                     uint64_t max_response_bytes = 0);
+                     uint64_t max_response_bytes = 0, RegionRegistry* regions = nullptr);
 
 }  // namespace sortd
 

@@ -248,6 +248,48 @@ class TopKTest(unittest.TestCase):
             self.assertIn("not a whole number of rows", bad.stderr)
 
 
+class RegionTopKTest(unittest.TestCase):
+    """Keys and values in shared arrays (system regions) go by reference."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = SortdProcess(SORTD, "--engine=" + ENGINE, "--shared_memory=system").start()
+        cls.client = Client(cls.server.target)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.server.terminate()
+
+    def test_shared_arrays_are_read_where_they_lie(self):
+        rng = np.random.default_rng(9)
+        keys = self.client.shared_array((2000, 4096), np.float32)
+        ids = self.client.shared_array((2000, 4096), np.int64)
+        try:
+            keys[:] = rng.integers(0, 500, keys.shape) / 4
+            ids[:] = np.arange(ids.size).reshape(ids.shape)
+            before = scrape(self.server.metrics_url)
+            got, idx, vals = self.client.topk(keys, 20, values=ids)
+            after = scrape(self.server.metrics_url)
+            for r in (0, 1234, 1999):
+                want = stable_order(keys[r], True)[:20]
+                np.testing.assert_array_equal(idx[r], want)
+                np.testing.assert_array_equal(got[r], keys[r][want])
+                np.testing.assert_array_equal(vals[r], ids[r][want])
+            # 32 MB of keys and 64 MB of values stayed where they were.
+            sent = (total(after, "sortd_bytes_received_total", method="TopK")
+                    - total(before, "sortd_bytes_received_total", method="TopK"))
+            self.assertEqual(sent, 0)
+            self.assertEqual(total(after, "sortd_requests_total", method="TopK", code="OK")
+                             - total(before, "sortd_requests_total", method="TopK", code="OK"), 1)
+            flat = keys.reshape(-1)
+            best = self.client.topk(flat, 5, return_indices=False)
+            np.testing.assert_array_equal(best, flat[stable_order(flat, True)[:5]])
+        finally:
+            for a in (keys, ids):
+                self.client.unregister_region(self.client.region_of(a.reshape(-1)))
+
+
 def _neg(b):
     """A key whose ascending order is bytes' descending order."""
     return _Desc(b)

@@ -255,6 +255,16 @@ def region_seeds():
         ref(p.keys_out_region, offset=2048, type_=type_)
         ref(p.values_out_region, region="fuzz2", offset=4096, type_=7 - type_)
         write("request", b"\x01" + p.SerializeToString())
+    for type_ in range(1, 7):  # TopK of keys (and values) in the region
+        t = sort_pb2.TopKRequest(k=5, order=type_ % 2, return_indices=True, row_length=8)
+        ref(t.keys_region, type_=type_)
+        write("request", b"\x81" + t.SerializeToString())
+        ref(t.values_region, region="fuzz2", offset=512, type_=7 - type_)
+        write("request", b"\x81" + t.SerializeToString())
+    for region, offset, count in (("nope", 0, 4), ("fuzz", 2, 4), ("fuzz", 0, 1 << 62)):
+        t = sort_pb2.TopKRequest(k=2)
+        ref(t.keys_region, region=region, offset=offset, count=count)
+        write("request", b"\x81" + t.SerializeToString())
     for region, offset, count in (("nope", 0, 4), ("fuzz", 2, 4), ("fuzz", 65532, 2),
                                   ("fuzz", 0, 1 << 62)):
         r = sort_pb2.SortRequest()

@@ -320,6 +320,23 @@ void FuzzTopK(const uint8_t* data, size_t size) {
     return;
   }
   v1::TopKResponse response;
+  if (UsesRegions(request)) {
+    // Whatever the references: an answer of the kept size, positions
+    // inside their segments, or a refusal naming the field.
+    const absl::Status ran =
+        RunTopK(request, &response, /*threads=*/2, kMaxResponseBytes, &FuzzRegions());
+    if (!ran.ok()) {
+      CheckRefusal(ran, "a TopK region request", {absl::StatusCode::kInvalidArgument,
+                                                  absl::StatusCode::kNotFound,
+                                                  absl::StatusCode::kFailedPrecondition});
+      return;
+    }
+    Check(LengthOf(response.keys()) == KeptKeys(request), "TopK region keys kept");
+    Check(!request.return_indices() ||
+              static_cast<uint64_t>(response.indices_size()) == KeptKeys(request),
+          "TopK region indices kept");
+    return;
+  }
   const absl::Status ran = RunTopK(request, &response, /*threads=*/2, kMaxResponseBytes);
   if (!ran.ok()) {
     // Only byte strings are checked against the limit once selected.

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "client/shared_region.h"
+#include "client/sortd_client.h"
 #include "server/wire/typed_array.h"
 #include "sortd/v1/sort.grpc.pb.h"
 #include "tests/service/test_server.h"
@@ -338,6 +340,118 @@ TEST_F(SmallMessageTopKTest, AResponseOverTheLimitIsRefusedNamingK) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
   request.set_k(1000);
   EXPECT_TRUE(TopK(request, &response).ok());
+}
+
+class RegionTopKTest : public TopKTest {
+ protected:
+  ServerOptions Options() override {
+    ServerOptions options;
+    options.regions.allow_system = true;
+    return options;
+  }
+};
+
+// Keys and values read where they lie in a system region, rows of them,
+// answered as the same request inline; the region's bytes unchanged; bad
+// references refused naming the field.
+TEST_F(RegionTopKTest, KeysAndValuesInARegionAnswerAsInline) {
+  auto c = ::sortd::testing::Connect(*server_);
+  const size_t n = 60000;
+  auto region = client::SharedRegion::Create(*c, "top", n * 4 + n * 8);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const v1::TypedArray keys = Keys("float32", n, 9, 300);
+  const v1::TypedArray values = Keys("int64", n, 10, 1u << 30);
+  auto key_span = (*region)->span<float>(n);
+  auto value_span = (*region)->span<int64_t>(n, n * 4);
+  std::copy(keys.float32().values().begin(), keys.float32().values().end(), key_span.begin());
+  std::copy(values.int64().values().begin(), values.int64().values().end(), value_span.begin());
+  const std::string before(reinterpret_cast<const char*>((*region)->data()), n * 12);
+  v1::TopKRequest by_reference;
+  client::ToProto(*(*region)->Ref(key_span.data(), n, v1::ELEMENT_TYPE_FLOAT32),
+                  by_reference.mutable_keys_region());
+  client::ToProto(*(*region)->Ref(value_span.data(), n, v1::ELEMENT_TYPE_INT64),
+                  by_reference.mutable_values_region());
+  by_reference.set_k(50);
+  by_reference.set_order(v1::SORT_ORDER_DESCENDING);
+  by_reference.set_return_indices(true);
+  by_reference.set_row_length(1000);
+  v1::TopKRequest inline_request = by_reference;
+  inline_request.clear_keys_region();
+  inline_request.clear_values_region();
+  *inline_request.mutable_keys() = keys;
+  *inline_request.mutable_values() = values;
+  v1::TopKResponse from_region, from_inline;
+  grpc::Status status = TopK(by_reference, &from_region);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_TRUE(TopK(inline_request, &from_inline).ok());
+  EXPECT_EQ(from_region.SerializeAsString(), from_inline.SerializeAsString());
+  EXPECT_EQ(from_region.indices_size(), 60 * 50);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*region)->data()), n * 12), before);
+
+  auto refused = [&](const std::function<void(v1::TopKRequest*)>& edit) {
+    v1::TopKRequest request = by_reference;
+    edit(&request);
+    v1::TopKResponse response;
+    grpc::Status status = TopK(request, &response);
+    EXPECT_FALSE(status.ok());
+    return std::to_string(status.error_code()) + " " + status.error_message();
+  };
+  EXPECT_NE(refused([](v1::TopKRequest* r) { r->mutable_keys()->mutable_int32()->add_values(1); })
+                .find("keys: leave unset when keys_region is set"),
+            std::string::npos);
+  EXPECT_NE(refused([](v1::TopKRequest* r) { r->mutable_values_region()->set_count(5); })
+                .find("values_region: count 5 does not match keys_region's 60000"),
+            std::string::npos);
+  EXPECT_EQ(refused([](v1::TopKRequest* r) { r->mutable_keys_region()->set_region("nope"); })
+                .substr(0, 2),
+            "5 ");  // NOT_FOUND
+  EXPECT_NE(refused([](v1::TopKRequest* r) { r->mutable_keys_region()->set_count(n * 3); })
+                .find("keys_region"),
+            std::string::npos);
+  EXPECT_NE(refused([](v1::TopKRequest* r) {
+              r->clear_keys_region();
+              *r->mutable_keys() = Keys("float32", 60000, 1);
+            }).find("values_region: needs keys_region"),
+            std::string::npos);
+}
+
+// Without --shared_memory, a TopK naming a region is refused as Sort's is.
+TEST_F(TopKTest, RegionsOffRefuseRegionKeys) {
+  v1::TopKRequest request;
+  request.mutable_keys_region()->set_region("r");
+  request.mutable_keys_region()->set_count(4);
+  request.mutable_keys_region()->set_type(v1::ELEMENT_TYPE_UINT32);
+  request.set_k(2);
+  v1::TopKResponse response;
+  grpc::Status status = TopK(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("shared-memory regions are off"), std::string::npos);
+}
+
+// The C++ client's TopK: one array and rows, against the Sort.
+TEST_F(TopKTest, TheCppClientAsksForKAndRows) {
+  auto c = ::sortd::testing::Connect(*server_);
+  std::vector<int64_t> keys(5000);
+  std::mt19937_64 rng(12);
+  for (int64_t& key : keys) key = static_cast<int64_t>(rng() % 100) - 50;
+  auto top = c->TopK<int64_t>(keys, 10, v1::SORT_ORDER_DESCENDING, true);
+  ASSERT_TRUE(top.ok()) << top.status();
+  auto sorted = c->Sort<int64_t>(keys, v1::SORT_ORDER_DESCENDING, true);
+  ASSERT_TRUE(sorted.ok());
+  EXPECT_EQ(top->keys, std::vector<int64_t>(sorted->keys.begin(), sorted->keys.begin() + 10));
+  EXPECT_EQ(top->indices,
+            std::vector<uint64_t>(sorted->indices.begin(), sorted->indices.begin() + 10));
+  client::TopKSegments rows;
+  rows.row_length = 500;
+  auto per_row = c->TopK<int64_t>(keys, 3, v1::SORT_ORDER_ASCENDING, true, rows);
+  ASSERT_TRUE(per_row.ok()) << per_row.status();
+  EXPECT_EQ(per_row->keys.size(), 30u);
+  auto first_row = c->Sort<int64_t>(absl::MakeConstSpan(keys.data(), 500),
+                                    v1::SORT_ORDER_ASCENDING, true);
+  ASSERT_TRUE(first_row.ok());
+  EXPECT_EQ(std::vector<uint64_t>(per_row->indices.begin(), per_row->indices.begin() + 3),
+            std::vector<uint64_t>(first_row->indices.begin(), first_row->indices.begin() + 3));
+  EXPECT_TRUE(absl::IsInvalidArgument(c->TopK<int64_t>(keys, 0).status()));
 }
 
 }  // namespace

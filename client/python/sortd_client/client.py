@@ -316,6 +316,9 @@ class Client:
         return_indices). A request over max_message_bytes (fixed-width
         arrays) goes as several TopK calls: groups of rows or segments, or
         pieces of one array whose first k are merged by one more call.
+        Keys (and values) in this client's system regions (shared_array;
+        the server needs --shared_memory=system) go by reference, read
+        where they lie: one small message whatever their size.
         """
         res = self.topk_full(keys, k, largest, return_indices, values, segment_lengths,
                              request_id, timeout, nulls)
@@ -341,7 +344,8 @@ class Client:
             return piece.result(raw, want_indices, _engine_name)
 
         budget = self.max_message_bytes - HEADROOM
-        if call.request_bytes() <= budget:
+        # Arrays in this client's system regions go by reference.
+        if call.by_reference(self._regions) or call.request_bytes() <= budget:
             return one(call, bool(return_indices))
         # Over one message: pieces of rows, of segments, or of the array.
         res = split_call(call, budget, one)

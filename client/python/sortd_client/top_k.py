@@ -60,6 +60,8 @@ class TopKInput:
             values = self._flat_values(values, arr.shape)
         # The 1-D arrays as given (rows flattened), for pieces of them.
         self.flat_keys, self.flat_values = keys, values
+        # RegionSlices when the arrays lie in this client's system regions.
+        self.keys_slice = self.values_slice = None
         self.keys = TypedInput(keys, "keys")
         self.values = None if values is None else TypedInput(values, "values")
         if self.values is not None and self.values.n != self.keys.n:
@@ -93,8 +95,24 @@ class TopKInput:
             raise ValueError("values: shape %s, keys %s" % (v.shape, shape))
         return np.ascontiguousarray(v).reshape(-1)
 
+    def by_reference(self, regions):
+        """Sends the arrays as region slices when keys (and values, if any)
+        lie in system regions of this client (regions.locate), read where
+        they lie; else they travel in the message. Whether they do."""
+        keys = regions.locate(self.flat_keys, "keys", strict=False)
+        values = (None if self.flat_values is None
+                  else regions.locate(self.flat_values, "values", strict=False))
+        if keys is None or keys.cuda or (self.flat_values is not None and
+                                         (values is None or values.cuda)):
+            return False
+        self.keys_slice = keys.slice
+        self.values_slice = None if values is None else values.slice
+        return True
+
     def request_bytes(self):
         """About the serialized request's size (the arrays exactly)."""
+        if self.keys_slice is not None:
+            return 256 + (0 if self.lengths is None else 10 * len(self.lengths))
         segments = 0 if self.lengths is None else 10 * len(self.lengths)
         values = 0 if self.values is None else self.values.encoded_size()
         return self.keys.encoded_size() + values + segments + 64
@@ -114,11 +132,15 @@ class TopKInput:
 
     def request(self, return_indices, request_id):
         """The serialized TopKRequest."""
-        parts = (wire.len_field(1, self.keys.parts()) + wire.varint_field(2, self.k)
+        keys = (wire.len_field(10, [self.keys_slice.SerializeToString()])
+                if self.keys_slice is not None else wire.len_field(1, self.keys.parts()))
+        parts = (keys + wire.varint_field(2, self.k)
                  + wire.varint_field(3, self.order) + wire.varint_field(4, return_indices)
                  + wire.string_field(6, request_id) + wire.varint_field(7, self.nulls)
                  + wire.varint_field(8, self.row_length))
-        if self.values is not None:
+        if self.values_slice is not None:
+            parts += wire.len_field(11, [self.values_slice.SerializeToString()])
+        elif self.values is not None:
             parts += wire.len_field(5, self.values.parts())
         if self.lengths is not None and self.lengths.size:
             packed = b"".join(wire.varint(int(x)) for x in self.lengths)
