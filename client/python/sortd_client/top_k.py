@@ -195,50 +195,57 @@ def split_segments(array, counts):
 
 # Pieces of a split call in flight at once.
 PARALLEL_PIECES = 4
+# Bytes of a request or answer besides its arrays (tags, lengths, k, ids).
+_OVERHEAD = 4096 + 256
 
 
 def split_call(call, budget, one):
-    """A call whose request is over `budget` bytes, as several TopK calls of
-    at most that: rows or segments grouped into pieces (each answered as
-    it stands), or one array cut into pieces whose first k are candidates,
-    the first k of which (the pieces' answers concatenated in order, so
-    equal keys keep the earliest positions) is the answer. one(piece,
-    return_indices) makes one call. Fixed-width arrays only."""
+    """A call whose request is over `budget` bytes, as several TopK calls
+    whose requests and answers are at most that: rows or segments grouped
+    into pieces (each answered as it stands), or one array cut into pieces
+    whose first k are candidates, the first k of which (the pieces' answers
+    concatenated in order, so equal keys keep the earliest positions) is
+    the answer. one(piece, return_indices) makes one call. Fixed-width
+    arrays only."""
     if call.keys.is_bytes or (call.values is not None and call.values.is_bytes):
         raise ValueError("TopK of byte strings travels in one message: the request is about "
                          "%d bytes, over this client's %d (max_message_bytes)"
                          % (call.request_bytes(), budget))
     width = call.keys.wire_dtype.itemsize
     vwidth = 0 if call.values is None else call.values.wire_dtype.itemsize
-    if call.kept() * (width + 8 + vwidth) > budget:
-        raise ValueError("the answer, %d keys with their indices, is more than one message "
-                         "(%d bytes, max_message_bytes): ask for a smaller k, or sort()"
-                         % (call.kept(), budget))
-    per = width + vwidth
+    per = width + vwidth          # request bytes a key
+    back = width + 8 + vwidth     # answer bytes a kept key
+    # Room for the arrays: the fields around them take less than this.
+    room = budget - _OVERHEAD
     if call.rows is not None:
-        rows_per = budget // (call.row_length * per)
+        kept = min(call.k, call.row_length)
+        rows_per = room // max(call.row_length * per, kept * back)
         if rows_per == 0:
             raise ValueError("one row of %d keys is more than one message (%d bytes)"
                              % (call.row_length, budget))
         bounds = [(r * call.row_length, min(r + rows_per, call.rows) * call.row_length)
                   for r in range(0, call.rows, rows_per)]
-        parts = _map(one, [call.piece(a, b) for a, b in bounds], True)
-        return _joined(parts, call, axis_rows=True)
+        return _joined(_map(one, [call.piece(a, b) for a, b in bounds], True), call)
     if call.lengths is not None:
         groups, start, size, group = [], 0, 0, []
         for length in call.lengths.tolist():
-            if length * per > budget:
+            cost = max(length * per, min(call.k, length) * back) + 20  # and its count, length
+            if cost > room:
                 raise ValueError("a segment of %d keys is more than one message (%d bytes)"
                                  % (length, budget))
-            if size + length * per + 10 * (len(group) + 1) > budget and group:
+            if size + cost > room and group:
                 groups.append((start, group))
                 start, size, group = start + sum(group), 0, []
             group.append(length)
-            size += length * per
+            size += cost
         groups.append((start, group))
-        parts = _map(one, [call.piece(a, a + sum(g), g) for a, g in groups], True)
-        return _joined(parts, call, axis_rows=False)
-    step = budget // per
+        pieces = [call.piece(a, a + sum(g), g) for a, g in groups]
+        return _joined(_map(one, pieces, True), call)
+    if call.kept() * back > room:
+        raise ValueError("the answer, %d keys with their indices, is more than one message "
+                         "(%d bytes, max_message_bytes): ask for a smaller k, or sort()"
+                         % (call.kept(), budget))
+    step = room // per
     bounds = [(a, min(a + step, call.keys.n)) for a in range(0, call.keys.n, step)]
     parts = _map(one, [call.piece(a, b) for a, b in bounds], True)
     cand_keys = _concat([p.keys for p in parts])
@@ -261,7 +268,7 @@ def _concat(arrays):
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
-def _joined(parts, call, axis_rows):
+def _joined(parts, call):
     """The answers of consecutive pieces of rows or segments as one."""
     values = None if call.values is None else _concat([p.values for p in parts])
     return TopKResult(_concat([p.keys for p in parts]), _concat([p.indices for p in parts]),
