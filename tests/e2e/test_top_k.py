@@ -209,7 +209,7 @@ class TopKTest(unittest.TestCase):
 
     def test_counted_and_bytes_back_proportional_to_k(self):
         before = scrape(self.server.metrics_url)
-        keys = np.random.default_rng(6).random(1 << 20)  # 8 MiB
+        keys = np.random.default_rng(6).random(1 << 19)  # 4 MiB: one message
         self.client.topk(keys, 100)
         after = scrape(self.server.metrics_url)
 
@@ -217,9 +217,16 @@ class TopKTest(unittest.TestCase):
             return total(after, name, **labels) - total(before, name, **labels)
 
         self.assertEqual(grew("sortd_requests_total", method="TopK", code="OK"), 1)
-        self.assertEqual(grew("sortd_bytes_received_total", method="TopK"), 8 << 20)
+        self.assertEqual(grew("sortd_bytes_received_total", method="TopK"), 4 << 20)
         # 100 keys and 100 indices back, not the array.
         self.assertEqual(grew("sortd_bytes_sent_total", method="TopK"), 100 * (8 + 8))
+        # 12 MiB: two pieces of at most 8 MiB (top_k.PIECE_BYTES) in
+        # parallel, then one call over their 200 candidates.
+        before = scrape(self.server.metrics_url)
+        self.client.topk(np.random.default_rng(7).random(3 << 19), 100)
+        after = scrape(self.server.metrics_url)
+        self.assertEqual(grew("sortd_requests_total", method="TopK", code="OK"), 3)
+        self.assertEqual(grew("sortd_bytes_received_total", method="TopK"), (12 << 20) + 1600)
 
     @unittest.skipIf(SORTCTL is None, "SORTCTL_BIN not set")
     def test_sortctl_topk(self):

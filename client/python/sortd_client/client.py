@@ -19,6 +19,7 @@ from . import progress as progress_module
 from .regions import Regions, SharedArray
 from .responses import SORT_PAIRS_RESPONSE, SORT_RESPONSE, read_response
 from .session import SessionTransport
+from . import top_k as top_k_module
 from .top_k import TopKInput, split_call, split_segments
 
 _SERVICE = sort_pb2.DESCRIPTOR.services_by_name["SortService"].full_name
@@ -313,9 +314,11 @@ class Client:
         segment. A k past a length keeps all of it, sorted; k < 1 is a
         ValueError. values: as many as keys (same shape), returned for the
         kept keys: (keys, indices, values) then (indices None without
-        return_indices). A request over max_message_bytes (fixed-width
-        arrays) goes as several TopK calls: groups of rows or segments, or
-        pieces of one array whose first k are merged by one more call.
+        return_indices). A request over 8 MiB (top_k.PIECE_BYTES; fixed-
+        width arrays) goes as several TopK calls of about that, four in
+        flight at once: groups of rows or segments, or pieces of one array
+        whose first k are merged by one more call; none over
+        max_message_bytes.
         Keys (and values) in this client's system regions (shared_array;
         the server needs --shared_memory=system) go by reference, read
         where they lie: one small message whatever their size.
@@ -345,10 +348,11 @@ class Client:
 
         budget = self.max_message_bytes - HEADROOM
         # Arrays in this client's system regions go by reference.
-        if call.by_reference(self._regions) or call.request_bytes() <= budget:
+        if (call.by_reference(self._regions)
+                or call.request_bytes() <= min(top_k_module.PIECE_BYTES, budget)):
             return one(call, bool(return_indices))
-        # Over one message: pieces of rows, of segments, or of the array.
-        res = split_call(call, budget, one)
+        # Large: pieces of rows, of segments, or of the array, in parallel.
+        res = split_call(call, budget, one, top_k_module.PIECE_BYTES)
         return res if return_indices else res._replace(indices=None)
 
     def sort_table(self, columns, by, ascending=True, nulls="last", return_columns=False,

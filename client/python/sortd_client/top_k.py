@@ -193,17 +193,23 @@ def split_segments(array, counts):
     return np.split(array, bounds)
 
 
-# Pieces of a split call in flight at once.
+# Requests over this many bytes go as pieces of about it, PARALLEL_PIECES
+# in flight at once: measured on the dev VM (loopback, 2^24 float32 keys,
+# k = 100), one 64 MiB message took 231 ms, pieces of 32 / 16 / 8 / 4 MiB
+# 147 / 120 / 88 / 107 ms (bench/top_k_e2e.py --max_message_bytes).
+PIECE_BYTES = 8 << 20
 PARALLEL_PIECES = 4
 # Bytes of a request or answer besides its arrays (tags, lengths, k, ids).
 _OVERHEAD = 4096 + 256
 
 
-def split_call(call, budget, one):
-    """A call whose request is over `budget` bytes, as several TopK calls
-    whose requests and answers are at most that: rows or segments grouped
-    into pieces (each answered as it stands), or one array cut into pieces
-    whose first k are candidates, the first k of which (the pieces' answers
+def split_call(call, budget, one, piece_bytes=PIECE_BYTES):
+    """A call whose request is over piece_bytes, as several TopK calls of
+    about that much each (several in flight at once: the uploads overlap
+    each other and the server's selections), none of whose requests or
+    answers is over `budget` (one message): rows or segments grouped into
+    pieces, each answered as it stands; or one array cut into pieces whose
+    first k are candidates, the first k of which (the pieces' answers
     concatenated in order, so equal keys keep the earliest positions) is
     the answer. one(piece, return_indices) makes one call. Fixed-width
     arrays only."""
@@ -217,12 +223,14 @@ def split_call(call, budget, one):
     back = width + 8 + vwidth     # answer bytes a kept key
     # Room for the arrays: the fields around them take less than this.
     room = budget - _OVERHEAD
+    piece_room = max(min(piece_bytes, budget) - _OVERHEAD, 1)
     if call.rows is not None:
         kept = min(call.k, call.row_length)
-        rows_per = room // max(call.row_length * per, kept * back)
-        if rows_per == 0:
+        row_cost = max(call.row_length * per, kept * back)
+        if row_cost > room:
             raise ValueError("one row of %d keys is more than one message (%d bytes)"
                              % (call.row_length, budget))
+        rows_per = max(piece_room // row_cost, 1)
         bounds = [(r * call.row_length, min(r + rows_per, call.rows) * call.row_length)
                   for r in range(0, call.rows, rows_per)]
         return _joined(_map(one, [call.piece(a, b) for a, b in bounds], True), call)
@@ -233,7 +241,7 @@ def split_call(call, budget, one):
             if cost > room:
                 raise ValueError("a segment of %d keys is more than one message (%d bytes)"
                                  % (length, budget))
-            if size + cost > room and group:
+            if size + cost > piece_room and group:
                 groups.append((start, group))
                 start, size, group = start + sum(group), 0, []
             group.append(length)
@@ -245,7 +253,10 @@ def split_call(call, budget, one):
         raise ValueError("the answer, %d keys with their indices, is more than one message "
                          "(%d bytes, max_message_bytes): ask for a smaller k, or sort()"
                          % (call.kept(), budget))
-    step = room // per
+    # Pieces of at least 2k keys, so that every round of candidates is at
+    # most half the keys before it (k keys with indices fit one message,
+    # so 2k keys do too).
+    step = min(room // per, max(piece_room // per, 2 * call.k))
     bounds = [(a, min(a + step, call.keys.n)) for a in range(0, call.keys.n, step)]
     parts = _map(one, [call.piece(a, b) for a, b in bounds], True)
     cand_keys = _concat([p.keys for p in parts])
@@ -253,8 +264,8 @@ def split_call(call, budget, one):
                                for p, (a, _) in zip(parts, bounds)])
     cand_values = None if call.values is None else _concat([p.values for p in parts])
     final_call = TopKInput(cand_keys, call.k, call.largest, cand_values, None, call.nulls_name)
-    final = (one(final_call, True) if final_call.request_bytes() <= budget
-             else split_call(final_call, budget, one))
+    final = (one(final_call, True) if final_call.request_bytes() <= min(piece_bytes, budget)
+             else split_call(final_call, budget, one, piece_bytes))
     return TopKResult(final.keys, cand_pos[final.indices.astype(np.intp)], final.values, None,
                       final.request_id, final.engine)
 
