@@ -50,6 +50,24 @@ void BM_TopK(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
 
+// Rows (the retrieval shape): every row's first k, one thread, row after
+// row, as the TopK RPC's per-segment tasks run them.
+template <typename T>
+void BM_TopKRows(benchmark::State& state) {
+  const size_t rows = static_cast<size_t>(state.range(0));
+  const size_t cols = static_cast<size_t>(state.range(1));
+  const size_t k = static_cast<size_t>(state.range(2));
+  const std::vector<T> keys = RandomKeys<T>(rows * cols);
+  for (auto _ : state) {
+    for (size_t r = 0; r < rows; ++r) {
+      sortd::cpu::TopKResult<T> top = sortd::cpu::TopK<T>(
+          absl::MakeConstSpan(keys.data() + r * cols, cols), k, sortd::SortOrder::kDescending);
+      benchmark::DoNotOptimize(top.indices.data());
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(rows * cols));
+}
+
 // The full sort a user does instead: copy (not timed), sort (with indices).
 template <typename T>
 void BM_FullSort(benchmark::State& state) {
@@ -76,6 +94,8 @@ void BM_FullSort(benchmark::State& state) {
 BENCHMARK(BM_TopK<uint32_t>)->Args({1 << 24, 100})->Args({1 << 24, 10000})->Args({1 << 20, 100})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_TopK<float>)->Args({1 << 24, 100})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TopKRows<float>)->Args({4096, 1024, 10})->Args({4096, 1024, 100})
+    ->Args({4096, 256, 100})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FullSort<uint32_t>)->Args({1 << 24, 0})->Args({1 << 24, 1})->Args({1 << 20, 1})
     ->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_FullSort<float>)->Args({1 << 24, 1})->Unit(benchmark::kMillisecond)->UseManualTime();
