@@ -243,6 +243,20 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(json.loads(r.stdout)["values"]["int32"]["values"], [2, 1])
 
     @unittest.skipUnless(BUF, "BUF_BIN not set")
+    def test_buf_curl_top_k_through_reflection(self):
+        r = self.buf_curl("TopK", {"keys": {"int32": {"values": [5, -1, 9, 5, 7, 0]}}, "k": "3",
+                                   "order": "SORT_ORDER_DESCENDING", "returnIndices": True,
+                                   "rowLength": "3"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        # Rows [5, -1, 9] and [5, 7, 0]: each row's own order, positions in the row.
+        self.assertEqual(out["keys"]["int32"]["values"], [9, 5, -1, 7, 5, 0])
+        self.assertEqual(out["indices"], ["2", "0", "1", "1", "0", "2"])
+        r = self.buf_curl("TopK", {"keys": {"int32": {"values": [1, 2]}}})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("k: must be at least 1", r.stdout + r.stderr)
+
+    @unittest.skipUnless(BUF, "BUF_BIN not set")
     def test_buf_curl_bad_input_names_the_field(self):
         r = self.buf_curl("SortPairs", {"keys": {"uint32": {"values": [1, 2]}},
                                         "values": {"uint32": {"values": [1]}}})
