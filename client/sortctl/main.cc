@@ -212,51 +212,81 @@ absl::Status SortThroughRegion(client::SortClient& client, HostArray& array, v1:
   return absl::OkStatus();
 }
 
-int RunSort() {
+// What sort and topk share: the --in array, where the answer goes (--out
+// in --out_format, the positions to --indices_out) and --order.
+struct ArrayJob {
+  HostArray array;
+  std::string out;
+  FileFormat out_format = FileFormat::kNpy;
+  v1::SortOrder order = v1::SORT_ORDER_ASCENDING;
+  bool want_indices = false;
+};
+
+absl::StatusOr<ArrayJob> ReadArrayJob(absl::string_view command) {
+  ArrayJob job;
   const std::string in = absl::GetFlag(FLAGS_in);
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (in.empty() || out.empty()) return Fail(absl::InvalidArgumentError("sort: --in and --out are required"));
+  job.out = absl::GetFlag(FLAGS_out);
+  if (in.empty() || job.out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(command, ": --in and --out are required"));
+  }
   auto in_format = ParseFormat(absl::GetFlag(FLAGS_format), in);
-  if (!in_format.ok()) return Fail(in_format.status());
+  if (!in_format.ok()) return in_format.status();
   const std::string out_format_name = absl::GetFlag(FLAGS_out_format);
-  auto out_format = out_format_name.empty() ? in_format : ParseFormat(out_format_name, out);
-  if (!out_format.ok()) return Fail(out_format.status());
+  auto out_format = out_format_name.empty() ? in_format : ParseFormat(out_format_name, job.out);
+  if (!out_format.ok()) return out_format.status();
+  job.out_format = *out_format;
   const std::string order_name = absl::GetFlag(FLAGS_order);
   if (order_name != "asc" && order_name != "desc") {
-    return Fail(absl::InvalidArgumentError("order: expected asc or desc"));
+    return absl::InvalidArgumentError("order: expected asc or desc");
   }
-  const v1::SortOrder order = order_name == "desc" ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING;
+  job.order = order_name == "desc" ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING;
   auto array = ReadArray(in, *in_format, absl::GetFlag(FLAGS_type));
-  if (!array.ok()) return Fail(array.status());
+  if (!array.ok()) return array.status();
+  job.array = *std::move(array);
+  job.want_indices = !absl::GetFlag(FLAGS_indices_out).empty();
+  return job;
+}
+
+absl::Status WriteArrayJob(const ArrayJob& job, const std::vector<uint64_t>& indices) {
+  absl::Status status = WriteArray(job.out, job.out_format, job.array);
+  if (!status.ok() || !job.want_indices) return status;
+  const std::string path = absl::GetFlag(FLAGS_indices_out);
+  HostArray idx{"uint64", {}, {}};
+  idx.raw.resize(indices.size() * 8);
+  if (!indices.empty()) std::memcpy(idx.raw.data(), indices.data(), idx.raw.size());
+  auto idx_format = ParseFormat("auto", path);
+  if (!idx_format.ok()) return idx_format.status();
+  return WriteArray(path, *idx_format, idx);
+}
+
+// fn(T{}) for the C++ type of an array type name (std::string: bytes).
+template <typename Fn>
+absl::Status VisitArrayType(const std::string& t, Fn fn) {
+  if (t == "uint32") return fn(uint32_t{});
+  if (t == "int32") return fn(int32_t{});
+  if (t == "float32") return fn(float{});
+  if (t == "uint64") return fn(uint64_t{});
+  if (t == "int64") return fn(int64_t{});
+  if (t == "float64") return fn(double{});
+  return fn(std::string{});
+}
+
+int RunSort() {
+  absl::StatusOr<ArrayJob> job = ReadArrayJob("sort");
+  if (!job.ok()) return Fail(job.status());
   ProgressBar progress;
   auto c = MakeClient(&progress);
   if (!c.ok()) return Fail(c.status());
-  const bool want_indices = !absl::GetFlag(FLAGS_indices_out).empty();
   std::vector<uint64_t> indices;
-  absl::Status status;
-  const std::string& t = array->type;
-  if (absl::GetFlag(FLAGS_shm)) {
-    status = SortThroughRegion(**c, *array, order, want_indices, &indices);
-  } else if (t == "uint32") status = SortTyped<uint32_t>(**c, *array, order, want_indices, &indices);
-  else if (t == "int32") status = SortTyped<int32_t>(**c, *array, order, want_indices, &indices);
-  else if (t == "float32") status = SortTyped<float>(**c, *array, order, want_indices, &indices);
-  else if (t == "uint64") status = SortTyped<uint64_t>(**c, *array, order, want_indices, &indices);
-  else if (t == "int64") status = SortTyped<int64_t>(**c, *array, order, want_indices, &indices);
-  else if (t == "float64") status = SortTyped<double>(**c, *array, order, want_indices, &indices);
-  else status = SortTyped<std::string>(**c, *array, order, want_indices, &indices);
-  if (!status.ok()) return Fail(status);
-  status = WriteArray(out, *out_format, *array);
-  if (!status.ok()) return Fail(status);
-  if (want_indices) {
-    const std::string path = absl::GetFlag(FLAGS_indices_out);
-    HostArray idx{"uint64", {}, {}};
-    idx.raw.resize(indices.size() * 8);
-    if (!indices.empty()) std::memcpy(idx.raw.data(), indices.data(), idx.raw.size());
-    auto idx_format = ParseFormat("auto", path);
-    status = WriteArray(path, *idx_format, idx);
-    if (!status.ok()) return Fail(status);
-  }
-  return 0;
+  absl::Status status =
+      absl::GetFlag(FLAGS_shm)
+          ? SortThroughRegion(**c, job->array, job->order, job->want_indices, &indices)
+          : VisitArrayType(job->array.type, [&](auto t) {
+              return SortTyped<decltype(t)>(**c, job->array, job->order, job->want_indices,
+                                            &indices);
+            });
+  if (status.ok()) status = WriteArrayJob(*job, indices);
+  return status.ok() ? 0 : Fail(status);
 }
 
 template <typename T>
@@ -284,51 +314,21 @@ absl::Status TopKTyped(client::SortClient& c, HostArray& array, uint64_t k, v1::
 // sortctl topk: the first k keys of the file's array (or of every row) in
 // --order (asc: the smallest; desc: the largest), written sorted.
 int RunTopK() {
-  const std::string in = absl::GetFlag(FLAGS_in);
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (in.empty() || out.empty()) return Fail(absl::InvalidArgumentError("topk: --in and --out are required"));
   const uint64_t k = absl::GetFlag(FLAGS_k);
   if (k == 0) return Fail(absl::InvalidArgumentError("topk: --k must be at least 1"));
-  auto in_format = ParseFormat(absl::GetFlag(FLAGS_format), in);
-  if (!in_format.ok()) return Fail(in_format.status());
-  const std::string out_format_name = absl::GetFlag(FLAGS_out_format);
-  auto out_format = out_format_name.empty() ? in_format : ParseFormat(out_format_name, out);
-  if (!out_format.ok()) return Fail(out_format.status());
-  const std::string order_name = absl::GetFlag(FLAGS_order);
-  if (order_name != "asc" && order_name != "desc") {
-    return Fail(absl::InvalidArgumentError("order: expected asc or desc"));
-  }
-  const v1::SortOrder order = order_name == "desc" ? v1::SORT_ORDER_DESCENDING : v1::SORT_ORDER_ASCENDING;
-  auto array = ReadArray(in, *in_format, absl::GetFlag(FLAGS_type));
-  if (!array.ok()) return Fail(array.status());
+  absl::StatusOr<ArrayJob> job = ReadArrayJob("topk");
+  if (!job.ok()) return Fail(job.status());
   auto c = MakeClient();
   if (!c.ok()) return Fail(c.status());
   client::TopKSegments segments;
   segments.row_length = absl::GetFlag(FLAGS_row_length);
-  const bool want_indices = !absl::GetFlag(FLAGS_indices_out).empty();
   std::vector<uint64_t> indices;
-  absl::Status status;
-  const std::string& t = array->type;
-  if (t == "uint32") status = TopKTyped<uint32_t>(**c, *array, k, order, want_indices, segments, &indices);
-  else if (t == "int32") status = TopKTyped<int32_t>(**c, *array, k, order, want_indices, segments, &indices);
-  else if (t == "float32") status = TopKTyped<float>(**c, *array, k, order, want_indices, segments, &indices);
-  else if (t == "uint64") status = TopKTyped<uint64_t>(**c, *array, k, order, want_indices, segments, &indices);
-  else if (t == "int64") status = TopKTyped<int64_t>(**c, *array, k, order, want_indices, segments, &indices);
-  else if (t == "float64") status = TopKTyped<double>(**c, *array, k, order, want_indices, segments, &indices);
-  else status = TopKTyped<std::string>(**c, *array, k, order, want_indices, segments, &indices);
-  if (!status.ok()) return Fail(status);
-  status = WriteArray(out, *out_format, *array);
-  if (!status.ok()) return Fail(status);
-  if (want_indices) {
-    const std::string path = absl::GetFlag(FLAGS_indices_out);
-    HostArray idx{"uint64", {}, {}};
-    idx.raw.resize(indices.size() * 8);
-    if (!indices.empty()) std::memcpy(idx.raw.data(), indices.data(), idx.raw.size());
-    auto idx_format = ParseFormat("auto", path);
-    status = WriteArray(path, *idx_format, idx);
-    if (!status.ok()) return Fail(status);
-  }
-  return 0;
+  absl::Status status = VisitArrayType(job->array.type, [&](auto t) {
+    return TopKTyped<decltype(t)>(**c, job->array, k, job->order, job->want_indices, segments,
+                                  &indices);
+  });
+  if (status.ok()) status = WriteArrayJob(*job, indices);
+  return status.ok() ? 0 : Fail(status);
 }
 
 int RunHealth() {

@@ -17,19 +17,20 @@ using Word = typename OrderedBits<T>::Word;
 template <typename W>
 using Candidate = std::pair<W, uint64_t>;
 
-// Where k is this large a share of a part (1/kSelectShare or more), the
-// heap takes most keys in, each a pop and a push: selecting among all the
-// part's candidates at once (nth_element) is cheaper. Measured on the dev
-// VM (Zen 3), rows of 1024 float32, k = 100: 80 ms for 4096 rows by the
-// heap (bench/top_k_bench.cc, BM_TopKRows).
-inline constexpr size_t kSelectShare = 16;
+// Where k is this large a share of a part (1/kTopKSelectShare or more),
+// the heap takes most keys in, each a pop and a push: selecting among all
+// the part's candidates at once (nth_element) is cheaper. Measured on the
+// dev VM (Zen 3), 4096 rows of 1024 float32, k = 100: 68 ms against 82 ms
+// by the heap (bench/top_k_bench.cc, BM_TopKRows). Parts are capped at
+// kTopKSelectMaxKeys there, so its scratch stays small (1 MiB a task).
 
 // The k smallest candidates of keys[begin, end), in no particular order.
 template <typename T>
 std::vector<Candidate<Word<T>>> ScanPart(absl::Span<const T> keys, size_t begin, size_t end,
                                          size_t k, bool descending) {
   using W = Word<T>;
-  if (k * kSelectShare >= end - begin && k < end - begin) {
+  if (k * kTopKSelectShare >= end - begin && k < end - begin &&
+      end - begin <= kTopKSelectMaxKeys) {
     const W flip = descending ? ~W{0} : W{0};
     std::vector<Candidate<W>> all;
     all.reserve(end - begin);

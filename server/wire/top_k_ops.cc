@@ -42,10 +42,6 @@ std::vector<uint64_t> SegmentOffsets(const v1::TopKRequest& request) {
   return offsets;
 }
 
-bool Segmented(const v1::TopKRequest& request) {
-  return request.row_length() > 0 || request.segment_lengths_size() > 0;
-}
-
 // Bytes per element of a fixed-width array (0 for byte strings or unset).
 uint64_t FixedWidth(const v1::TypedArray& array) {
   const uint64_t n = LengthOf(array);
@@ -142,6 +138,18 @@ SelectFn MakeSelector(const v1::TypedArray& keys, SortOrder order, NullPlacement
   return select;
 }
 
+// A slice resolved in its region, refused when that is a CUDA region.
+absl::StatusOr<Slice> ResolveHostSlice(const RegionRegistry& regions, const v1::RegionSlice& ref,
+                                       absl::string_view field) {
+  absl::StatusOr<Slice> slice = Resolve(regions, ref, field);
+  if (slice.ok() && slice->on_device()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ": TopK reads host memory (system regions); a CUDA region's arrays are "
+               "selected by sorting them (Sort), until a GPU select exists"));
+  }
+  return slice;
+}
+
 absl::Status TooLarge(uint64_t bytes, uint64_t limit) {
   return absl::ResourceExhaustedError(absl::StrCat(
       "response: ", bytes, " bytes would exceed the message limit of ", limit,
@@ -162,13 +170,8 @@ absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
   if (request.has_keys_region()) named.emplace_back(&request.keys_region(), "keys_region");
   if (request.has_values_region()) named.emplace_back(&request.values_region(), "values_region");
   for (const auto& [ref, field] : named) {
-    absl::StatusOr<Slice> slice = Resolve(*regions, *ref, field);
+    absl::StatusOr<Slice> slice = ResolveHostSlice(*regions, *ref, field);
     if (!slice.ok()) return slice.status();
-    if (slice->on_device()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          field, ": TopK reads host memory (system regions); a CUDA region's arrays are "
-                 "selected by sorting them (Sort), until a GPU select exists"));
-    }
   }
   return false;
 }
@@ -301,7 +304,22 @@ uint64_t InflightBytes(const v1::TopKRequest& request) {
   // The response: kept keys and values (byte strings: at most all of
   // them), positions twice (in the segment, in the array), the heaps.
   const uint64_t kept_payload = width == 0 ? PayloadBytes(request.keys()) : kept * width;
-  return PayloadIn(request) + scratch + kept_payload + kept * (ValueWidth(request) + 40);
+  // The selection's own scratch (core/cpu/top_k.h), 16 bytes a (word,
+  // position) pair: the parts' heaps of one array (k pairs a part; parts
+  // only past kTopKParallelMinKeys, at most one a max(2^18, 4k) keys) and
+  // the nth_element buffers of parts or segments of at most
+  // kTopKSelectMaxKeys keys (a task at a time; counted for 64 tasks).
+  const uint64_t k = request.k();
+  const uint64_t heaps = kept + std::min(n / 4, n / std::max<uint64_t>(cpu::kTopKParallelMinKeys,
+                                                                      std::min(k, n) * 4) *
+                                                    std::min(k, n));
+  const bool segmented = request.row_length() > 0 || request.segment_lengths_size() > 0;
+  const uint64_t select =
+      std::min<uint64_t>(n, (segmented ? 64 : 1) *
+                                std::min<uint64_t>(cpu::kTopKSelectMaxKeys,
+                                                   std::min(k, n) * cpu::kTopKSelectShare));
+  return PayloadIn(request) + scratch + kept_payload + kept * (ValueWidth(request) + 40) +
+         16 * (2 * heaps + select);  // the heaps, and their union merged
 }
 
 std::optional<DataType> KeyTypeOf(const v1::TopKRequest& request) {
@@ -323,13 +341,15 @@ absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response,
   // Region slices, held (mapped) until the answer is gathered.
   std::optional<Slice> keys_slice, values_slice;
   if (UsesRegions(request)) {
-    absl::StatusOr<bool> checked = CheckRegionReferences(regions, request);
-    if (!checked.ok()) return checked.status();
-    absl::StatusOr<Slice> keys = Resolve(*regions, request.keys_region(), "keys_region");
+    // Resolved again: a region may have been re-registered since admission.
+    absl::Status enabled = CheckRegionsEnabled(regions);
+    if (!enabled.ok()) return enabled;
+    absl::StatusOr<Slice> keys = ResolveHostSlice(*regions, request.keys_region(), "keys_region");
     if (!keys.ok()) return keys.status();
     keys_slice = *std::move(keys);
     if (request.has_values_region()) {
-      absl::StatusOr<Slice> values = Resolve(*regions, request.values_region(), "values_region");
+      absl::StatusOr<Slice> values =
+          ResolveHostSlice(*regions, request.values_region(), "values_region");
       if (!values.ok()) return values.status();
       values_slice = *std::move(values);
     }

@@ -93,6 +93,11 @@ class TopKTest(unittest.TestCase):
                 want = sorted(range(len(keys)), key=lambda i: (_neg(keys[i]), i))
             self.assertEqual(list(idx), want[:25])
             self.assertEqual(got, [ref[i] for i in want[:25]])
+        # 10 MB of strings: past the 8 MiB pieces of fixed-width arrays, in
+        # one message all the same (strings are not split).
+        many = [b"%099d" % (i * 7919 % 100_000) for i in range(100_000)]
+        got, idx = self.client.topk(many, 3)
+        self.assertEqual(got, sorted(many, reverse=True)[:3])
         text = np.array(["b", "č", "a", "ab", "č"], dtype="U2")
         got, idx = self.client.topk(text, 2)
         np.testing.assert_array_equal(got, np.array(["č", "č"], dtype="U2"))

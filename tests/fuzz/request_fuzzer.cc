@@ -259,13 +259,7 @@ void FuzzSortTable(const uint8_t* data, size_t size) {
     CheckRefusal(valid, "ValidateSortTableRequest", {absl::StatusCode::kInvalidArgument});
     return;
   }
-  const absl::Status fits = CheckResponseFits(request, kMaxResponseBytes);
-  if (!fits.ok()) {
-    CheckRefusal(fits, "CheckResponseFits", {absl::StatusCode::kResourceExhausted});
-    return;
-  }
-  Check(InflightBytes(request) >= PayloadIn(request), "InflightBytes below the payload");
-  if (KeysOf(request) > kMaxKeysSorted) return;
+  if (!Admissible(request)) return;
   v1::SortTableResponse response;
   if (UsesRegions(request)) {
     // Whatever the references: a sort whose permutation (inline, or in the
@@ -309,13 +303,8 @@ void FuzzTopK(const uint8_t* data, size_t size) {
     CheckRefusal(valid, "ValidateTopKRequest", {absl::StatusCode::kInvalidArgument});
     return;
   }
-  const absl::Status fits = CheckResponseFits(request, kMaxResponseBytes);
-  if (!fits.ok()) {
-    CheckRefusal(fits, "CheckResponseFits", {absl::StatusCode::kResourceExhausted});
-    return;
-  }
-  Check(InflightBytes(request) >= PayloadIn(request), "InflightBytes below the payload");
-  if (KeysOf(request) > kMaxKeysSorted || request.segment_lengths_size() > 4096 ||
+  // Many segments cost the reference one sort each: bounded too.
+  if (!Admissible(request) || request.segment_lengths_size() > 4096 ||
       (request.row_length() > 0 && KeysOf(request) / request.row_length() > 4096)) {
     return;
   }

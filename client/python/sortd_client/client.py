@@ -348,8 +348,10 @@ class Client:
 
         budget = self.max_message_bytes - HEADROOM
         # Arrays in this client's system regions go by reference.
-        if (call.by_reference(self._regions)
-                or call.request_bytes() <= min(top_k_module.PIECE_BYTES, budget)):
+        # Byte strings go in one message (up to the limit; split_call
+        # refuses them past it).
+        pieces_from = budget if call.has_strings() else min(top_k_module.PIECE_BYTES, budget)
+        if call.by_reference(self._regions) or call.request_bytes() <= pieces_from:
             return one(call, bool(return_indices))
         # Large: pieces of rows, of segments, or of the array, in parallel.
         res = split_call(call, budget, one, top_k_module.PIECE_BYTES)

@@ -109,6 +109,9 @@ class TopKInput:
         self.values_slice = None if values is None else values.slice
         return True
 
+    def has_strings(self):
+        return self.keys.is_bytes or (self.values is not None and self.values.is_bytes)
+
     def request_bytes(self):
         """About the serialized request's size (the arrays exactly)."""
         if self.keys_slice is not None:
@@ -183,6 +186,8 @@ def split_segments(array, counts):
     """One array per segment, views of `array`, by the kept counts."""
     if array is None:
         return None
+    if counts.size == 0:
+        return []
     bounds = np.cumsum(counts.astype(np.int64))[:-1]
     if isinstance(array, list):
         out, start = [], 0
@@ -213,7 +218,7 @@ def split_call(call, budget, one, piece_bytes=PIECE_BYTES):
     concatenated in order, so equal keys keep the earliest positions) is
     the answer. one(piece, return_indices) makes one call. Fixed-width
     arrays only."""
-    if call.keys.is_bytes or (call.values is not None and call.values.is_bytes):
+    if call.has_strings():
         raise ValueError("TopK of byte strings travels in one message: the request is about "
                          "%d bytes, over this client's %d (max_message_bytes)"
                          % (call.request_bytes(), budget))
@@ -257,14 +262,18 @@ def split_call(call, budget, one, piece_bytes=PIECE_BYTES):
     # most half the keys before it (k keys with indices fit one message,
     # so 2k keys do too).
     step = min(room // per, max(piece_room // per, 2 * call.k))
+    if call.keys.n <= step:
+        return one(call, True)  # one piece: it fits one message as it is
     bounds = [(a, min(a + step, call.keys.n)) for a in range(0, call.keys.n, step)]
     parts = _map(one, [call.piece(a, b) for a, b in bounds], True)
     cand_keys = _concat([p.keys for p in parts])
     cand_pos = np.concatenate([p.indices.astype(np.uint64) + np.uint64(a)
                                for p, (a, _) in zip(parts, bounds)])
     cand_values = None if call.values is None else _concat([p.values for p in parts])
+    # Two pieces or more of at least 2k keys each: fewer candidates than
+    # keys, so the rounds end; the last goes as one message if it fits.
     final_call = TopKInput(cand_keys, call.k, call.largest, cand_values, None, call.nulls_name)
-    final = (one(final_call, True) if final_call.request_bytes() <= min(piece_bytes, budget)
+    final = (one(final_call, True) if final_call.request_bytes() <= budget
              else split_call(final_call, budget, one, piece_bytes))
     return TopKResult(final.keys, cand_pos[final.indices.astype(np.intp)], final.values, None,
                       final.request_id, final.engine)

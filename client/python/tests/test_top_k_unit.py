@@ -102,6 +102,20 @@ class TopKUnitTest(unittest.TestCase):
                 self.assertGreater(len(fake.sizes), 10)
                 self.assertLessEqual(max(fake.sizes), 64 << 10)
 
+    def test_a_large_k_ends_in_one_merge_call(self):
+        # Candidates over the piece size but within one message: one merge
+        # call, not rounds of pieces that never shrink.
+        keys = np.random.default_rng(3).integers(0, 1000, 300_000).astype(np.float64)
+        for n, k, calls in ((100_000, 50_000, 1), (300_000, 60_000, 4)):
+            fake = FakeServer()
+            call = top_k.TopKInput(keys[:n], k, True, None, None, "last")
+            res = top_k.split_call(call, 16 << 20, fake, piece_bytes=64 << 10)
+            np.testing.assert_array_equal(res.indices, order_of(keys[:n], True)[:k])
+            self.assertEqual(len(fake.sizes), calls)
+
+    def test_no_segments_split_into_no_arrays(self):
+        self.assertEqual(top_k.split_segments(np.empty(0), np.empty(0, np.uint64)), [])
+
     def test_split_rows_and_segments_keep_their_shapes(self):
         rng = np.random.default_rng(2)
         rows = rng.integers(0, 9, (300, 100)).astype(np.uint16)

@@ -148,6 +148,11 @@ class SortServiceStub(object):
                 request_serializer=sortd_dot_v1_dot_sort__pb2.SortTableRequest.SerializeToString,
                 response_deserializer=sortd_dot_v1_dot_sort__pb2.SortTableResponse.FromString,
                 )
+        self.TopK = channel.unary_unary(
+                '/sortd.v1.SortService/TopK',
+                request_serializer=sortd_dot_v1_dot_sort__pb2.TopKRequest.SerializeToString,
+                response_deserializer=sortd_dot_v1_dot_sort__pb2.TopKResponse.FromString,
+                )
         self.StartSortSession = channel.unary_unary(
                 '/sortd.v1.SortService/StartSortSession',
                 request_serializer=sortd_dot_v1_dot_sort__pb2.StartSortSessionRequest.SerializeToString,
@@ -223,6 +228,16 @@ class SortServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TopK(self, request, context):
+        """Selection (docs/api.md, "Top-k"): the first k keys of the array's
+        stable sort in `order` (ascending: the k smallest; descending: the k
+        largest), or of every segment, with their positions and optionally
+        their values, without sorting the rest.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StartSortSession(self, request, context):
         """Sort sessions: one large numeric sort whose arrays travel as raw bytes,
         in parts, over as many connections as the client opens (docs/api.md,
@@ -287,6 +302,11 @@ def add_SortServiceServicer_to_server(servicer, server):
                     servicer.SortTable,
                     request_deserializer=sortd_dot_v1_dot_sort__pb2.SortTableRequest.FromString,
                     response_serializer=sortd_dot_v1_dot_sort__pb2.SortTableResponse.SerializeToString,
+            ),
+            'TopK': grpc.unary_unary_rpc_method_handler(
+                    servicer.TopK,
+                    request_deserializer=sortd_dot_v1_dot_sort__pb2.TopKRequest.FromString,
+                    response_serializer=sortd_dot_v1_dot_sort__pb2.TopKResponse.SerializeToString,
             ),
             'StartSortSession': grpc.unary_unary_rpc_method_handler(
                     servicer.StartSortSession,
@@ -406,6 +426,23 @@ class SortService(object):
         return grpc.experimental.unary_unary(request, target, '/sortd.v1.SortService/SortTable',
             sortd_dot_v1_dot_sort__pb2.SortTableRequest.SerializeToString,
             sortd_dot_v1_dot_sort__pb2.SortTableResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def TopK(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sortd.v1.SortService/TopK',
+            sortd_dot_v1_dot_sort__pb2.TopKRequest.SerializeToString,
+            sortd_dot_v1_dot_sort__pb2.TopKResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
