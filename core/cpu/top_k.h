@@ -33,7 +33,7 @@ struct TopKResult {
 // Below this many keys a part, one thread scans the whole array.
 inline constexpr size_t kTopKParallelMinKeys = size_t{1} << 18;
 // Parts (or segments) of at most kTopKSelectMaxKeys keys where k is at
-// least 1/kTopKSelectShare of them are selected by nth_element over all
+// least 1/kTopKSelectShare of them are selected by a radix select over all
 // their (word, position) pairs (16 bytes a key of scratch), the others by
 // a heap of k pairs.
 inline constexpr size_t kTopKSelectShare = 16;

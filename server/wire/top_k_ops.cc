@@ -307,7 +307,7 @@ uint64_t InflightBytes(const v1::TopKRequest& request) {
   // The selection's own scratch (core/cpu/top_k.h), 16 bytes a (word,
   // position) pair: the parts' heaps of one array (k pairs a part; parts
   // only past kTopKParallelMinKeys, at most one a max(2^18, 4k) keys) and
-  // the nth_element buffers of parts or segments of at most
+  // the radix-select buffers of parts or segments of at most
   // kTopKSelectMaxKeys keys (a task at a time; counted for 64 tasks).
   const uint64_t k = request.k();
   const uint64_t heaps = kept + std::min(n / 4, n / std::max<uint64_t>(cpu::kTopKParallelMinKeys,

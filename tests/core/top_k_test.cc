@@ -84,7 +84,7 @@ TYPED_TEST(TopKTypedTest, EqualsTheFirstKOfTheStableSort) {
   for (SortOrder order : {SortOrder::kAscending, SortOrder::kDescending}) {
     for (uint64_t distinct : {uint64_t{3}, uint64_t{1000}, uint64_t{1} << 40}) {
       const std::vector<TypeParam> keys = Keys<TypeParam>(5000, distinct, distinct);
-      // 313 and up: the nth_element path (k * kTopKSelectShare >= n); below, the heap.
+      // 313 and up: the radix-select path (k * kTopKSelectShare >= n); below, the heap.
       for (size_t k : {size_t{1}, size_t{10}, size_t{100}, size_t{312}, size_t{313}, size_t{1000},
                        size_t{4999}, size_t{5000}}) {
         ExpectFirstK(keys, k, order, 1);
