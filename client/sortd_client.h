@@ -157,14 +157,19 @@ class SortClient {
                                      bool return_indices = false);
 
   // The first k keys of the stable sort in `order` (ascending: the k
-  // smallest; descending: the k largest), of the array or of each segment,
-  // in one TopK message (docs/api.md, "Top-k"). k must be at least 1; a k
-  // past a segment's length keeps the whole segment, sorted.
+  // smallest; descending: the k largest), of the array or of each segment
+  // (docs/api.md, "Top-k"). k must be at least 1; a k past a segment's
+  // length keeps the whole segment, sorted. Numeric keys over 8 MiB
+  // (kTopKPieceBytes) go as several TopK calls of about that, four in
+  // flight, none over max_message_bytes: groups of rows or segments, or
+  // pieces of the array whose first k are merged by one more call (an
+  // answer over one message is INVALID_ARGUMENT); byte strings in one.
   template <typename T>
   absl::StatusOr<TopKResult<T>> TopK(absl::Span<const T> keys, uint64_t k,
                                      v1::SortOrder order = v1::SORT_ORDER_ASCENDING,
                                      bool return_indices = false,
                                      const TopKSegments& segments = {});
+  static constexpr size_t kTopKPieceBytes = size_t{8} << 20;
 
   // Sorts numeric keys into `out` (same length; may be `keys` itself, for an
   // in place sort) and, when `indices` is not empty (same length), writes the
@@ -290,6 +295,18 @@ class SortClient {
       const v1::StartSortSessionRequest& start, const std::vector<ArrayPlan>& uploads,
       const std::vector<ArrayPlan>& downloads, int connections, absl::Duration timeout,
       const std::function<void(const TransferProgress&)>& progress);
+  // One TopK message.
+  template <typename T>
+  absl::StatusOr<TopKResult<T>> TopKOne(absl::Span<const T> keys, uint64_t k,
+                                        v1::SortOrder order, bool return_indices,
+                                        const TopKSegments& segments);
+  // TopK of numeric keys as pieces (TopK's comment); `budget`: the bytes
+  // of arrays one message holds.
+  template <typename T>
+  absl::StatusOr<TopKResult<T>> TopKInPieces(absl::Span<const T> keys, uint64_t k,
+                                             v1::SortOrder order, bool return_indices,
+                                             const TopKSegments& segments, size_t budget);
+
   // SortTable through a table session (fixed-width columns only).
   absl::StatusOr<v1::SortTableResponse> SortTableInSession(const v1::SortTableRequest& request);
 

@@ -3,7 +3,12 @@
 #define SORTD_CLIENT_SORTD_CLIENT_IMPL_H_
 
 #include <algorithm>
+#include <functional>
+#include <future>
 #include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "client/typed_codec.h"
 
@@ -69,10 +74,151 @@ absl::StatusOr<SortResult<T>> SortClient::Sort(absl::Span<const T> keys,
   return result;
 }
 
+// Runs fn(0) .. fn(n - 1), at most `width` at once; the first error.
+inline absl::Status RunPieces(size_t n, size_t width,
+                              const std::function<absl::Status(size_t)>& fn) {
+  absl::Status first;
+  for (size_t start = 0; start < n; start += width) {
+    std::vector<std::future<absl::Status>> wave;
+    for (size_t i = start; i < std::min(n, start + width); ++i) {
+      wave.push_back(std::async(std::launch::async, fn, i));
+    }
+    for (auto& f : wave) {
+      absl::Status s = f.get();
+      if (first.ok() && !s.ok()) first = s;
+    }
+    if (!first.ok()) return first;
+  }
+  return first;
+}
+
 template <typename T>
 absl::StatusOr<TopKResult<T>> SortClient::TopK(absl::Span<const T> keys, uint64_t k,
                                                v1::SortOrder order, bool return_indices,
                                                const TopKSegments& segments) {
+  if constexpr (!std::is_same_v<T, std::string>) {
+    // Room for the arrays: the fields around them (request_id, at most
+    // 4 KiB, included) take less than this.
+    constexpr size_t kFieldsBytes = size_t{64} << 10;
+    const size_t limit = static_cast<size_t>(std::max(options_.max_message_bytes, 1));
+    const size_t budget = limit > 2 * kFieldsBytes ? limit - kFieldsBytes : limit / 2;
+    const size_t bytes = keys.size() * sizeof(T) + 10 * segments.lengths.size();
+    if (k > 0 && bytes > std::min(kTopKPieceBytes, budget)) {
+      return TopKInPieces<T>(keys, k, order, return_indices, segments, budget);
+    }
+  }
+  return TopKOne<T>(keys, k, order, return_indices, segments);
+}
+
+template <typename T>
+absl::StatusOr<TopKResult<T>> SortClient::TopKInPieces(absl::Span<const T> keys, uint64_t k,
+                                                       v1::SortOrder order, bool return_indices,
+                                                       const TopKSegments& segments,
+                                                       size_t budget) {
+  constexpr size_t kInFlight = 4;
+  const size_t piece_bytes = std::min(kTopKPieceBytes, budget);
+  const size_t back = sizeof(T) + 8;  // answer bytes a kept key
+  // Pieces of whole rows or segments: [begin, end) keys and their lengths.
+  struct Piece {
+    size_t begin = 0, end = 0;
+    TopKSegments segments;
+  };
+  std::vector<Piece> pieces;
+  if (segments.row_length > 0 || !segments.lengths.empty()) {
+    std::vector<uint64_t> lengths = segments.lengths;
+    if (segments.row_length > 0) {
+      if (keys.size() % segments.row_length != 0) {
+        return TopKOne<T>(keys, k, order, return_indices, segments);  // the server says why
+      }
+      lengths.assign(keys.size() / segments.row_length, segments.row_length);
+    }
+    size_t at = 0, size = 0;
+    Piece piece;
+    for (uint64_t length : lengths) {
+      const size_t cost = std::max<size_t>(length * sizeof(T), std::min<uint64_t>(k, length) * back) + 20;
+      if (cost > budget) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "segments: one of ", length, " keys is more than one message (", budget, " bytes)"));
+      }
+      if (size + cost > piece_bytes && piece.end > piece.begin) {
+        pieces.push_back(piece);
+        piece = Piece{at, at, {}};
+        size = 0;
+      }
+      piece.end = at + length;
+      if (segments.row_length > 0) {
+        piece.segments.row_length = segments.row_length;
+      } else {
+        piece.segments.lengths.push_back(length);
+      }
+      at += length;
+      size += cost;
+    }
+    pieces.push_back(piece);
+    std::vector<TopKResult<T>> answers(pieces.size());
+    absl::Status status = RunPieces(pieces.size(), kInFlight, [&](size_t i) {
+      absl::StatusOr<TopKResult<T>> answer = TopKOne<T>(
+          keys.subspan(pieces[i].begin, pieces[i].end - pieces[i].begin), k, order,
+          return_indices, pieces[i].segments);
+      if (!answer.ok()) return answer.status();
+      answers[i] = *std::move(answer);
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    TopKResult<T> joined;
+    joined.engine = answers.front().engine;
+    for (TopKResult<T>& a : answers) {
+      joined.keys.insert(joined.keys.end(), a.keys.begin(), a.keys.end());
+      joined.indices.insert(joined.indices.end(), a.indices.begin(), a.indices.end());
+      joined.segment_counts.insert(joined.segment_counts.end(), a.segment_counts.begin(),
+                                   a.segment_counts.end());
+    }
+    return joined;
+  }
+  // One array: pieces of at least 2k keys, so that every round of
+  // candidates is at most half the keys before it.
+  const size_t n = keys.size();
+  if (std::min<uint64_t>(k, n) * back > budget) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "k: ", std::min<uint64_t>(k, n), " keys with their indices are more than one message (",
+        budget, " bytes); ask for a smaller k, or Sort"));
+  }
+  const size_t step = std::min<size_t>(budget / sizeof(T),
+                                       std::max<size_t>(piece_bytes / sizeof(T), 2 * k));
+  if (n <= step) return TopKOne<T>(keys, k, order, return_indices, segments);
+  const size_t count = (n + step - 1) / step;
+  std::vector<TopKResult<T>> answers(count);
+  absl::Status status = RunPieces(count, kInFlight, [&](size_t i) {
+    absl::StatusOr<TopKResult<T>> answer =
+        TopKOne<T>(keys.subspan(i * step, std::min(step, n - i * step)), k, order, true, {});
+    if (!answer.ok()) return answer.status();
+    answers[i] = *std::move(answer);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  // Candidates in piece order, each piece's in its sorted order: among
+  // equal keys the stable selection keeps the earliest positions.
+  std::vector<T> candidates;
+  std::vector<uint64_t> positions;
+  for (size_t i = 0; i < count; ++i) {
+    candidates.insert(candidates.end(), answers[i].keys.begin(), answers[i].keys.end());
+    for (uint64_t p : answers[i].indices) positions.push_back(i * step + p);
+  }
+  absl::StatusOr<TopKResult<T>> merged = TopK<T>(candidates, k, order, true, {});
+  if (!merged.ok()) return merged.status();
+  TopKResult<T> result;
+  result.keys = std::move(merged->keys);
+  result.engine = merged->engine;
+  if (return_indices) {
+    for (uint64_t c : merged->indices) result.indices.push_back(positions[c]);
+  }
+  return result;
+}
+
+template <typename T>
+absl::StatusOr<TopKResult<T>> SortClient::TopKOne(absl::Span<const T> keys, uint64_t k,
+                                                  v1::SortOrder order, bool return_indices,
+                                                  const TopKSegments& segments) {
   v1::TopKRequest request;
   EncodeTo(keys, request.mutable_keys());
   request.set_k(k);

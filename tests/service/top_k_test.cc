@@ -454,5 +454,73 @@ TEST_F(TopKTest, TheCppClientAsksForKAndRows) {
   EXPECT_TRUE(absl::IsInvalidArgument(c->TopK<int64_t>(keys, 0).status()));
 }
 
+// Past kTopKPieceBytes the C++ client sends pieces (rows, segments, or
+// pieces of the array merged by one more call): the same answers as the
+// Sort, none over its 1 MiB message limit; an answer too large for one
+// message is refused naming k.
+TEST_F(TopKTest, TheCppClientSplitsLargeRequestsIntoPieces) {
+  client::ClientOptions options;
+  options.max_message_bytes = 1 << 20;
+  auto c = ::sortd::testing::Connect(*server_, options);
+  auto ref = ::sortd::testing::Connect(*server_);  // the reference Sorts' answers are larger
+  std::vector<int64_t> keys(1 << 20);  // 8 MiB
+  std::mt19937_64 rng(13);
+  for (int64_t& key : keys) key = static_cast<int64_t>(rng() % 3000);
+  auto sorted = ref->Sort<int64_t>(keys, v1::SORT_ORDER_DESCENDING, true);
+  ASSERT_TRUE(sorted.ok()) << sorted.status();
+  for (uint64_t k : {uint64_t{1}, uint64_t{100}, uint64_t{40000}}) {
+    auto top = c->TopK<int64_t>(keys, k, v1::SORT_ORDER_DESCENDING, true);
+    ASSERT_TRUE(top.ok()) << top.status();
+    EXPECT_EQ(top->indices,
+              std::vector<uint64_t>(sorted->indices.begin(), sorted->indices.begin() + k));
+    EXPECT_EQ(top->keys, std::vector<int64_t>(sorted->keys.begin(), sorted->keys.begin() + k));
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(c->TopK<int64_t>(keys, 500000).status()));
+  // Rows of 4096, and ragged segments with empty ones.
+  client::TopKSegments rows;
+  rows.row_length = 4096;
+  auto per_row = c->TopK<int64_t>(keys, 3, v1::SORT_ORDER_ASCENDING, true, rows);
+  ASSERT_TRUE(per_row.ok()) << per_row.status();
+  ASSERT_EQ(per_row->indices.size(), 256u * 3);
+  client::TopKSegments ragged;
+  // Each segment fits one message (800 KB at most), the whole does not.
+  ragged.lengths = {0, 100000, 3, 0};
+  for (int i = 0; i < 9; ++i) ragged.lengths.push_back(100000);
+  ragged.lengths.push_back((1 << 20) - 1000003);
+  auto per_segment = c->TopK<int64_t>(keys, 2, v1::SORT_ORDER_ASCENDING, true, ragged);
+  ASSERT_TRUE(per_segment.ok()) << per_segment.status();
+  std::vector<uint64_t> want_counts = {0, 2, 2, 0};
+  want_counts.resize(ragged.lengths.size(), 2);
+  EXPECT_EQ(per_segment->segment_counts, want_counts);
+  // A segment of 600000 keys (4.8 MB) cannot be one message.
+  client::TopKSegments too_long;
+  too_long.lengths = {100000, 600000, (1 << 20) - 700000};
+  auto refused = c->TopK<int64_t>(keys, 2, v1::SORT_ORDER_ASCENDING, true, too_long);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  size_t begin = 0, at = 0;
+  for (size_t s = 0; s < ragged.lengths.size(); ++s) {
+    const size_t length = ragged.lengths[s];
+    if (length > 0) {
+      auto want = ref->Sort<int64_t>(absl::MakeConstSpan(keys.data() + begin, length),
+                                   v1::SORT_ORDER_ASCENDING, true);
+      ASSERT_TRUE(want.ok());
+      EXPECT_EQ(std::vector<uint64_t>(per_segment->indices.begin() + at,
+                                      per_segment->indices.begin() + at + 2),
+                std::vector<uint64_t>(want->indices.begin(), want->indices.begin() + 2))
+          << "segment " << s;
+      at += 2;
+    }
+    begin += length;
+  }
+  for (size_t r : {size_t{0}, size_t{255}}) {
+    auto want = ref->Sort<int64_t>(absl::MakeConstSpan(keys.data() + r * 4096, 4096),
+                                 v1::SORT_ORDER_ASCENDING, true);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(std::vector<uint64_t>(per_row->indices.begin() + r * 3,
+                                    per_row->indices.begin() + r * 3 + 3),
+              std::vector<uint64_t>(want->indices.begin(), want->indices.begin() + 3));
+  }
+}
+
 }  // namespace
 }  // namespace sortd
