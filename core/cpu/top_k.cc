@@ -113,12 +113,12 @@ int CompareBytes(std::string_view a, std::string_view b) {
 }  // namespace
 
 template <typename T>
-TopKResult<T> TopK(absl::Span<const T> keys, size_t k, SortOrder order, int threads) {
+void TopKPositions(absl::Span<const T> keys, size_t k, SortOrder order, int threads,
+                   uint64_t* out) {
   using W = Word<T>;
   const size_t n = keys.size();
   k = std::min(k, n);
-  TopKResult<T> result;
-  if (k == 0) return result;
+  if (k == 0) return;
   const bool descending = order == SortOrder::kDescending;
   const int parts = static_cast<int>(std::clamp<size_t>(
       n / std::max<size_t>(kTopKParallelMinKeys, 4 * k), 1, std::max(threads, 1)));
@@ -134,12 +134,16 @@ TopKResult<T> TopK(absl::Span<const T> keys, size_t k, SortOrder order, int thre
   } else {
     std::partial_sort(all.begin(), all.begin() + k, all.end());
   }
-  result.keys.reserve(k);
-  result.indices.reserve(k);
-  for (size_t j = 0; j < k; ++j) {
-    result.indices.push_back(all[j].second);
-    result.keys.push_back(keys[all[j].second]);  // as given: NaN payloads kept
-  }
+  for (size_t j = 0; j < k; ++j) out[j] = all[j].second;
+}
+
+template <typename T>
+TopKResult<T> TopK(absl::Span<const T> keys, size_t k, SortOrder order, int threads) {
+  TopKResult<T> result;
+  result.indices.resize(std::min(k, keys.size()));
+  TopKPositions(keys, k, order, threads, result.indices.data());
+  result.keys.reserve(result.indices.size());
+  for (uint64_t i : result.indices) result.keys.push_back(keys[i]);  // as given: NaN payloads kept
   return result;
 }
 
@@ -172,10 +176,16 @@ std::vector<uint64_t> TopKStrings(absl::Span<const std::string_view> keys, size_
 }
 
 template TopKResult<uint32_t> TopK(absl::Span<const uint32_t>, size_t, SortOrder, int);
+template void TopKPositions(absl::Span<const uint32_t>, size_t, SortOrder, int, uint64_t*);
 template TopKResult<int32_t> TopK(absl::Span<const int32_t>, size_t, SortOrder, int);
+template void TopKPositions(absl::Span<const int32_t>, size_t, SortOrder, int, uint64_t*);
 template TopKResult<float> TopK(absl::Span<const float>, size_t, SortOrder, int);
+template void TopKPositions(absl::Span<const float>, size_t, SortOrder, int, uint64_t*);
 template TopKResult<uint64_t> TopK(absl::Span<const uint64_t>, size_t, SortOrder, int);
+template void TopKPositions(absl::Span<const uint64_t>, size_t, SortOrder, int, uint64_t*);
 template TopKResult<int64_t> TopK(absl::Span<const int64_t>, size_t, SortOrder, int);
+template void TopKPositions(absl::Span<const int64_t>, size_t, SortOrder, int, uint64_t*);
 template TopKResult<double> TopK(absl::Span<const double>, size_t, SortOrder, int);
+template void TopKPositions(absl::Span<const double>, size_t, SortOrder, int, uint64_t*);
 
 }  // namespace sortd::cpu

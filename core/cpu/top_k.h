@@ -44,6 +44,11 @@ inline constexpr size_t kTopKSelectMaxKeys = size_t{1} << 16;
 // Defined for uint32_t, int32_t, float, uint64_t, int64_t and double.
 template <typename T>
 TopKResult<T> TopK(absl::Span<const T> keys, size_t k, SortOrder order, int threads = 1);
+// The same positions only, written to out[0, min(k, keys.size())): what
+// the TopK RPC keeps of each segment, without a vector a segment.
+template <typename T>
+void TopKPositions(absl::Span<const T> keys, size_t k, SortOrder order, int threads,
+                   uint64_t* out);
 
 // The same for byte strings (sortd's order: bytewise, unsigned, a prefix
 // first): the positions of the first min(k, keys.size()) in sorted order.

@@ -65,16 +65,17 @@ uint64_t ValueWidth(const v1::TopKRequest& r) {
 bool HasValues(const v1::TopKRequest& r) { return r.has_values() || r.has_values_region(); }
 bool IsSet(const v1::TypedArray& a) { return a.array_case() != v1::TypedArray::ARRAY_NOT_SET; }
 
-// The positions (within the segment) of the first k keys of keys[begin,
-// end) in sorted order, for one key representation.
-using SelectFn = std::function<std::vector<uint64_t>(size_t begin, size_t end, size_t k,
-                                                     int threads)>;
+// Writes to out[0, min(k, end - begin)) the positions (within the
+// segment) of the first k keys of keys[begin, end) in sorted order, for
+// one key representation.
+using SelectFn = std::function<void(size_t begin, size_t end, size_t k, int threads,
+                                    uint64_t* out)>;
 
 template <typename T>
 SelectFn SelectOver(const T* keys, SortOrder order) {
-  return [keys, order](size_t begin, size_t end, size_t k, int threads) {
-    return cpu::TopK<T>(absl::MakeConstSpan(keys + begin, end - begin), k, order, threads)
-        .indices;
+  return [keys, order](size_t begin, size_t end, size_t k, int threads, uint64_t* out) {
+    cpu::TopKPositions<T>(absl::MakeConstSpan(keys + begin, end - begin), k, order, threads,
+                          out);
   };
 }
 
@@ -126,8 +127,10 @@ SelectFn MakeSelector(const v1::TypedArray& keys, SortOrder order, NullPlacement
     views->reserve(keys.bytes().values_size());
     for (const std::string& s : keys.bytes().values()) views->emplace_back(s);
     const std::string_view* data = views->data();
-    return [data, order](size_t begin, size_t end, size_t k, int) {
-      return cpu::TopKStrings(absl::MakeConstSpan(data + begin, end - begin), k, order);
+    return [data, order](size_t begin, size_t end, size_t k, int, uint64_t* out) {
+      const std::vector<uint64_t> kept =
+          cpu::TopKStrings(absl::MakeConstSpan(data + begin, end - begin), k, order);
+      std::copy(kept.begin(), kept.end(), out);
     };
   }
   SelectFn select;
@@ -374,8 +377,7 @@ absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response,
   threads = std::max(threads, 1);
   if (segments == 1) {
     // One array: the selection itself runs on the threads.
-    const std::vector<uint64_t> kept = select(0, n, k, threads);
-    std::copy(kept.begin(), kept.end(), local.begin());
+    select(0, n, k, threads, local.data());
   } else {
     // Many segments: each task takes the segments starting in its share
     // of the keys, one thread each.
@@ -387,8 +389,7 @@ absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response,
       size_t s = std::lower_bound(offsets.begin(), offsets.end() - 1, from) - offsets.begin();
       // Empty segments at the end belong to the last task.
       for (; s < segments && (offsets[s] < to || (p == parts - 1)); ++s) {
-        const std::vector<uint64_t> kept = select(offsets[s], offsets[s + 1], k, 1);
-        std::copy(kept.begin(), kept.end(), local.begin() + out_at[s]);
+        select(offsets[s], offsets[s + 1], k, 1, local.data() + out_at[s]);
       }
     });
   }
@@ -423,7 +424,9 @@ absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response,
   }
   response->set_request_id(EchoableRequestId(request.request_id()));
   response->set_engine(ToProtoEngine(EngineKind::kCpu));
-  if (max_response_bytes > 0 && response->ByteSizeLong() > max_response_bytes) {
+  // Fixed-width answers were sized before any work (CheckResponseFits).
+  const bool strings = request.keys().has_bytes() || request.values().has_bytes();
+  if (strings && max_response_bytes > 0 && response->ByteSizeLong() > max_response_bytes) {
     const uint64_t bytes = response->ByteSizeLong();
     response->Clear();
     return TooLarge(bytes, max_response_bytes);
