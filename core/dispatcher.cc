@@ -177,6 +177,19 @@ absl::StatusOr<EngineKind> Dispatcher::SortOnGpu(int device, NumericSpan keys, v
   return EngineKind::kGpuRadix;
 }
 
+absl::Status Dispatcher::TopKOnGpu(int device, const DeviceTopK& request) {
+  if (gpu_ == nullptr) {
+    return absl::FailedPreconditionError("device memory can only be selected from by a GPU "
+                                         "engine, and this server runs none");
+  }
+  absl::Status status = gpu_->TopKOnDevice(device, request);
+  if (absl::IsUnavailable(status)) {
+    return absl::UnavailableError(absl::StrCat("no GPU could take this selection of device memory: ",
+                                               status.message()));
+  }
+  return status;
+}
+
 absl::StatusOr<EngineKind> Dispatcher::SortArriving(const ArrivingSort& sort) {
   SortEngine& engine = ForNumeric(sort.keys.type, sort.keys.size);
   absl::Status status = engine.SortArriving(sort);

@@ -61,6 +61,10 @@ class Dispatcher {
   absl::StatusOr<EngineKind> SortOnGpu(int device, NumericSpan keys, void* values,
                                        size_t value_width, SortOrder order,
                                        absl::Span<uint64_t> indices);
+  // A selection of device memory on GPU `device` (DeviceTopK):
+  // FAILED_PRECONDITION without a GPU engine, UNAVAILABLE when that GPU
+  // could not take it.
+  absl::Status TopKOnGpu(int device, const DeviceTopK& request);
   // Sorts a numeric array while its input still arrives (sort sessions)
   // on ForNumeric's engine: on a GPU with an arriving slot free the input
   // goes to the device as it lands; on the CPU, keys-only arrays are partitioned

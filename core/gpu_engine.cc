@@ -109,6 +109,44 @@ class GpuRadixEngine final : public GpuEngine {
     return Outcome(*worker, worker->Sort(job));
   }
 
+  absl::Status TopKOnDevice(int device, const DeviceTopK& request) override {
+    const std::optional<cuda::RadixKeyType> type = RadixTypeOf(request.keys.type);
+    if (!type) return absl::InvalidArgumentError("GPU selection: numeric keys only");
+    if (request.values != nullptr && request.value_width != 4 && request.value_width != 8) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("values: unsupported element size ", request.value_width));
+    }
+    cuda::GpuWorker* worker = nullptr;
+    const absl::Time now = clock_();
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (workers_[i]->device() == device && Serves(i, now)) worker = workers_[i].get();
+    }
+    if (worker == nullptr) {
+      return absl::UnavailableError(absl::StrCat("GPU ", device, " does not serve (or is out of the rotation)"));
+    }
+    cuda::GpuTopKJob job;
+    job.key_type = *type;
+    job.descending = request.order == SortOrder::kDescending;
+    job.keys = request.keys.data;
+    job.num_items = request.keys.size;
+    job.row_length = request.row_length;
+    job.num_segments = request.offsets.empty() ? 0 : request.offsets.size() - 1;
+    job.offsets = request.offsets.empty() ? nullptr : request.offsets.data();
+    job.k = request.k;
+    job.values = request.values;
+    job.value_bytes = request.values != nullptr ? static_cast<int>(request.value_width) : 0;
+    job.kept = request.kept;
+    job.positions = request.positions;
+    job.keys_out = request.keys_out;
+    job.values_out = request.values_out;
+    const cuda::GpuSortReport report = worker->TopK(job);
+    if (report.outcome == cuda::GpuSortOutcome::kFailedIntact && !report.device_lost &&
+        report.message.find("not taken") != std::string::npos) {
+      return absl::InvalidArgumentError(report.message);
+    }
+    return Outcome(*worker, report);
+  }
+
   absl::Status SortTableRows(absl::Span<const TableKey> keys, absl::Span<uint32_t> rows,
                              const PackingPlanner& planner, int device) override {
     std::vector<cuda::GpuTableColumn> columns(keys.size());

@@ -147,6 +147,26 @@ struct GpuEngineOptions {
   std::function<int(int device, const char* step)> fault_hook;
 };
 
+// A selection of device memory (GpuEngine::TopKOnDevice): the first k keys
+// of the stable sort in `order` of each segment of `keys` (rows of
+// row_length, else segments cut by `offsets`, else the whole array), with
+// their positions within the segment, the keys as they were and the
+// values gathered into host memory, `kept` (the kept counts summed) of
+// each.
+struct DeviceTopK {
+  NumericSpan keys;  // device memory
+  SortOrder order = SortOrder::kAscending;
+  uint64_t k = 0;
+  size_t row_length = 0;
+  absl::Span<const uint64_t> offsets;  // segments + 1, or empty
+  const void* values = nullptr;        // device memory, optional
+  size_t value_width = 0;              // 4 or 8 with values
+  size_t kept = 0;
+  uint64_t* positions = nullptr;  // host
+  void* keys_out = nullptr;       // host
+  void* values_out = nullptr;     // host, with values
+};
+
 // Whether this binary has the GPU radix engine compiled in.
 bool GpuEngineBuilt();
 
@@ -214,6 +234,11 @@ class GpuEngine : public SortEngine {
   // >= 0: on that GPU when it serves (columns in its memory).
   virtual absl::Status SortTableRows(absl::Span<const TableKey> keys, absl::Span<uint32_t> rows,
                                      const PackingPlanner& planner, int device = -1) = 0;
+  // A selection of device memory on GPU `device` (the one holding it; its
+  // CUDA ordinal): core/cuda/select/top_k.cuh's kernels. UNAVAILABLE when
+  // that GPU does not serve or its pool cannot hold the scratch;
+  // INVALID_ARGUMENT for a problem the kernels do not take.
+  virtual absl::Status TopKOnDevice(int device, const DeviceTopK& request) = 0;
 };
 
 }  // namespace sortd

@@ -12,6 +12,7 @@
 //                    into one upload
 //   table_job.cu     a table's rows packed into words and sorted on the
 //                    device (GpuWorker::SortTable)
+//   select/top_k_job.cu  selections of device memory (GpuWorker::TopK)
 #ifndef SORTD_CORE_CUDA_GPU_JOB_CUH_
 #define SORTD_CORE_CUDA_GPU_JOB_CUH_
 
@@ -164,6 +165,7 @@ GpuSortReport RunSortInChunks(WorkerContext& ctx, const GpuSortJob& job, size_t 
 GpuSortReport RunSortBatch(WorkerContext& ctx, const GpuBatchJob& job);
 GpuSortReport RunArgsortBytes(WorkerContext& ctx, const GpuBytesJob& job);
 GpuSortReport RunTableSort(WorkerContext& ctx, const GpuTableJob& job);
+GpuSortReport RunTopK(WorkerContext& ctx, const GpuTopKJob& job);
 
 }  // namespace sortd::cuda
 

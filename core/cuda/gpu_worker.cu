@@ -48,6 +48,7 @@ GpuSortReport GpuWorker::Sort(const GpuSortJob& job) { return RunSort(*context_,
 GpuSortReport GpuWorker::SortBatch(const GpuBatchJob& job) { return RunSortBatch(*context_, job); }
 GpuSortReport GpuWorker::ArgsortBytes(const GpuBytesJob& job) { return RunArgsortBytes(*context_, job); }
 GpuSortReport GpuWorker::SortTable(const GpuTableJob& job) { return RunTableSort(*context_, job); }
+GpuSortReport GpuWorker::TopK(const GpuTopKJob& job) { return RunTopK(*context_, job); }
 GpuSortReport GpuWorker::SortArriving(const GpuArrivingJob& job) {
   return RunSortArriving(*context_, job);
 }

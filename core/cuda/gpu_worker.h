@@ -170,6 +170,30 @@ struct GpuTableJob {
   uint32_t* rows = nullptr;  // host: receives the permutation
 };
 
+// The first k keys of the stable sort of each segment of an array in
+// device memory (core/cuda/select/top_k.cuh), on the device that holds it:
+// the selection runs in the slot's buffer and only the kept positions,
+// keys and values come back to host memory. Segments as TopKProblem's:
+// row_length, or num_segments with offsets (host), or the whole array.
+struct GpuTopKJob {
+  RadixKeyType key_type = RadixKeyType::kUint32;
+  bool descending = false;
+  const void* keys = nullptr;  // device memory of this worker's GPU
+  size_t num_items = 0;
+  size_t row_length = 0;
+  size_t num_segments = 0;
+  const uint64_t* offsets = nullptr;  // host, num_segments + 1
+  uint64_t k = 0;
+  const void* values = nullptr;  // device memory, optional
+  int value_bytes = 0;           // 4 or 8 with values
+  // Host outputs of `kept` entries (the kept counts summed): positions
+  // within their segments, the keys as they were, the values.
+  size_t kept = 0;
+  uint64_t* positions = nullptr;
+  void* keys_out = nullptr;
+  void* values_out = nullptr;  // with values
+};
+
 enum class GpuSortOutcome {
   kOk,
   // SortArriving only: no slot for arriving input was free (or the device
@@ -227,6 +251,10 @@ class GpuWorker {
   // cases the host arrays are untouched. h2d_seconds is the upload's tail
   // after the input completed (the rest overlapped the arrival).
   GpuSortReport SortArriving(const GpuArrivingJob& job);
+  // A selection of device memory (GpuTopKJob); kNoMemory when its scratch
+  // does not fit the pool, kFailedIntact for a problem the selection does
+  // not take. Same slots. Thread-safe.
+  GpuSortReport TopK(const GpuTopKJob& job);
 
   int device() const;
   bool healthy() const;

@@ -189,7 +189,8 @@ grpc::ServerUnaryReactor* HandleUnary(ServiceContext* context, RpcMethod method,
         return;
       }
     }
-    // Selections run on the CPU at every size (server/wire/top_k_ops.h).
+    // Selections of host memory run on the CPU pool at every size, of
+    // device memory on the GPU pool (server/wire/top_k_ops.h).
     constexpr bool kCpuOnly = std::is_same_v<Request, v1::TopKRequest>;
     WorkPool& pool = on_device && context->gpu_pool != nullptr ? *context->gpu_pool
                      : kCpuOnly                                ? *context->pool
@@ -280,9 +281,9 @@ grpc::ServerUnaryReactor* SortServiceImpl::TopK(grpc::CallbackServerContext* ctx
   return HandleUnary<v1::TopKRequest, v1::TopKResponse>(
       context_, RpcMethod::kTopK, ctx, request, response, ValidateTopKRequest,
       [threads = context_->cpu_threads, limit = context_->limits.max_response_bytes,
-       regions = context_->regions](Dispatcher&, const v1::TopKRequest& request,
-                                    v1::TopKResponse* response, bool) {
-        return RunTopK(request, response, threads, limit, regions);
+       regions = context_->regions](Dispatcher& dispatcher, const v1::TopKRequest& request,
+                                    v1::TopKResponse* response, bool device_allowed) {
+        return RunTopK(request, response, threads, limit, regions, &dispatcher, device_allowed);
       });
 }
 

@@ -141,16 +141,49 @@ SelectFn MakeSelector(const v1::TypedArray& keys, SortOrder order, NullPlacement
   return select;
 }
 
-// A slice resolved in its region, refused when that is a CUDA region.
-absl::StatusOr<Slice> ResolveHostSlice(const RegionRegistry& regions, const v1::RegionSlice& ref,
-                                       absl::string_view field) {
-  absl::StatusOr<Slice> slice = Resolve(regions, ref, field);
-  if (slice.ok() && slice->on_device()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        field, ": TopK reads host memory (system regions); a CUDA region's arrays are "
-               "selected by sorting them (Sort), until a GPU select exists"));
+// Whether keys of `type` in device memory are selected on the GPU (the
+// radix types; the converted ones are not laid out there as words).
+bool GpuSelectable(DataType type) {
+  switch (type) {
+    case DataType::kUint32: case DataType::kInt32: case DataType::kFloat32:
+    case DataType::kUint64: case DataType::kInt64: case DataType::kFloat64:
+      return true;
+    default:
+      return false;
   }
-  return slice;
+}
+
+// The request's slices resolved in their regions: keys and values both in
+// system regions (read by the CPU), or both in CUDA regions of one GPU
+// (selected there, core/cuda/select/top_k.cuh).
+absl::Status ResolveSlices(const RegionRegistry& regions, const v1::TopKRequest& request,
+                           std::optional<Slice>* keys, std::optional<Slice>* values) {
+  absl::StatusOr<Slice> k = Resolve(regions, request.keys_region(), "keys_region");
+  if (!k.ok()) return k.status();
+  *keys = *std::move(k);
+  if (request.has_values_region()) {
+    absl::StatusOr<Slice> v = Resolve(regions, request.values_region(), "values_region");
+    if (!v.ok()) return v.status();
+    *values = *std::move(v);
+    if ((*values)->on_device() != (*keys)->on_device() ||
+        ((*keys)->on_device() && (*values)->region->device() != (*keys)->region->device())) {
+      return absl::FailedPreconditionError(
+          "values_region: must lie where keys_region does (both in system regions, or both in "
+          "CUDA regions of one GPU)");
+    }
+  }
+  if ((*keys)->on_device() && !GpuSelectable((*keys)->type)) {
+    return absl::FailedPreconditionError(
+        "keys_region.type: a CUDA region's keys are selected on its GPU, which takes uint32, "
+        "int32, float32, uint64, int64 and float64");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceMovedHere() {
+  return absl::UnavailableError(
+      "keys_region became a CUDA region after the request was routed (it was unregistered and "
+      "registered again); retry");
 }
 
 absl::Status TooLarge(uint64_t bytes, uint64_t limit) {
@@ -169,14 +202,10 @@ absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
                                            const v1::TopKRequest& request) {
   absl::Status enabled = CheckRegionsEnabled(regions);
   if (!enabled.ok()) return enabled;
-  std::vector<std::pair<const v1::RegionSlice*, absl::string_view>> named;
-  if (request.has_keys_region()) named.emplace_back(&request.keys_region(), "keys_region");
-  if (request.has_values_region()) named.emplace_back(&request.values_region(), "values_region");
-  for (const auto& [ref, field] : named) {
-    absl::StatusOr<Slice> slice = ResolveHostSlice(*regions, *ref, field);
-    if (!slice.ok()) return slice.status();
-  }
-  return false;
+  std::optional<Slice> keys, values;
+  absl::Status status = ResolveSlices(*regions, request, &keys, &values);
+  if (!status.ok()) return status;
+  return keys->on_device();
 }
 
 absl::Status ValidateTopKRequest(const v1::TopKRequest& request) {
@@ -338,8 +367,67 @@ void DescribeSuccess(const v1::TopKRequest& request, const v1::TopKResponse& res
   record->keys_sorted = KeysOf(request);
 }
 
+namespace {
+
+// The selection of slices in CUDA regions, on their GPU: the kept
+// positions, keys and values come back into the response.
+absl::Status RunTopKOnGpu(const v1::TopKRequest& request, const Slice& keys,
+                          const std::optional<Slice>& values, Dispatcher& dispatcher,
+                          v1::TopKResponse* response) {
+  const std::vector<uint64_t> offsets =
+      request.segment_lengths_size() > 0 ? SegmentOffsets(request) : std::vector<uint64_t>();
+  const uint64_t kept = KeptKeys(request);
+  std::vector<uint64_t> positions(kept);
+  DeviceTopK job;
+  job.keys = NumericSpan(keys.type, keys.data, keys.count);
+  job.order = ToCoreOrder(request.order());
+  job.k = request.k();
+  job.row_length = request.row_length();
+  job.offsets = offsets;
+  job.kept = kept;
+  job.positions = positions.data();
+  VisitNumeric(keys.type, [&](auto t) {
+    using T = decltype(t);
+    auto* out = MutableNumericField<T>(response->mutable_keys());
+    out->Resize(static_cast<int>(kept), T{});
+    job.keys_out = out->mutable_data();
+  });
+  if (values) {
+    job.values = values->data;
+    job.value_width = ElementSize(values->type);
+    VisitNumeric(values->type, [&](auto t) {
+      using T = decltype(t);
+      auto* out = MutableNumericField<T>(response->mutable_values());
+      out->Resize(static_cast<int>(kept), T{});
+      job.values_out = out->mutable_data();
+    });
+  }
+  absl::Status status = dispatcher.TopKOnGpu(keys.region->device(), job);
+  if (status.ok()) {
+    std::vector<const Slice*> held = {&keys};
+    if (values) held.push_back(&*values);
+    status = CheckStillIntact(held, /*by_dma=*/true);
+  }
+  if (!status.ok()) {
+    response->Clear();
+    return status;
+  }
+  if (request.return_indices()) response->mutable_indices()->Assign(positions.begin(), positions.end());
+  if (request.segment_lengths_size() > 0) {
+    auto* counts = response->mutable_segment_counts();
+    counts->Reserve(request.segment_lengths_size());
+    for (uint64_t length : request.segment_lengths()) counts->Add(std::min<uint64_t>(length, request.k()));
+  }
+  response->set_request_id(EchoableRequestId(request.request_id()));
+  response->set_engine(ToProtoEngine(EngineKind::kGpuRadix));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response, int threads,
-                     uint64_t max_response_bytes, RegionRegistry* regions) {
+                     uint64_t max_response_bytes, RegionRegistry* regions, Dispatcher* dispatcher,
+                     bool device_allowed) {
   const SortOrder order = ToCoreOrder(request.order());
   // Region slices, held (mapped) until the answer is gathered.
   std::optional<Slice> keys_slice, values_slice;
@@ -347,14 +435,11 @@ absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response,
     // Resolved again: a region may have been re-registered since admission.
     absl::Status enabled = CheckRegionsEnabled(regions);
     if (!enabled.ok()) return enabled;
-    absl::StatusOr<Slice> keys = ResolveHostSlice(*regions, request.keys_region(), "keys_region");
-    if (!keys.ok()) return keys.status();
-    keys_slice = *std::move(keys);
-    if (request.has_values_region()) {
-      absl::StatusOr<Slice> values =
-          ResolveHostSlice(*regions, request.values_region(), "values_region");
-      if (!values.ok()) return values.status();
-      values_slice = *std::move(values);
+    absl::Status status = ResolveSlices(*regions, request, &keys_slice, &values_slice);
+    if (!status.ok()) return status;
+    if (keys_slice->on_device()) {
+      if (!device_allowed || dispatcher == nullptr) return DeviceMovedHere();
+      return RunTopKOnGpu(request, *keys_slice, values_slice, *dispatcher, response);
     }
   }
   std::vector<uint32_t> narrow_words;

@@ -4,9 +4,10 @@
 // (core/sortable_keys.h), every segment is scanned by the CPU selection
 // (core/cpu/top_k.h: a heap of the k best, no sort of the rest), and the
 // kept positions gather the keys as sent (NaN payloads kept) and the
-// values. Every size runs on the CPU: a scan at memory speed reads the
-// array once, about what a copy to a GPU would cost (a GPU radix select
-// for arrays already in device memory is issue #53's next step).
+// values. Arrays in host memory run on the CPU at every size: a scan at
+// memory speed reads the array once, about what a copy to a GPU would
+// cost. Arrays in CUDA regions are selected on their GPU
+// (core/cuda/select/top_k.cuh), and only the kept entries come back.
 #ifndef SORTD_SERVER_WIRE_TOP_K_OPS_H_
 #define SORTD_SERVER_WIRE_TOP_K_OPS_H_
 
@@ -15,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/dispatcher.h"
 #include "core/types.h"
 #include "server/metrics/metrics.h"
 #include "server/regions/regions.h"
@@ -45,9 +47,10 @@ uint64_t KeptKeys(const v1::TopKRequest& request);
 
 // Selections are never batched.
 inline bool Batchable(const v1::TopKRequest&) { return false; }
-// Keys (and values) in system regions, read in place. A slice in a CUDA
-// region is FAILED_PRECONDITION: the selection reads host memory (a GPU
-// select is issue #53's next step). Returns false (never on a device).
+// Keys (and values) in system regions, read in place by the CPU, or in
+// CUDA regions of one GPU, selected there (FAILED_PRECONDITION for values
+// elsewhere than the keys, or converted key types in device memory).
+// Returns whether the keys lie in device memory.
 bool UsesRegions(const v1::TopKRequest& request);
 absl::StatusOr<bool> CheckRegionReferences(const RegionRegistry* regions,
                                            const v1::TopKRequest& request);
@@ -60,9 +63,12 @@ void DescribeSuccess(const v1::TopKRequest& request, const v1::TopKResponse& res
 // Selects for a validated request on up to `threads` threads; fills
 // `response` (request_id and engine included). RESOURCE_EXHAUSTED when
 // byte strings kept would exceed `max_response_bytes` (0: unchecked).
-// Region slices are resolved in `regions` (the caller checked the peer).
+// Region slices are resolved in `regions` (the caller checked the peer);
+// slices in CUDA regions go to `dispatcher`'s GPU engine where
+// `device_allowed` (not on a gRPC thread; else UNAVAILABLE, retry).
 absl::Status RunTopK(const v1::TopKRequest& request, v1::TopKResponse* response, int threads,
-                     uint64_t max_response_bytes = 0, RegionRegistry* regions = nullptr);
+                     uint64_t max_response_bytes = 0, RegionRegistry* regions = nullptr,
+                     Dispatcher* dispatcher = nullptr, bool device_allowed = false);
 
 }  // namespace sortd
 

@@ -75,6 +75,7 @@ class Raw:
                                sort_pb2.SortPairsResponse)
         self.sort_table = call("SortService", "SortTable", sort_pb2.SortTableRequest,
                                sort_pb2.SortTableResponse)
+        self.top_k = call("SortService", "TopK", sort_pb2.TopKRequest, sort_pb2.TopKResponse)
         self.register_cuda = call("RegionService", "RegisterCudaRegion",
                                   sort_pb2.RegisterCudaRegionRequest,
                                   sort_pb2.RegisterCudaRegionResponse)
@@ -879,6 +880,13 @@ class DeviceArray:
     def view(self, offset, count, dtype):
         return DeviceArray(0, self.pointer + offset, count, dtype, owner=self)
 
+    def rows(self, columns):
+        """This array as rows of `columns` (2-D, C order)."""
+        rows = DeviceArray(0, self.pointer, self.count, self.dtype, owner=self)
+        rows.__cuda_array_interface__ = dict(self.__cuda_array_interface__,
+                                             shape=(self.count // columns, columns))
+        return rows
+
     def free(self):
         cuda_ipc.check(self.rt.cudaFree(ctypes.c_void_p(self.pointer)), "cudaFree")
 
@@ -970,6 +978,75 @@ class CudaRegions(RegionTest):
         self.wait_metrics(self.server, lambda s: total(
             s, "sortd_shm_requests_total", kind="cuda") == before + sorts,
             "%d CUDA-region requests counted" % sorts)
+
+    def test_device_keys_select_on_the_gpu(self):
+        """TopK of device memory: selected on the server's GPU where it lies
+        (engine ENGINE_GPU_RADIX), the same answer as a stable sort's first
+        k: one array, rows, segments, values gathered on the device."""
+        rng = np.random.default_rng(12)
+        url = self.server.metrics_url
+        before = total(scrape(url), "sortd_requests_total", method="TopK", code="OK")
+        calls = 0
+        for name in ("uint32", "float32", "int64", "float64"):
+            n = 1 << 20
+            width = np.dtype(name).itemsize
+            memory = self.allocation(n * (width + 8) + 4096)
+            keys_dev = memory.view(0, n, name)
+            values_dev = memory.view(n * width, n, "uint64")
+            self.register(keys_dev)
+            keys = make_array(rng, name, n)
+            values = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+            keys_dev.upload(keys)
+            values_dev.upload(values)
+            for largest in (False, True):
+                with self.subTest(key_type=name, largest=largest):
+                    for k in (1, 100, 3000):  # the guess path, and the sort past 2048
+                        res = self.client.topk_full(keys_dev, k, largest=largest,
+                                                    values=values_dev)
+                        self.assertEqual(res.engine, "ENGINE_GPU_RADIX")
+                        perm = reference_permutation(keys, largest)[:k]
+                        np.testing.assert_array_equal(res.indices, perm)
+                        np.testing.assert_array_equal(bits(res.keys), bits(keys[perm]))
+                        np.testing.assert_array_equal(res.values, values[perm])
+                        calls += 1
+                    # Rows of 1024 (the rows path), k of each.
+                    top, idx = self.client.topk(keys_dev.rows(1024), 10, largest=largest)
+                    self.assertEqual(top.shape, (n // 1024, 10))
+                    for r in (0, 77, n // 1024 - 1):
+                        row = keys[r * 1024:(r + 1) * 1024]
+                        perm = reference_permutation(row, largest)[:10]
+                        np.testing.assert_array_equal(idx[r], perm)
+                        np.testing.assert_array_equal(bits(top[r]), bits(row[perm]))
+                    # Ragged segments, a long one among them.
+                    lengths = [0, 5, 5000, n - 5005]
+                    top, idx = self.client.topk(keys_dev, 7, largest=largest,
+                                                segment_lengths=lengths)
+                    start = 0
+                    for length, got_keys, got_idx in zip(lengths, top, idx):
+                        segment = keys[start:start + length]
+                        perm = reference_permutation(segment, largest)[:7]
+                        np.testing.assert_array_equal(got_idx, perm)
+                        np.testing.assert_array_equal(bits(got_keys), bits(segment[perm]))
+                        start += length
+                    calls += 2
+            # The keys are read, never written.
+            np.testing.assert_array_equal(bits(keys_dev.download()), bits(keys))
+        # Values elsewhere than the keys are refused, naming the rule.
+        memory = self.allocation(4096)
+        dev = memory.view(0, 512, "uint32")
+        self.register(dev)
+        host_values = self.shared(self.client, 512, np.uint32).array
+        raw = Raw(self.server.target)
+        self.addCleanup(raw.close)
+        with self.assertRaises(grpc.RpcError) as cm:
+            raw.top_k(sort_pb2.TopKRequest(
+                keys_region=self.client._regions.locate(dev, "keys").slice, k=3,
+                values_region=self.client._regions.locate(host_values, "values").slice),
+                timeout=WAIT)
+        self.assertCode(cm, CODE.FAILED_PRECONDITION, "values_region: must lie where keys_region")
+        self.wait_metrics(self.server, lambda s: total(
+            s, "sortd_requests_total", method="TopK", code="OK") >= before + calls,
+            "%d TopK calls counted" % calls)
 
     def test_device_pairs_and_indices_into_host_and_device_regions(self):
         rng = np.random.default_rng(8)

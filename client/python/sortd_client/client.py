@@ -336,7 +336,7 @@ class Client:
     def topk_full(self, keys, k, largest=True, return_indices=True, values=None,
                   segment_lengths=None, request_id="", timeout=_DEFAULT, nulls="last"):
         """topk() returning a TopKResult (flat keys per segment, counts, engine)."""
-        call = TopKInput(keys, k, largest, values, segment_lengths, nulls)
+        call = TopKInput(keys, k, largest, values, segment_lengths, nulls, self._regions)
         deadline = self._deadline(timeout)
 
         def one(piece, want_indices):
@@ -351,7 +351,11 @@ class Client:
         # Byte strings go in one message (up to the limit; split_call
         # refuses them past it).
         pieces_from = budget if call.has_strings() else min(top_k_module.PIECE_BYTES, budget)
-        if call.by_reference(self._regions) or call.request_bytes() <= pieces_from:
+        if call.on_device():
+            # Read where they lie: cut only when the answer is over one message.
+            if call.answer_bytes() <= budget:
+                return one(call, bool(return_indices))
+        elif call.by_reference(self._regions) or call.request_bytes() <= pieces_from:
             return one(call, bool(return_indices))
         # Large: pieces of rows, of segments, or of the array, in parallel.
         res = split_call(call, budget, one, top_k_module.PIECE_BYTES)

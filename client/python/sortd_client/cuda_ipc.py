@@ -129,6 +129,30 @@ def interface(obj, what="array"):
     return int(pointer or 0), shape[0], dtype
 
 
+def flat_interface(obj, what="array"):
+    """(pointer, element count, numpy dtype, shape) of a C-contiguous
+    device array of any dimension (read only: a selection reads it)."""
+    try:
+        cai = obj.__cuda_array_interface__
+    except AttributeError:
+        raise TypeError("%s has no __cuda_array_interface__" % what) from None
+    shape = tuple(int(x) for x in cai["shape"])
+    dtype = np.dtype(cai["typestr"])
+    strides = cai.get("strides")
+    if strides is not None:
+        want, step = [], dtype.itemsize
+        for extent in reversed(shape):
+            want.append(step)
+            step *= extent
+        if any(extent > 1 and got != expected
+               for extent, got, expected in zip(shape, strides, reversed(want))):
+            raise ValueError("%s must be C-contiguous, got strides %s" % (what, strides))
+    count = 1
+    for extent in shape:
+        count *= extent
+    return int(cai["data"][0] or 0), count, dtype, shape
+
+
 def synchronize(obj):
     """Waits for the work that produces obj (its interface's stream, else
     the whole device) before another process (the server) reads it."""

@@ -235,7 +235,7 @@ class Regions:
         returned. device_id: the server's ordinal of the GPU, where it
         numbers its GPUs otherwise than this process (CUDA_VISIBLE_DEVICES);
         default: this process's ordinal."""
-        pointer, count, _ = cuda_ipc.interface(array)
+        pointer, count, _, _ = cuda_ipc.flat_interface(array)  # any C-contiguous shape
         if count == 0:
             raise ValueError("an empty device array has no allocation to register")
         device, base, size = cuda_ipc.allocation(pointer)
@@ -362,6 +362,27 @@ class Regions:
             raise ValueError("%s: a device array must lie in a CUDA region this client "
                              "registered (Client.register_cuda_array)" % what)
         return None
+
+    def locate_device(self, obj, what):
+        """The _Ref of a C-contiguous device array of any dimension (rows of
+        a TopK) in a CUDA region this client registered, its producer's
+        work waited for (the server reads it from another process);
+        ValueError when it lies in none."""
+        address, count, dtype, _ = cuda_ipc.flat_interface(obj, what)
+        if dtype not in ELEMENT_TYPES:
+            raise TypeError("%s: unsupported dtype %s for a region request" % (what, dtype))
+        if count == 0:
+            raise ValueError("%s: an empty device array names no memory; send a numpy array"
+                             % what)
+        device = cuda_ipc.pointer_device(address)
+        local = self._holding(address, count * dtype.itemsize, device)
+        if local is None:
+            raise ValueError("%s: a device array must lie in a CUDA region this client "
+                             "registered (Client.register_cuda_array)" % what)
+        cuda_ipc.synchronize(obj)
+        rs = sort_pb2.RegionSlice(region=local.name, offset=address - local.address,
+                                  count=count, type=ELEMENT_TYPES[dtype])
+        return _Ref(rs, obj, dtype, count, True)
 
     def table_slice(self, data, element_type):
         """The RegionSlice of a table column's elements (a 1-D contiguous

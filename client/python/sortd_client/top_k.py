@@ -8,12 +8,13 @@ Sort); the answer is proportional to k, read without copying its arrays.
 
 import collections
 import concurrent.futures
+import copy
 
 import numpy as np
 
 from sortd.v1 import sort_pb2
 
-from . import wire
+from . import cuda_ipc, wire
 from .arrays import INDEX_DTYPE, TypedInput, finish_indices, view_payload
 from .errors import ProtocolError
 from .responses import read_response
@@ -33,7 +34,7 @@ indices are positions within the segment (the row)."""
 class TopKInput:
     """A validated TopK call: keys, k, the segments, and their sizes."""
 
-    def __init__(self, keys, k, largest, values, segment_lengths, nulls):
+    def __init__(self, keys, k, largest, values, segment_lengths, nulls, regions=None):
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
             raise TypeError("k must be an integer, got %r" % (k,))
         if k < 1:
@@ -49,7 +50,12 @@ class TopKInput:
                       else sort_pb2.NULL_PLACEMENT_LAST)
         self.rows = None
         self.row_length = 0
-        arr = keys if isinstance(keys, np.ndarray) else None
+        # RegionSlices when the arrays lie in this client's regions.
+        self.keys_slice = self.values_slice = None
+        self._device_regions = set()
+        if _on_device(keys):
+            keys, values = self._by_device_reference(regions, keys, values, segment_lengths)
+        arr = keys if isinstance(keys, np.ndarray) and self.keys_slice is None else None
         if arr is not None and arr.ndim == 2:
             if segment_lengths is not None:
                 raise ValueError("segment_lengths: for 1-D keys (2-D keys are cut into rows)")
@@ -60,13 +66,15 @@ class TopKInput:
             values = self._flat_values(values, arr.shape)
         # The 1-D arrays as given (rows flattened), for pieces of them.
         self.flat_keys, self.flat_values = keys, values
-        # RegionSlices when the arrays lie in this client's system regions.
-        self.keys_slice = self.values_slice = None
         self.keys = TypedInput(keys, "keys")
         self.values = None if values is None else TypedInput(values, "values")
-        if self.values is not None and self.values.n != self.keys.n:
-            raise ValueError("keys and values differ in length (%d vs %d)"
-                             % (self.keys.n, self.values.n))
+        # Device arrays: their element counts (the inputs above are empty
+        # arrays of their types, which decode the answer).
+        self.n = self.keys.n if self.keys_slice is None else self.keys_slice.count
+        n_values = (None if values is None else self.values.n if self.keys_slice is None
+                    else self.values_slice.count)
+        if values is not None and n_values != self.n:
+            raise ValueError("keys and values differ in length (%d vs %d)" % (self.n, n_values))
         self.lengths = None
         if segment_lengths is not None:
             lengths = np.asarray(segment_lengths)
@@ -75,9 +83,9 @@ class TopKInput:
             if lengths.size and lengths.min() < 0:
                 raise ValueError("segment_lengths: negative length %d" % lengths.min())
             lengths = lengths.astype(np.uint64)
-            if int(lengths.sum(dtype=np.uint64)) != self.keys.n:
+            if int(lengths.sum(dtype=np.uint64)) != self.n:
                 raise ValueError("segment_lengths sum to %d but keys has %d"
-                                 % (int(lengths.sum(dtype=np.uint64)), self.keys.n))
+                                 % (int(lengths.sum(dtype=np.uint64)), self.n))
             self.lengths = lengths
         if self.rows is not None:
             self.counts = np.full(self.rows, min(self.k, self.row_length), dtype=np.uint64)
@@ -95,10 +103,44 @@ class TopKInput:
             raise ValueError("values: shape %s, keys %s" % (v.shape, shape))
         return np.ascontiguousarray(v).reshape(-1)
 
+    def _by_device_reference(self, regions, keys, values, segment_lengths):
+        """Device keys (and values): region slices of this client's CUDA
+        regions, selected on the server's GPU where they lie. 2-D keys are
+        rows. Returns empty host arrays of their types (for the answer)."""
+        if regions is None:
+            raise ValueError("keys: a device array needs a Client with CUDA regions")
+        _, _, _, shape = cuda_ipc.flat_interface(keys, "keys")
+        if len(shape) == 2:
+            if segment_lengths is not None:
+                raise ValueError("segment_lengths: for 1-D keys (2-D keys are cut into rows)")
+            self.rows, self.row_length = shape
+            if self.row_length == 0 and self.rows > 0:
+                raise ValueError("keys: rows of length 0")
+        elif len(shape) != 1:
+            raise ValueError("keys: 1-D or 2-D, got shape %s" % (shape,))
+        key_ref = regions.locate_device(keys, "keys")
+        self.keys_slice = key_ref.slice
+        self._device_regions = {key_ref.slice.region}
+        host_values = None
+        if values is not None:
+            if not _on_device(values):
+                raise ValueError("values: must be a device array in a CUDA region when the "
+                                 "keys are (the server gathers them on the GPU)")
+            _, _, _, vshape = cuda_ipc.flat_interface(values, "values")
+            if vshape != shape:
+                raise ValueError("values: shape %s, keys %s" % (vshape, shape))
+            value_ref = regions.locate_device(values, "values")
+            self.values_slice = value_ref.slice
+            host_values = np.empty(0, value_ref.dtype)
+        return np.empty(0, key_ref.dtype), host_values
+
     def by_reference(self, regions):
         """Sends the arrays as region slices when keys (and values, if any)
         lie in system regions of this client (regions.locate), read where
-        they lie; else they travel in the message. Whether they do."""
+        they lie; else they travel in the message. Whether they do (device
+        arrays always do: their slices were found when the call was made)."""
+        if self.keys_slice is not None:
+            return True
         keys = regions.locate(self.flat_keys, "keys", strict=False)
         values = (None if self.flat_values is None
                   else regions.locate(self.flat_values, "values", strict=False))
@@ -120,9 +162,20 @@ class TopKInput:
         values = 0 if self.values is None else self.values.encoded_size()
         return self.keys.encoded_size() + values + segments + 64
 
+    def on_device(self):
+        return self.keys_slice is not None and self.keys_slice.region in self._device_regions
+
+    def answer_bytes(self):
+        """About the serialized answer's size (keys, indices, values)."""
+        back = self.keys.wire_dtype.itemsize + 8 + (
+            0 if self.values is None else self.values.wire_dtype.itemsize)
+        return self.kept() * back + 64
+
     def piece(self, start, stop, lengths=None):
         """The same call over keys [start, stop): rows when 2-D (start and
         stop on row boundaries), else one array or the given segments."""
+        if self.on_device():
+            return self._device_piece(start, stop, lengths)
         keys = self.flat_keys[start:stop]
         values = None if self.flat_values is None else self.flat_values[start:stop]
         if self.rows is not None:
@@ -130,8 +183,27 @@ class TopKInput:
             values = None if values is None else values.reshape(-1, self.row_length)
         return TopKInput(keys, self.k, self.largest, values, lengths, self.nulls_name)
 
+    def _device_piece(self, start, stop, lengths):
+        """piece() of device arrays: the same call over sub-slices."""
+        piece = copy.copy(self)
+        for name in ("keys_slice", "values_slice"):
+            ref = getattr(self, name)
+            if ref is not None:
+                width = (self.keys if name == "keys_slice" else self.values).wire_dtype.itemsize
+                setattr(piece, name, sort_pb2.RegionSlice(
+                    region=ref.region, offset=ref.offset + start * width, count=stop - start,
+                    type=ref.type))
+        piece.n = stop - start
+        if self.rows is not None:
+            piece.rows = piece.n // self.row_length
+            piece.counts = np.full(piece.rows, min(self.k, self.row_length), dtype=np.uint64)
+        elif lengths is not None:
+            piece.lengths = np.asarray(lengths, dtype=np.uint64)
+            piece.counts = np.minimum(piece.lengths, np.uint64(self.k))
+        return piece
+
     def kept(self):
-        return min(self.k, self.keys.n) if self.counts is None else int(self.counts.sum())
+        return min(self.k, self.n) if self.counts is None else int(self.counts.sum())
 
     def request(self, return_indices, request_id):
         """The serialized TopKRequest."""
@@ -171,6 +243,11 @@ class TopKInput:
             indices = None if indices is None else indices.reshape(shape)
         return TopKResult(keys, indices, values, self.counts, resp.request_id,
                           engine_name(resp.engine))
+
+
+def _on_device(array):
+    """Whether `array` is a device array (CuPy, PyTorch, ...), not numpy."""
+    return not isinstance(array, np.ndarray) and hasattr(array, "__cuda_array_interface__")
 
 
 def _rows(flat, shape):
@@ -224,11 +301,14 @@ def split_call(call, budget, one, piece_bytes=PIECE_BYTES):
                          % (call.request_bytes(), budget))
     width = call.keys.wire_dtype.itemsize
     vwidth = 0 if call.values is None else call.values.wire_dtype.itemsize
-    per = width + vwidth          # request bytes a key
+    # Device arrays travel by reference: only the answers are cut, each
+    # piece as large as one message allows.
+    device = call.on_device()
+    per = 0 if device else width + vwidth  # request bytes a key
     back = width + 8 + vwidth     # answer bytes a kept key
     # Room for the arrays: the fields around them take less than this.
     room = budget - _OVERHEAD
-    piece_room = max(min(piece_bytes, budget) - _OVERHEAD, 1)
+    piece_room = room if device else max(min(piece_bytes, budget) - _OVERHEAD, 1)
     if call.rows is not None:
         kept = min(call.k, call.row_length)
         row_cost = max(call.row_length * per, kept * back)
@@ -258,6 +338,8 @@ def split_call(call, budget, one, piece_bytes=PIECE_BYTES):
         raise ValueError("the answer, %d keys with their indices, is more than one message "
                          "(%d bytes, max_message_bytes): ask for a smaller k, or sort()"
                          % (call.kept(), budget))
+    if device:  # one array's answer fits one message (checked above)
+        return one(call, True)
     # Pieces of at least 2k keys, so that every round of candidates is at
     # most half the keys before it (k keys with indices fit one message,
     # so 2k keys do too).
