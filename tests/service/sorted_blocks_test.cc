@@ -79,7 +79,7 @@ void RoundTrips() {
       for (bool sorted : {true, false}) {
         for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{65535},
                          size_t{65536}, size_t{65537}, size_t{3 * 65536 + 17}}) {
-          SCOPED_TRACE(testing::Message() << "width " << sizeof(W) << " kind "
+          SCOPED_TRACE(::testing::Message() << "width " << sizeof(W) << " kind "
                                           << static_cast<int>(kind) << " desc " << descending
                                           << " sorted " << sorted << " n " << n);
           const std::vector<W> keys = Words<W>(n, kind, sorted, descending, n * 7 + sorted);
@@ -110,7 +110,7 @@ TEST(SortedBlocksTest, SimdCodecsMatchTheScalarOnes) {
       for (bool sorted : {true, false}) {
         for (size_t n : {size_t{3}, size_t{4}, size_t{7}, size_t{64}, size_t{65537},
                          size_t{2 * 65536 + 4097}}) {
-          SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind) << " desc "
+          SCOPED_TRACE(::testing::Message() << "kind " << static_cast<int>(kind) << " desc "
                                           << descending << " sorted " << sorted << " n " << n);
           const std::vector<uint32_t> keys = Words<uint32_t>(n, kind, sorted, descending, n + 5);
           const KeyCoding c{4, kind, descending};
