@@ -21,7 +21,6 @@
 
 #include "bench/gpu_bench_util.cuh"
 #include "core/cuda/radix_sort.cuh"
-#include "core/cuda/radix_sort_impl.cuh"
 
 namespace {
 
@@ -103,14 +102,6 @@ cudaError_t SortPinned(void* temp, size_t& bytes, const sortd::cuda::RadixSortPr
   sortd::cuda::PinRadixRanks(sortd::cuda::RadixRanks::kAuto);
   return err;
 }
-// A policy set the library does not build (each one instantiates every
-// pass kernel: build time).
-template <typename Policy32, typename Policy64>
-cudaError_t SortProfile(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p, cudaStream_t stream,
-                        sortd::cuda::RadixSortStats* stats) {
-  return sortd::cuda::detail::RadixSortTuned<Policy32, Policy64>(temp, bytes, p, stream, stats);
-}
-
 // The library's sort with every pass on the plain kernel (no concentrated
 // passes): the before of the ties rows.
 cudaError_t SortPlainPasses(void* temp, size_t& bytes, const sortd::cuda::RadixSortProblem& p,
@@ -129,30 +120,16 @@ cudaError_t SortWithoutReadBack(void* temp, size_t& bytes, const sortd::cuda::Ra
   return sortd::cuda::RadixSort(temp, bytes, all, stream, stats);
 }
 
-// The h100 profile of 2026-11-28: 32-bit keys-only sorts and 4-byte values
-// in large tiles (384 x 32 x 2) from 2^24 keys, 8-byte values staged and
-// matched (384 x 20 x 2), 64-bit keys-only in 384 x 20 x 2 at every size.
-namespace before {
-using namespace sortd::cuda;
-using Now32 = OneSweepTuningH100<uint32_t>;
-using Now64 = OneSweepTuningH100<uint64_t>;
-using Tiles32 =
-    OneSweepPolicy<Now32::Keys, Now32::Pairs,
-                   OneSweepConfig<384, 20, 2, RankMatch::kAtomicOr, true, ConcentratedRank::kMatchAny, true>,
-                   OneSweepConfig<384, 32, 2, RankMatch::kCountOrder>, Now32::LargePairs, OneSweepSmallTiles>;
-using Tiles64 = OneSweepPolicy<Now64::Keys, Now64::Pairs, Now64::WidePairs, Now64::Keys, Now64::LargePairs,
-                               OneSweepSmallTiles>;
-}  // namespace before
-
 struct Variant {
   const char* name;
   SortFn fn;
 };
 
-// Variants that instantiate a policy set of their own (SortProfile) cost
-// minutes of build each: keep them few. Earlier ones (large tiles, staged
-// 8-byte values, small tiles, the hot-digit kernel off) are in git history
-// before commit 29cc7ec.
+// Only the library's own kernels: a variant instantiating a policy set of
+// its own (detail::RadixSortTuned<Policy32, Policy64>) costs minutes of
+// every build, CI's included, so such experiments live in a branch or git
+// history (the last, the h100 profile of 2026-11-28, until 6f9cb0f; earlier
+// ones before 29cc7ec).
 using sortd::cuda::RadixRanks;
 using sortd::cuda::RadixTuning;
 const Variant kVariants[] = {
@@ -167,10 +144,6 @@ const Variant kVariants[] = {
     // h100 profile is the same today, so this is also the before of count
     // order on an H100).
     {"h200 matched ranks", &SortPinned<RadixTuning::kH200, RadixRanks::kMatched>},
-    // The h100 profile before the tiles were re-tuned for the count-order
-    // kernel on an H200 (radix_tuning.cuh, 2026-11-29): the before of
-    // that change on the next H100.
-    {"h100 2026-11-28", &SortProfile<before::Tiles32, before::Tiles64>},
 };
 
 struct Row {
