@@ -168,3 +168,46 @@ class TopKUnitTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DevicePieces(unittest.TestCase):
+    """Device arrays go by reference: split_call cuts only their answers,
+    each piece a sub-slice of the same region (offsets in bytes)."""
+
+    def device_call(self, rows, row_length, k, key_dtype=np.float32):
+        # A host call made to look like a device one: the slices set as
+        # _by_device_reference sets them (no CUDA here).
+        call = top_k.TopKInput(np.empty(0, key_dtype), k, True, None, None, "last")
+        call.keys_slice = sort_pb2.RegionSlice(region="gpu", offset=4096, count=rows * row_length,
+                                               type=sort_pb2.ELEMENT_TYPE_FLOAT32)
+        call._device_regions = {"gpu"}
+        call.n, call.rows, call.row_length = rows * row_length, rows, row_length
+        call.counts = np.full(rows, min(k, row_length), dtype=np.uint64)
+        return call
+
+    def test_answers_over_one_message_are_cut_by_rows(self):
+        call = self.device_call(rows=1000, row_length=64, k=10)
+        self.assertTrue(call.on_device())
+        self.assertTrue(call.by_reference(None))
+        seen = []
+
+        def one(piece, want_indices):
+            seen.append(piece.keys_slice)
+            request = sort_pb2.TopKRequest.FromString(piece.request(want_indices, ""))
+            self.assertEqual(request.keys_region.region, "gpu")
+            self.assertEqual(request.row_length, 64)
+            kept = piece.kept()
+            return top_k.TopKResult(np.zeros(kept, np.float32), np.zeros(kept, np.uint64), None,
+                                    piece.counts, "", "ENGINE_GPU_RADIX")
+
+        # Room for about 300 rows' answers (10 keys and indices, 12 bytes each).
+        res = top_k.split_call(call, 300 * 10 * 12 + 2000, one)
+        self.assertGreater(len(seen), 1)
+        # The pieces tile the region's slice in order, on row boundaries.
+        at = 4096
+        for piece in seen:
+            self.assertEqual(piece.offset, at)
+            self.assertEqual(piece.count % 64, 0)
+            at += piece.count * 4
+        self.assertEqual(at, 4096 + 1000 * 64 * 4)
+        self.assertEqual(len(res.keys), 1000 * 10)
