@@ -72,11 +72,7 @@ class GpuRadixEngine final : public GpuEngine {
 
   absl::Status SortOnDevice(int device, NumericSpan keys, void* values, size_t value_width,
                             SortOrder order, absl::Span<uint64_t> indices) override {
-    cuda::GpuWorker* worker = nullptr;
-    const absl::Time now = clock_();
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      if (workers_[i]->device() == device && Serves(i, now)) worker = workers_[i].get();
-    }
+    cuda::GpuWorker* worker = ServingOn(device);
     return SortOn(worker != nullptr ? worker : Pick(), keys, order, indices, values, value_width,
                   /*allow_merge=*/false);
   }
@@ -116,11 +112,7 @@ class GpuRadixEngine final : public GpuEngine {
       return absl::InvalidArgumentError(
           absl::StrCat("values: unsupported element size ", request.value_width));
     }
-    cuda::GpuWorker* worker = nullptr;
-    const absl::Time now = clock_();
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      if (workers_[i]->device() == device && Serves(i, now)) worker = workers_[i].get();
-    }
+    cuda::GpuWorker* worker = ServingOn(device);
     if (worker == nullptr) {
       return absl::UnavailableError(absl::StrCat("GPU ", device, " does not serve (or is out of the rotation)"));
     }
@@ -343,6 +335,15 @@ class GpuRadixEngine final : public GpuEngine {
   }
 
  private:
+  // The worker of CUDA device `device` when it serves now, else null.
+  cuda::GpuWorker* ServingOn(int device) {
+    const absl::Time now = clock_();
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (workers_[i]->device() == device && Serves(i, now)) return workers_[i].get();
+    }
+    return nullptr;
+  }
+
   // The healthy GPU with the fewest jobs in flight, ties rotating
   // (core/gpu_placement.h).
   cuda::GpuWorker* Pick() {

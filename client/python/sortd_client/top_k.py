@@ -52,10 +52,10 @@ class TopKInput:
         self.row_length = 0
         # RegionSlices when the arrays lie in this client's regions.
         self.keys_slice = self.values_slice = None
-        self._device_regions = set()
+        self.device = False  # the keys are a device array in a CUDA region
         if _on_device(keys):
             keys, values = self._by_device_reference(regions, keys, values, segment_lengths)
-        arr = keys if isinstance(keys, np.ndarray) and self.keys_slice is None else None
+        arr = keys if isinstance(keys, np.ndarray) else None
         if arr is not None and arr.ndim == 2:
             if segment_lengths is not None:
                 raise ValueError("segment_lengths: for 1-D keys (2-D keys are cut into rows)")
@@ -120,7 +120,7 @@ class TopKInput:
             raise ValueError("keys: 1-D or 2-D, got shape %s" % (shape,))
         key_ref = regions.locate_device(keys, "keys")
         self.keys_slice = key_ref.slice
-        self._device_regions = {key_ref.slice.region}
+        self.device = True
         host_values = None
         if values is not None:
             if not _on_device(values):
@@ -163,7 +163,7 @@ class TopKInput:
         return self.keys.encoded_size() + values + segments + 64
 
     def on_device(self):
-        return self.keys_slice is not None and self.keys_slice.region in self._device_regions
+        return self.device
 
     def answer_bytes(self):
         """About the serialized answer's size (keys, indices, values)."""

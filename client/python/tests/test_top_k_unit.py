@@ -180,7 +180,7 @@ class DevicePieces(unittest.TestCase):
         call = top_k.TopKInput(np.empty(0, key_dtype), k, True, None, None, "last")
         call.keys_slice = sort_pb2.RegionSlice(region="gpu", offset=4096, count=rows * row_length,
                                                type=sort_pb2.ELEMENT_TYPE_FLOAT32)
-        call._device_regions = {"gpu"}
+        call.device = True
         call.n, call.rows, call.row_length = rows * row_length, rows, row_length
         call.counts = np.full(rows, min(k, row_length), dtype=np.uint64)
         return call

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/cuda/radix_kernels.cuh"  // IotaKernel
 #include "core/cuda/radix_transform.cuh"
 #include "core/cuda/select/top_k_kernels.cuh"
 
@@ -389,7 +390,7 @@ cudaError_t SortSegment(const TopKProblem& p, const Segment& s, char* temp, cons
                         cudaStream_t stream, TopKStats* stats) {
   auto* pos_in = reinterpret_cast<uint32_t*>(temp + l.sort_pos_in);
   auto* pos_out = reinterpret_cast<uint32_t*>(temp + l.sort_pos_out);
-  select::PositionsKernel<uint32_t><<<GridFor(s.length, 4, 256), 256, 0, stream>>>(pos_in, s.length);
+  IotaKernel<uint32_t><<<GridFor(s.length, 4, 256), 256, 0, stream>>>(pos_in, s.length);
   RadixSortProblem sort;
   sort.key_type = p.key_type;
   sort.num_items = s.length;
@@ -405,7 +406,7 @@ cudaError_t SortSegment(const TopKProblem& p, const Segment& s, char* temp, cons
   if (err != cudaSuccess) return err;
   const uint32_t keep = static_cast<uint32_t>(std::min<uint64_t>(p.k, s.length));
   const KeptOut<Word> out = OutFor<Word>(p, s);  // keys and values at the segment
-  select::CopyKeptKernel<Word><<<GridFor(keep, 1, 256), 256, 0, stream>>>(pos_out, 0, keep, 0, out);
+  select::CopyKeptKernel<Word><<<GridFor(keep, 1, 256), 256, 0, stream>>>(pos_out, keep, out);
   if (stats != nullptr) ++stats->sorted_segments;
   return cudaGetLastError();
 }

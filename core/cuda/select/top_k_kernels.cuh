@@ -595,19 +595,11 @@ __global__ void __launch_bounds__(kTieThreads)
 
 // ---- sort: the first k of a sorted segment ---------------------------
 
+// `out` points at the segment (OutFor): its first `keep` sorted positions.
 template <typename Word>
-__global__ void CopyKeptKernel(const uint32_t* sorted_positions, size_t segment_begin,
-                               uint32_t keep, size_t out_at, KeptOut<Word> out) {
+__global__ void CopyKeptKernel(const uint32_t* sorted_positions, uint32_t keep, KeptOut<Word> out) {
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < keep; i += gridDim.x * blockDim.x) {
-    out.Put(segment_begin, out_at + i, sorted_positions[i]);
-  }
-}
-
-template <typename Index>
-__global__ void PositionsKernel(Index* out, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += gridDim.x * static_cast<size_t>(blockDim.x)) {
-    out[i] = static_cast<Index>(i);
+    out.Put(0, i, sorted_positions[i]);
   }
 }
 
